@@ -1,0 +1,140 @@
+// Administration of sqlgroup in one database: schema migrations and the
+// life cycle of consumer groups (create, alter, delete, list, describe).
+//
+//   auto admin = sqlgroup::Admin::Connect({.dsn = "host=db dbname=app"});
+//   if (!admin.ok()) return admin.status();
+//   RETURN_IF_ERROR((*admin)->Migrate().status());
+//   RETURN_IF_ERROR((*admin)->CreateGroup({.name = "emails", .parts = 16}));
+//   auto d = (*admin)->DescribeGroup("emails");  // members, owners, lag
+//
+// Thread safety: an Admin holds one connection and is not safe for
+// concurrent use; give each thread its own.
+#ifndef SQLGROUP_ADMIN_H_
+#define SQLGROUP_ADMIN_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace sqlgroup {
+
+// A group's settings, as stored in sqlgroup.groups.
+struct GroupConfig {
+  // Letters, digits and "_.-", starting with a letter or digit; 1..128.
+  std::string name;
+  // P: the key space is split into this many parts. 1..4096. Fixed at
+  // creation (changing it online is not supported yet).
+  int parts = 16;
+  // A session that has not heartbeated for this long is expired and may be
+  // reaped by any member: its parts move after at most this long. >= 2x
+  // heartbeat_interval. Default 5 s.
+  absl::Duration session_ttl = absl::Seconds(5);
+  // How often members heartbeat. > 0 and <= session_ttl / 2. Default 1 s.
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+
+  // INVALID_ARGUMENT naming the field when a value is out of range.
+  absl::Status Validate() const;
+};
+
+struct AdminOptions {
+  // libpq connection string (keyword/value or URI). Empty: libpq's PG*
+  // environment variables.
+  std::string dsn;
+  // Bound on reaching the server. Default 5 s.
+  absl::Duration connect_timeout = absl::Seconds(5);
+  // Read migrations from this folder (sql/ of the sources) instead of the
+  // ones compiled in. Empty: compiled in.
+  std::string migrations_dir;
+};
+
+struct MigrateResult {
+  int from_version = 0;
+  int to_version = 0;
+  std::vector<std::string> applied;  // file names; empty when up to date
+};
+
+// One live (or expired, not yet reaped) session of a group.
+struct MemberInfo {
+  std::string session_id;
+  std::string instance;  // empty when not given
+  std::string host;
+  int pid = 0;
+  absl::Time created_at;
+  absl::Duration since_heartbeat;  // by the database clock
+  bool expired = false;
+  std::vector<int> parts;  // owned now, ascending
+};
+
+struct PartInfo {
+  int part = 0;
+  std::string owner_session;  // empty when no one owns it
+  std::string owner_instance;
+  int64_t epoch = 0;          // 0 when unowned
+  int64_t waiting_items = 0;  // items in the part's range not yet acked
+  int64_t claimed_items = 0;  // of those, claimed right now
+  absl::Duration oldest_age;  // age of the oldest waiting item; 0 if none
+  std::string first_key;      // the part's key range, inclusive
+  std::string last_key;
+};
+
+struct GroupDescription {
+  GroupConfig config;
+  std::vector<MemberInfo> members;  // lexical order of session id
+  std::vector<PartInfo> parts;      // part order
+  int64_t dead_items = 0;
+};
+
+class Admin {
+ public:
+  // Connects; does not check the schema (Migrate may be what comes next).
+  // UNAVAILABLE when the database cannot be reached (message names the
+  // masked target and the reason).
+  static absl::StatusOr<std::unique_ptr<Admin>> Connect(AdminOptions options);
+  ~Admin();
+
+  // Brings the schema to the newest version this library knows. Idempotent;
+  // safe to run from several processes at once. FAILED_PRECONDITION when
+  // the database is newer than this library; NOT_FOUND for a missing
+  // migrations_dir; nothing is changed on error.
+  absl::StatusOr<MigrateResult> Migrate();
+  // The recorded schema version, 0 when there is no sqlgroup schema.
+  absl::StatusOr<int> SchemaVersion();
+  // OK when the schema is exactly the version this library needs;
+  // FAILED_PRECONDITION saying what to run otherwise.
+  absl::Status CheckSchema();
+
+  // ALREADY_EXISTS when the name is taken; INVALID_ARGUMENT from Validate().
+  absl::Status CreateGroup(const GroupConfig& config);
+  // Changes TTL and/or heartbeat; members pick them up on their next
+  // heartbeat. NOT_FOUND, INVALID_ARGUMENT.
+  absl::Status AlterGroup(const std::string& name,
+                          std::optional<absl::Duration> session_ttl,
+                          std::optional<absl::Duration> heartbeat_interval);
+  // Deletes the group with its sessions, parts, items and dead items.
+  // NOT_FOUND when there is no such group.
+  absl::Status DeleteGroup(const std::string& name);
+  absl::StatusOr<std::vector<GroupConfig>> ListGroups();
+  absl::StatusOr<GroupConfig> GetGroup(const std::string& name);
+  // Members, every part's owner, epoch and lag. Counting lag reads the
+  // group's items index, so it costs O(items) on a large backlog.
+  absl::StatusOr<GroupDescription> DescribeGroup(const std::string& name);
+
+ private:
+  struct Impl;  // the connection; keeps pqxx out of this header
+  explicit Admin(AdminOptions options);
+  AdminOptions options_;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The schema version this library was built for.
+int SchemaVersionKnown();
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_ADMIN_H_

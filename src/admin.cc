@@ -1,0 +1,319 @@
+#include "sqlgroup/admin.h"
+
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "keyspace.h"
+#include "status_macros.h"
+#include "store/connection.h"
+#include "store/errors.h"
+#include "store/interval.h"
+#include "store/migrator.h"
+
+namespace sqlgroup {
+namespace {
+
+using store::Guard;
+using store::GuardOr;
+using store::MicrosOf;
+using store::ToInterval;
+
+bool ValidGroupName(const std::string& name) {
+  if (name.empty() || name.size() > 128) return false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                       (c >= '0' && c <= '9');
+    if (!alnum && (i == 0 || (c != '_' && c != '.' && c != '-'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+const std::string& GroupColumns() {
+  static const std::string* const kColumns = new std::string(absl::StrCat(
+      "name, parts, ", MicrosOf("session_ttl"), ", ",
+      MicrosOf("heartbeat_interval")));
+  return *kColumns;
+}
+
+GroupConfig GroupFromRow(const pqxx::row& row) {
+  GroupConfig g;
+  g.name = row[0].as<std::string>();
+  g.parts = row[1].as<int>();
+  g.session_ttl = absl::Microseconds(row[2].as<int64_t>());
+  g.heartbeat_interval = absl::Microseconds(row[3].as<int64_t>());
+  return g;
+}
+
+absl::Status GroupNotFound(const std::string& name) {
+  return absl::NotFoundError(absl::StrCat(
+      "consumer group '", name,
+      "' does not exist; create it with `sqlgroup group create ", name,
+      " --parts P` (see `sqlgroup group list`)"));
+}
+
+// "{a,b,c}": a PostgreSQL array literal of plain tokens.
+template <typename Range, typename F>
+std::string ArrayLiteral(const Range& values, F&& format) {
+  std::vector<std::string> parts;
+  for (const auto& v : values) parts.push_back(format(v));
+  return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
+}
+
+}  // namespace
+
+absl::Status GroupConfig::Validate() const {
+  if (!ValidGroupName(name)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group name '", name,
+        "' is invalid: use 1 to 128 letters, digits, '_', '.' or '-', "
+        "starting with a letter or digit"));
+  }
+  if (parts < kMinParts || parts > kMaxParts) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parts must be between ", kMinParts, " and ", kMaxParts,
+                     ", got ", parts));
+  }
+  if (heartbeat_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "heartbeat must be positive, got ",
+        absl::FormatDuration(heartbeat_interval)));
+  }
+  if (heartbeat_interval * 2 > session_ttl) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "heartbeat (", absl::FormatDuration(heartbeat_interval),
+        ") must be at most half the session ttl (",
+        absl::FormatDuration(session_ttl),
+        "), so one late heartbeat does not expire a live member"));
+  }
+  if (session_ttl > absl::Hours(24)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ttl must be at most 24h, got ", absl::FormatDuration(session_ttl)));
+  }
+  return absl::OkStatus();
+}
+
+int SchemaVersionKnown() { return internal::LatestKnownVersion(); }
+
+struct Admin::Impl {
+  std::unique_ptr<pqxx::connection> conn;
+};
+
+Admin::Admin(AdminOptions options)
+    : options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
+Admin::~Admin() = default;
+
+absl::StatusOr<std::unique_ptr<Admin>> Admin::Connect(AdminOptions options) {
+  std::unique_ptr<Admin> admin(new Admin(std::move(options)));
+  store::ConnectOptions connect;
+  connect.connect_timeout = admin->options_.connect_timeout;
+  connect.application_name = "sqlgroup-admin";
+  ASSIGN_OR_RETURN(admin->impl_->conn,
+                   store::Connect(admin->options_.dsn, connect));
+  return admin;
+}
+
+absl::StatusOr<MigrateResult> Admin::Migrate() {
+  std::vector<internal::MigrationSource> sources;
+  if (options_.migrations_dir.empty()) {
+    sources = internal::EmbeddedMigrations();
+  } else {
+    ASSIGN_OR_RETURN(sources,
+                     internal::ReadMigrationDir(options_.migrations_dir));
+  }
+  ASSIGN_OR_RETURN(std::vector<internal::Migration> migrations,
+                   internal::ParseMigrations(sources));
+  ASSIGN_OR_RETURN(store::MigrateOutcome outcome,
+                   store::ApplyMigrations(*impl_->conn, migrations));
+  return MigrateResult{outcome.from_version, outcome.to_version,
+                       outcome.applied};
+}
+
+absl::StatusOr<int> Admin::SchemaVersion() {
+  return store::ReadSchemaVersion(*impl_->conn);
+}
+
+absl::Status Admin::CheckSchema() {
+  return store::CheckSchemaVersion(*impl_->conn, SchemaVersionKnown());
+}
+
+absl::Status Admin::CreateGroup(const GroupConfig& config) {
+  RETURN_IF_ERROR(config.Validate());
+  RETURN_IF_ERROR(CheckSchema());
+  absl::Status s = Guard("create group", [&] {
+    pqxx::work tx(*impl_->conn);
+    tx.exec_params(
+        "INSERT INTO sqlgroup.groups (name, parts, session_ttl, "
+        "heartbeat_interval) VALUES ($1, $2, $3::interval, $4::interval)",
+        config.name, config.parts, ToInterval(config.session_ttl),
+        ToInterval(config.heartbeat_interval));
+    tx.commit();
+  });
+  if (absl::IsAlreadyExists(s)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "consumer group '", config.name,
+        "' already exists; `sqlgroup group describe ", config.name,
+        "` shows it"));
+  }
+  return s;
+}
+
+absl::StatusOr<GroupConfig> Admin::GetGroup(const std::string& name) {
+  RETURN_IF_ERROR(CheckSchema());
+  std::optional<GroupConfig> found;
+  RETURN_IF_ERROR(Guard("read group", [&] {
+    pqxx::nontransaction tx(*impl_->conn);
+    const pqxx::result r = tx.exec_params(
+        absl::StrCat("SELECT ", GroupColumns(),
+                     " FROM sqlgroup.groups WHERE name = $1"),
+        name);
+    if (!r.empty()) found = GroupFromRow(r[0]);
+  }));
+  if (!found) return GroupNotFound(name);
+  return *found;
+}
+
+absl::Status Admin::AlterGroup(
+    const std::string& name, std::optional<absl::Duration> session_ttl,
+    std::optional<absl::Duration> heartbeat_interval) {
+  ASSIGN_OR_RETURN(GroupConfig config, GetGroup(name));
+  if (session_ttl) config.session_ttl = *session_ttl;
+  if (heartbeat_interval) config.heartbeat_interval = *heartbeat_interval;
+  RETURN_IF_ERROR(config.Validate());
+  bool updated = false;
+  RETURN_IF_ERROR(Guard("alter group", [&] {
+    pqxx::work tx(*impl_->conn);
+    updated = tx.exec_params("UPDATE sqlgroup.groups SET session_ttl = "
+                             "$2::interval, heartbeat_interval = $3::interval "
+                             "WHERE name = $1",
+                             name, ToInterval(config.session_ttl),
+                             ToInterval(config.heartbeat_interval))
+                  .affected_rows() == 1;
+    tx.commit();
+  }));
+  return updated ? absl::OkStatus() : GroupNotFound(name);
+}
+
+absl::Status Admin::DeleteGroup(const std::string& name) {
+  RETURN_IF_ERROR(CheckSchema());
+  bool deleted = false;
+  RETURN_IF_ERROR(Guard("delete group", [&] {
+    pqxx::work tx(*impl_->conn);
+    // Items first: deleting the group cascades to sessions and parts, which
+    // would otherwise null the claims of rows about to go anyway.
+    tx.exec_params("DELETE FROM sqlgroup.items WHERE group_name = $1", name);
+    tx.exec_params("DELETE FROM sqlgroup.dead_items WHERE group_name = $1",
+                   name);
+    deleted = tx.exec_params("DELETE FROM sqlgroup.groups WHERE name = $1",
+                             name)
+                  .affected_rows() == 1;
+    tx.commit();
+  }));
+  return deleted ? absl::OkStatus() : GroupNotFound(name);
+}
+
+absl::StatusOr<std::vector<GroupConfig>> Admin::ListGroups() {
+  RETURN_IF_ERROR(CheckSchema());
+  return GuardOr<std::vector<GroupConfig>>("list groups", [&] {
+    pqxx::nontransaction tx(*impl_->conn);
+    std::vector<GroupConfig> groups;
+    for (const pqxx::row& row :
+         tx.exec(absl::StrCat("SELECT ", GroupColumns(),
+                              " FROM sqlgroup.groups ORDER BY name"))) {
+      groups.push_back(GroupFromRow(row));
+    }
+    return groups;
+  });
+}
+
+absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name) {
+  GroupDescription d;
+  ASSIGN_OR_RETURN(d.config, GetGroup(name));
+  const int parts = d.config.parts;
+  d.parts.resize(parts);
+  std::vector<int> numbers(parts);
+  for (int p = 0; p < parts; ++p) {
+    numbers[p] = p;
+    const KeyRange r = PartRange(p, parts);
+    d.parts[p].part = p;
+    d.parts[p].first_key = FormatUuid(r.first);
+    d.parts[p].last_key = FormatUuid(r.last);
+  }
+  RETURN_IF_ERROR(Guard("describe group", [&] {
+    // One snapshot, so members, owners and lag agree with each other.
+    pqxx::work tx(*impl_->conn, "describe");
+    tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    for (const pqxx::row& row : tx.exec_params(
+             "SELECT s.id::text, coalesce(s.instance, ''), s.host, s.pid, "
+             "  (extract(epoch from s.created_at) * 1000000)::bigint, " +
+                 MicrosOf("clock_timestamp() - s.heartbeated_at") +
+                 ", s.heartbeated_at < clock_timestamp() - g.session_ttl "
+                 "FROM sqlgroup.sessions s "
+                 "JOIN sqlgroup.groups g ON g.name = s.group_name "
+                 "WHERE s.group_name = $1 ORDER BY s.id",
+             name)) {
+      MemberInfo m;
+      m.session_id = row[0].as<std::string>();
+      m.instance = row[1].as<std::string>();
+      m.host = row[2].as<std::string>();
+      m.pid = row[3].as<int>();
+      m.created_at = absl::FromUnixMicros(row[4].as<int64_t>());
+      m.since_heartbeat = absl::Microseconds(row[5].as<int64_t>());
+      m.expired = row[6].as<bool>();
+      d.members.push_back(std::move(m));
+    }
+    for (const pqxx::row& row : tx.exec_params(
+             "SELECT part, session_id::text, epoch FROM sqlgroup.session_parts "
+             "WHERE group_name = $1 ORDER BY part",
+             name)) {
+      const int p = row[0].as<int>();
+      if (p < 0 || p >= parts) continue;  // left over from a larger P
+      PartInfo& info = d.parts[p];
+      info.owner_session = row[1].as<std::string>();
+      info.epoch = row[2].as<int64_t>();
+      for (MemberInfo& m : d.members) {
+        if (m.session_id == info.owner_session) {
+          m.parts.push_back(p);
+          info.owner_instance = m.instance;
+        }
+      }
+    }
+    const auto first = ArrayLiteral(d.parts, [](const PartInfo& i) {
+      return i.first_key;
+    });
+    const auto last = ArrayLiteral(d.parts, [](const PartInfo& i) {
+      return i.last_key;
+    });
+    const auto nums = ArrayLiteral(numbers, [](int p) {
+      return absl::StrCat(p);
+    });
+    for (const pqxx::row& row : tx.exec_params(
+             "SELECT b.part, count(i.id), count(i.claim_session), "
+             "  coalesce(" +
+                 MicrosOf("clock_timestamp() - min(i.enqueued_at)") +
+                 ", 0) "
+                 "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) "
+                 "  AS b(part, lo, hi) "
+                 "LEFT JOIN sqlgroup.items i ON i.group_name = $1 "
+                 "  AND i.id BETWEEN b.lo AND b.hi "
+                 "GROUP BY b.part",
+             name, nums, first, last)) {
+      PartInfo& info = d.parts[row[0].as<int>()];
+      info.waiting_items = row[1].as<int64_t>();
+      info.claimed_items = row[2].as<int64_t>();
+      info.oldest_age = absl::Microseconds(row[3].as<int64_t>());
+    }
+    d.dead_items =
+        tx.exec_params1(
+              "SELECT count(*) FROM sqlgroup.dead_items WHERE group_name = $1",
+              name)[0]
+            .as<int64_t>();
+    tx.commit();
+  }));
+  return d;
+}
+
+}  // namespace sqlgroup

@@ -1,0 +1,188 @@
+#include "cli/commands.h"
+
+#include <cstdio>
+#include <functional>
+#include <map>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/describe_format.h"
+#include "cli/flags.h"
+#include "dsn.h"
+#include "sqlgroup/admin.h"
+#include "sqlgroup/private_postgres.h"
+#include "status_macros.h"
+
+namespace sqlgroup::cli {
+namespace {
+
+using Args = std::vector<std::string>;
+
+struct Command {
+  std::string synopsis;
+  std::vector<std::string> flags;
+  int positional;  // exact number of arguments after the command words
+  std::function<absl::Status(const Args&)> run;
+};
+
+absl::StatusOr<std::unique_ptr<Admin>> ConnectAdmin() {
+  AdminOptions options;
+  options.dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
+  options.migrations_dir = absl::GetFlag(FLAGS_migrations_dir);
+  return Admin::Connect(options);
+}
+
+void Print(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+absl::Status Migrate(const Args&) {
+  ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
+  ASSIGN_OR_RETURN(MigrateResult r, admin->Migrate());
+  if (r.applied.empty()) {
+    Print(absl::StrCat("schema is up to date at version ", r.to_version,
+                       "\n"));
+  } else {
+    Print(absl::StrCat("schema migrated from version ", r.from_version,
+                       " to ", r.to_version, " (applied ",
+                       absl::StrJoin(r.applied, ", "), ")\n"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GroupCreate(const Args& args) {
+  ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
+  GroupConfig config;
+  config.name = args[0];
+  config.parts = absl::GetFlag(FLAGS_parts);
+  config.session_ttl = absl::GetFlag(FLAGS_ttl);
+  config.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat);
+  RETURN_IF_ERROR(admin->CreateGroup(config));
+  Print(absl::StrCat("created group ", config.name, " with ", config.parts,
+                     " parts\n"));
+  return absl::OkStatus();
+}
+
+absl::Status GroupAlter(const Args& args) {
+  std::optional<absl::Duration> ttl, heartbeat;
+  if (FlagGiven("ttl")) ttl = absl::GetFlag(FLAGS_ttl);
+  if (FlagGiven("heartbeat")) heartbeat = absl::GetFlag(FLAGS_heartbeat);
+  if (!ttl && !heartbeat) {
+    return absl::InvalidArgumentError(
+        "group alter needs --ttl and/or --heartbeat");
+  }
+  ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
+  RETURN_IF_ERROR(admin->AlterGroup(args[0], ttl, heartbeat));
+  Print(absl::StrCat("altered group ", args[0], "\n"));
+  return absl::OkStatus();
+}
+
+absl::Status GroupDelete(const Args& args) {
+  ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
+  RETURN_IF_ERROR(admin->DeleteGroup(args[0]));
+  Print(absl::StrCat("deleted group ", args[0], "\n"));
+  return absl::OkStatus();
+}
+
+absl::Status GroupList(const Args&) {
+  ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
+  ASSIGN_OR_RETURN(auto groups, admin->ListGroups());
+  Print(absl::GetFlag(FLAGS_json) ? GroupListJson(groups)
+                                  : GroupListText(groups));
+  return absl::OkStatus();
+}
+
+absl::Status GroupDescribe(const Args& args) {
+  ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
+  ASSIGN_OR_RETURN(GroupDescription d, admin->DescribeGroup(args[0]));
+  Print(absl::GetFlag(FLAGS_json) ? DescriptionJson(d) : DescriptionText(d));
+  return absl::OkStatus();
+}
+
+// Until the coordinator exists: a private PostgreSQL, the schema, a group,
+// and its (empty) description.
+absl::Status Demo(const Args&) {
+  Print("starting a private PostgreSQL...\n");
+  ASSIGN_OR_RETURN(auto pg, PrivatePostgres::Start({}));
+  Print(absl::StrCat("PostgreSQL is up on 127.0.0.1:", pg->port(), " (",
+                     pg->data_dir(), ")\n"));
+  AdminOptions options;
+  options.dsn = pg->Dsn();
+  ASSIGN_OR_RETURN(auto admin, Admin::Connect(options));
+  ASSIGN_OR_RETURN(MigrateResult r, admin->Migrate());
+  Print(absl::StrCat("schema version ", r.to_version, "\n"));
+  GroupConfig config;
+  config.name = "demo";
+  RETURN_IF_ERROR(admin->CreateGroup(config));
+  ASSIGN_OR_RETURN(GroupDescription d, admin->DescribeGroup("demo"));
+  Print(DescriptionText(d));
+  admin.reset();
+  RETURN_IF_ERROR(pg->Stop());
+  Print("private PostgreSQL stopped\n");
+  return absl::OkStatus();
+}
+
+const std::map<std::string, Command>& Commands() {
+  static const auto* const kCommands = new std::map<std::string, Command>{
+      {"migrate", {"migrate [--migrations-dir DIR]", {"migrations_dir"}, 0,
+                   Migrate}},
+      {"group create",
+       {"group create NAME [--parts 16] [--ttl 5s] [--heartbeat 1s]",
+        {"parts", "ttl", "heartbeat"}, 1, GroupCreate}},
+      {"group alter",
+       {"group alter NAME [--ttl D] [--heartbeat D]", {"ttl", "heartbeat"}, 1,
+        GroupAlter}},
+      {"group delete", {"group delete NAME", {}, 1, GroupDelete}},
+      {"group list", {"group list [--json]", {"json"}, 0, GroupList}},
+      {"group describe",
+       {"group describe NAME [--json]", {"json"}, 1, GroupDescribe}},
+      {"demo", {"demo [--duration 60s]", {"duration"}, 0, Demo}},
+  };
+  return *kCommands;
+}
+
+}  // namespace
+
+const char* UsageText() {
+  static const std::string* const kUsage = [] {
+    std::string s =
+        "sqlgroup: a Kafka-style consumer-group coordinator over SQL.\n\n"
+        "Usage: sqlgroup COMMAND [ARGS] [FLAGS]\n\nCommands:\n";
+    for (const auto& [name, c] : Commands()) {
+      absl::StrAppend(&s, "  sqlgroup ", c.synopsis, "\n");
+    }
+    absl::StrAppend(&s,
+                    "\nEvery command takes --dsn (else $SQLGROUP_DSN, else "
+                    "libpq's PG* variables) and --log_level.\n"
+                    "Run `sqlgroup --helpfull` for every flag.\n");
+    return new std::string(s);
+  }();
+  return kUsage->c_str();
+}
+
+absl::Status RunCommand(const Args& args) {
+  if (args.empty()) {
+    return absl::InvalidArgumentError("no command given");
+  }
+  // The longest run of leading words that names a command: "group create".
+  for (size_t words = std::min<size_t>(2, args.size()); words >= 1; --words) {
+    const std::string name = absl::StrJoin(args.begin(),
+                                           args.begin() + words, " ");
+    auto it = Commands().find(name);
+    if (it == Commands().end()) continue;
+    const Command& c = it->second;
+    const Args rest(args.begin() + words, args.end());
+    RETURN_IF_ERROR(CheckFlagsApply(name, c.flags));
+    if (static_cast<int>(rest.size()) != c.positional) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("usage: sqlgroup ", c.synopsis));
+    }
+    return c.run(rest);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown command '", absl::StrJoin(args, " "), "'"));
+}
+
+}  // namespace sqlgroup::cli

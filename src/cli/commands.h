@@ -1,0 +1,22 @@
+// The subcommands of `sqlgroup`. Each turns flags into library calls and
+// prints the result; none holds logic of its own.
+#ifndef SQLGROUP_CLI_COMMANDS_H_
+#define SQLGROUP_CLI_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace sqlgroup::cli {
+
+// Runs the subcommand named by the positional arguments (argv[0] dropped).
+// INVALID_ARGUMENT for a usage error (unknown subcommand, missing name).
+absl::Status RunCommand(const std::vector<std::string>& args);
+
+// The usage text shown by --help and on a usage error.
+const char* UsageText();
+
+}  // namespace sqlgroup::cli
+
+#endif  // SQLGROUP_CLI_COMMANDS_H_

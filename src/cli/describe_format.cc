@@ -1,0 +1,134 @@
+#include "cli/describe_format.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace sqlgroup::cli {
+namespace {
+
+std::string Seconds(absl::Duration d) {
+  return absl::StrFormat("%.3f", absl::ToDoubleSeconds(d));
+}
+
+// "abcd1234" of a session id, or "-" when none.
+std::string Short(const std::string& session) {
+  return session.empty() ? "-" : session.substr(0, 8);
+}
+
+}  // namespace
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (const unsigned char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\r': out += "\\r"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (c < 0x20) {
+          out += absl::StrFormat("\\u%04x", c);
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string DescriptionText(const GroupDescription& d) {
+  std::string out = absl::StrFormat(
+      "GROUP %s  parts=%d  ttl=%s  heartbeat=%s  members=%d  dead_items=%d\n",
+      d.config.name, d.config.parts, absl::FormatDuration(d.config.session_ttl),
+      absl::FormatDuration(d.config.heartbeat_interval), d.members.size(),
+      d.dead_items);
+  out += "\nMEMBERS\n";
+  out += absl::StrFormat("%-36s  %-16s  %-20s  %7s  %9s  %s\n", "SESSION",
+                         "INSTANCE", "HOST", "PID", "HEARTBEAT", "PARTS");
+  if (d.members.empty()) out += "(none)\n";
+  for (const MemberInfo& m : d.members) {
+    std::vector<std::string> parts;
+    for (int p : m.parts) parts.push_back(absl::StrCat(p));
+    out += absl::StrFormat(
+        "%-36s  %-16s  %-20s  %7d  %8ss  %s%s\n", m.session_id,
+        m.instance.empty() ? "-" : m.instance, m.host, m.pid,
+        Seconds(m.since_heartbeat), absl::StrJoin(parts, ","),
+        m.expired ? "  (expired)" : "");
+  }
+  out += "\nPARTS\n";
+  out += absl::StrFormat("%5s  %-8s  %-16s  %8s  %10s  %8s  %10s\n", "PART",
+                         "OWNER", "INSTANCE", "EPOCH", "LAG", "CLAIMED",
+                         "OLDEST_S");
+  int64_t total = 0;
+  for (const PartInfo& p : d.parts) {
+    total += p.waiting_items;
+    out += absl::StrFormat(
+        "%5d  %-8s  %-16s  %8s  %10d  %8d  %10s\n", p.part,
+        Short(p.owner_session),
+        p.owner_instance.empty() ? "-" : p.owner_instance,
+        p.epoch == 0 ? "-" : absl::StrCat(p.epoch), p.waiting_items,
+        p.claimed_items, Seconds(p.oldest_age));
+  }
+  out += absl::StrFormat("TOTAL LAG %d\n", total);
+  return out;
+}
+
+std::string DescriptionJson(const GroupDescription& d) {
+  std::vector<std::string> members;
+  for (const MemberInfo& m : d.members) {
+    members.push_back(absl::StrCat(
+        "{\"session\":", JsonString(m.session_id),
+        ",\"instance\":", JsonString(m.instance),
+        ",\"host\":", JsonString(m.host), ",\"pid\":", m.pid,
+        ",\"created_at\":", JsonString(absl::FormatTime(m.created_at)),
+        ",\"seconds_since_heartbeat\":", Seconds(m.since_heartbeat),
+        ",\"expired\":", m.expired ? "true" : "false", ",\"parts\":[",
+        absl::StrJoin(m.parts, ","), "]}"));
+  }
+  std::vector<std::string> parts;
+  for (const PartInfo& p : d.parts) {
+    parts.push_back(absl::StrCat(
+        "{\"part\":", p.part, ",\"owner\":",
+        p.owner_session.empty() ? "null" : JsonString(p.owner_session),
+        ",\"instance\":", JsonString(p.owner_instance),
+        ",\"epoch\":", p.epoch, ",\"lag_items\":", p.waiting_items,
+        ",\"claimed_items\":", p.claimed_items,
+        ",\"oldest_age_seconds\":", Seconds(p.oldest_age),
+        ",\"first_key\":", JsonString(p.first_key),
+        ",\"last_key\":", JsonString(p.last_key), "}"));
+  }
+  return absl::StrCat(
+      "{\"group\":", JsonString(d.config.name),
+      ",\"part_count\":", d.config.parts,
+      ",\"ttl_seconds\":", Seconds(d.config.session_ttl),
+      ",\"heartbeat_seconds\":", Seconds(d.config.heartbeat_interval),
+      ",\"dead_items\":", d.dead_items, ",\"members\":[",
+      absl::StrJoin(members, ","), "],\"parts\":[",
+      absl::StrJoin(parts, ","), "]}\n");
+}
+
+std::string GroupListText(const std::vector<GroupConfig>& groups) {
+  std::string out = absl::StrFormat("%-32s  %6s  %10s  %10s\n", "GROUP",
+                                    "PARTS", "TTL", "HEARTBEAT");
+  for (const GroupConfig& g : groups) {
+    out += absl::StrFormat("%-32s  %6d  %10s  %10s\n", g.name, g.parts,
+                           absl::FormatDuration(g.session_ttl),
+                           absl::FormatDuration(g.heartbeat_interval));
+  }
+  return out;
+}
+
+std::string GroupListJson(const std::vector<GroupConfig>& groups) {
+  std::vector<std::string> rows;
+  for (const GroupConfig& g : groups) {
+    rows.push_back(absl::StrCat(
+        "{\"group\":", JsonString(g.name), ",\"parts\":", g.parts,
+        ",\"ttl_seconds\":", Seconds(g.session_ttl),
+        ",\"heartbeat_seconds\":", Seconds(g.heartbeat_interval), "}"));
+  }
+  return absl::StrCat("[", absl::StrJoin(rows, ","), "]\n");
+}
+
+}  // namespace sqlgroup::cli

@@ -1,0 +1,23 @@
+// `sqlgroup group describe` output: a kafka-consumer-groups style table, or
+// JSON for scripts. Pure formatting.
+#ifndef SQLGROUP_CLI_DESCRIBE_FORMAT_H_
+#define SQLGROUP_CLI_DESCRIBE_FORMAT_H_
+
+#include <string>
+#include <vector>
+
+#include "sqlgroup/admin.h"
+
+namespace sqlgroup::cli {
+
+std::string DescriptionText(const GroupDescription& d);
+std::string DescriptionJson(const GroupDescription& d);
+std::string GroupListText(const std::vector<GroupConfig>& groups);
+std::string GroupListJson(const std::vector<GroupConfig>& groups);
+
+// A JSON string literal, quotes included.
+std::string JsonString(const std::string& s);
+
+}  // namespace sqlgroup::cli
+
+#endif  // SQLGROUP_CLI_DESCRIBE_FORMAT_H_

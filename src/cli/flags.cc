@@ -1,0 +1,77 @@
+#include "cli/flags.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+ABSL_FLAG(std::string, dsn, "",
+          "libpq connection string (keyword/value or URI). Default: "
+          "$SQLGROUP_DSN, else libpq's PG* environment variables");
+ABSL_FLAG(std::string, migrations_dir, "",
+          "migrate: read NNN_name.sql files from this folder instead of the "
+          "migrations built into the binary");
+ABSL_FLAG(int32_t, parts, 16, "group create: number of parts P (1..4096)");
+ABSL_FLAG(absl::Duration, ttl, absl::Seconds(5),
+          "group create/alter: session TTL, e.g. 5s; a silent member's parts "
+          "move after this long");
+ABSL_FLAG(absl::Duration, heartbeat, absl::Seconds(1),
+          "group create/alter: heartbeat interval, at most ttl/2");
+ABSL_FLAG(bool, json, false, "group describe/list: print JSON");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
+          "demo: how long the demo runs");
+ABSL_FLAG(std::string, log_level, "info",
+          "trace, debug, info, warn, error or off");
+
+namespace sqlgroup::cli {
+
+// Flags any subcommand takes.
+static const char* const kCommonFlags[] = {"dsn", "log_level"};
+
+namespace {
+// Debian's Abseil keeps IsSpecifiedOnCommandLine() private, so the names
+// given are read off argv before parsing.
+std::set<std::string>& GivenFlags() {
+  static auto* const kGiven = new std::set<std::string>;
+  return *kGiven;
+}
+}  // namespace
+
+void RecordGivenFlags(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string token = argv[i];
+    if (token == "--") break;
+    if (token.size() < 2 || token[0] != '-') continue;
+    token = token.substr(token[1] == '-' ? 2 : 1);
+    token = token.substr(0, token.find('='));
+    if (absl::FindCommandLineFlag(token) == nullptr && token.size() > 2 &&
+        token.rfind("no", 0) == 0) {
+      token = token.substr(2);  // --nojson
+    }
+    GivenFlags().insert(token);
+  }
+}
+
+bool FlagGiven(const std::string& name) { return GivenFlags().count(name); }
+
+absl::Status CheckFlagsApply(const std::string& command,
+                             const std::vector<std::string>& allowed) {
+  std::vector<std::string> ours = allowed;
+  ours.insert(ours.end(), std::begin(kCommonFlags), std::end(kCommonFlags));
+  for (const std::string& name : GivenFlags()) {
+    if (absl::FindCommandLineFlag(name) == nullptr) continue;
+    if (std::find(ours.begin(), ours.end(), name) != ours.end()) continue;
+    if (name.rfind("help", 0) == 0 || name == "version") continue;
+    std::vector<std::string> shown;
+    for (const auto& a : ours) shown.push_back(absl::StrCat("--", a));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "flag --", name, " does not apply to `sqlgroup ", command,
+        "`; it takes ", absl::StrJoin(shown, ", ")));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sqlgroup::cli

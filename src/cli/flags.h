@@ -1,0 +1,39 @@
+// The command line of `sqlgroup`: every flag, and which subcommand takes
+// which. Flags are Abseil flags (global), so each subcommand lists the ones
+// it accepts and anything else given is refused with a clear message.
+#ifndef SQLGROUP_CLI_FLAGS_H_
+#define SQLGROUP_CLI_FLAGS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+ABSL_DECLARE_FLAG(std::string, dsn);
+ABSL_DECLARE_FLAG(std::string, migrations_dir);
+ABSL_DECLARE_FLAG(int32_t, parts);
+ABSL_DECLARE_FLAG(absl::Duration, ttl);
+ABSL_DECLARE_FLAG(absl::Duration, heartbeat);
+ABSL_DECLARE_FLAG(bool, json);
+ABSL_DECLARE_FLAG(absl::Duration, duration);
+ABSL_DECLARE_FLAG(std::string, log_level);
+
+namespace sqlgroup::cli {
+
+// INVALID_ARGUMENT naming the first flag given on the command line that
+// `command` does not take.
+absl::Status CheckFlagsApply(const std::string& command,
+                             const std::vector<std::string>& allowed);
+
+// Notes which flags argv names; call before absl::ParseCommandLine.
+void RecordGivenFlags(int argc, char** argv);
+
+// True when the flag was given on the command line.
+bool FlagGiven(const std::string& name);
+
+}  // namespace sqlgroup::cli
+
+#endif  // SQLGROUP_CLI_FLAGS_H_

@@ -1,0 +1,62 @@
+#include "store/connection.h"
+
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "dsn.h"
+#include "store/errors.h"
+
+namespace sqlgroup::store {
+namespace {
+
+std::string Millis(absl::Duration d) {
+  return absl::StrCat(absl::ToInt64Milliseconds(d));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
+    const std::string& dsn, const ConnectOptions& options) {
+  const int timeout_s = std::max<int64_t>(
+      1, absl::ToInt64Seconds(absl::Ceil(options.connect_timeout,
+                                         absl::Seconds(1))));
+  std::unique_ptr<pqxx::connection> conn;
+  try {
+    conn = std::make_unique<pqxx::connection>(
+        WithConnectTimeout(dsn, timeout_s));
+  } catch (const std::exception& e) {
+    std::string reason = e.what();
+    while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' '))
+      reason.pop_back();
+    const std::string target =
+        dsn.empty() ? "the database named by libpq's PG* variables (no "
+                      "--dsn or SQLGROUP_DSN given)"
+                    : absl::StrCat("'", MaskDsn(dsn), "'");
+    return absl::UnavailableError(absl::StrCat(
+        "cannot connect to ", target, ": ", reason,
+        " (tried for at most ", timeout_s,
+        " s; check --dsn / SQLGROUP_DSN and that the server is up)"));
+  }
+  std::string setup = absl::StrCat(
+      "SET application_name = ", conn->quote(options.application_name), ";");
+  if (options.statement_timeout > absl::ZeroDuration()) {
+    absl::StrAppend(&setup, "SET statement_timeout = ",
+                    Millis(options.statement_timeout), ";");
+  }
+  if (options.lock_timeout > absl::ZeroDuration()) {
+    absl::StrAppend(&setup, "SET lock_timeout = ",
+                    Millis(options.lock_timeout), ";");
+  }
+  if (options.idle_in_transaction_timeout > absl::ZeroDuration()) {
+    absl::StrAppend(&setup, "SET idle_in_transaction_session_timeout = ",
+                    Millis(options.idle_in_transaction_timeout), ";");
+  }
+  absl::Status s = Guard("configure connection", [&] {
+    pqxx::nontransaction tx(*conn);
+    tx.exec(setup);
+  });
+  if (!s.ok()) return s;
+  return conn;
+}
+
+}  // namespace sqlgroup::store

@@ -1,0 +1,34 @@
+// Opening database connections. A pqxx::connection belongs to one thread.
+#ifndef SQLGROUP_STORE_CONNECTION_H_
+#define SQLGROUP_STORE_CONNECTION_H_
+
+#include <memory>
+#include <pqxx/connection>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace sqlgroup::store {
+
+struct ConnectOptions {
+  // Bound on reaching the server (libpq connect_timeout, whole seconds).
+  absl::Duration connect_timeout = absl::Seconds(5);
+  // Shown in pg_stat_activity.
+  std::string application_name = "sqlgroup";
+  // Server-side limits; zero leaves the server's default.
+  absl::Duration statement_timeout = absl::ZeroDuration();
+  absl::Duration lock_timeout = absl::ZeroDuration();
+  // Ends a session whose client went quiet inside a transaction (a paused
+  // process), so its row locks cannot stall the group.
+  absl::Duration idle_in_transaction_timeout = absl::ZeroDuration();
+};
+
+// Connects and applies `options`. UNAVAILABLE names the (masked) target and
+// libpq's reason, and says where the connection string came from.
+absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
+    const std::string& dsn, const ConnectOptions& options);
+
+}  // namespace sqlgroup::store
+
+#endif  // SQLGROUP_STORE_CONNECTION_H_

@@ -1,0 +1,86 @@
+#include "store/errors.h"
+
+#include <exception>
+#include <pqxx/pqxx>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace sqlgroup::store {
+namespace {
+
+absl::StatusCode CodeForSqlState(const std::string& state) {
+  if (state == "40001" || state == "40P01" || state == "55P03" ||
+      state == "23503") {
+    // Serialization failure, deadlock, lock timeout; a foreign-key failure
+    // on our tables means a fenced write (the part or session is gone).
+    return absl::StatusCode::kAborted;
+  }
+  if (state == "23505" || state == "42P04" || state == "42P06" ||
+      state == "42P07") {
+    return absl::StatusCode::kAlreadyExists;
+  }
+  if (state == "23514" || state == "23502" || absl::StartsWith(state, "22")) {
+    return absl::StatusCode::kInvalidArgument;
+  }
+  if (state == "42P01" || state == "3F000" || state == "42703") {
+    return absl::StatusCode::kFailedPrecondition;  // schema missing or old
+  }
+  if (state == "42501" || absl::StartsWith(state, "28")) {
+    return absl::StatusCode::kPermissionDenied;
+  }
+  if (state == "57014") return absl::StatusCode::kDeadlineExceeded;
+  if (absl::StartsWith(state, "08") || absl::StartsWith(state, "57P") ||
+      state == "25P03" || state == "53300") {
+    return absl::StatusCode::kUnavailable;
+  }
+  return absl::StatusCode::kInternal;
+}
+
+std::string Clean(const char* what) {
+  std::string s(what);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+absl::Status StatusFromCurrentException(std::string_view context) {
+  const std::string prefix = std::string(context) + ": ";
+  try {
+    throw;
+  } catch (const pqxx::broken_connection& e) {
+    return absl::UnavailableError(
+        absl::StrCat(prefix, "database connection lost: ", Clean(e.what())));
+  } catch (const pqxx::in_doubt_error& e) {
+    return absl::UnknownError(
+        absl::StrCat(prefix, "commit outcome unknown: ", Clean(e.what())));
+  } catch (const pqxx::sql_error& e) {
+    const std::string state = e.sqlstate();
+    std::string message = absl::StrCat(prefix, Clean(e.what()));
+    if (!state.empty()) absl::StrAppend(&message, " [SQLSTATE ", state, "]");
+    return absl::Status(CodeForSqlState(state), message);
+  } catch (const pqxx::transaction_rollback& e) {
+    // libpqxx 6.4 sometimes throws these without a SQLSTATE.
+    return absl::AbortedError(absl::StrCat(prefix, Clean(e.what())));
+  } catch (const pqxx::usage_error& e) {
+    return absl::InternalError(
+        absl::StrCat(prefix, "libpqxx usage error: ", Clean(e.what())));
+  } catch (const pqxx::conversion_error& e) {
+    return absl::InternalError(
+        absl::StrCat(prefix, "unexpected value: ", Clean(e.what())));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(prefix, Clean(e.what())));
+  } catch (...) {
+    return absl::InternalError(absl::StrCat(prefix, "unknown exception"));
+  }
+}
+
+bool IsRetryable(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kAborted;
+}
+
+}  // namespace sqlgroup::store

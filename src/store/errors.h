@@ -1,0 +1,49 @@
+// The one place where pqxx exceptions become absl::Status, following
+// Abseil's retry rule: UNAVAILABLE (connection broken: retry the call),
+// ABORTED (serialization failure, deadlock, lock timeout, fenced write:
+// retry at a higher level), UNKNOWN (commit outcome in doubt: re-read, never
+// blindly retry), FAILED_PRECONDITION (schema missing or wrong: fix first),
+// INVALID_ARGUMENT (a check constraint or bad value), ALREADY_EXISTS,
+// PERMISSION_DENIED, DEADLINE_EXCEEDED (statement timeout).
+#ifndef SQLGROUP_STORE_ERRORS_H_
+#define SQLGROUP_STORE_ERRORS_H_
+
+#include <string_view>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace sqlgroup::store {
+
+// Call only inside a catch block: maps the exception being handled.
+// `context` says what was being done ("register session").
+absl::Status StatusFromCurrentException(std::string_view context);
+
+// Runs `f` and maps any exception it throws.
+template <typename F>
+absl::Status Guard(std::string_view context, F&& f) {
+  try {
+    std::forward<F>(f)();
+    return absl::OkStatus();
+  } catch (...) {
+    return StatusFromCurrentException(context);
+  }
+}
+
+// As Guard, for a function returning a value (or a StatusOr).
+template <typename T, typename F>
+absl::StatusOr<T> GuardOr(std::string_view context, F&& f) {
+  try {
+    return std::forward<F>(f)();
+  } catch (...) {
+    return StatusFromCurrentException(context);
+  }
+}
+
+// True for the codes worth retrying after reconnecting or re-running.
+bool IsRetryable(const absl::Status& status);
+
+}  // namespace sqlgroup::store
+
+#endif  // SQLGROUP_STORE_ERRORS_H_

@@ -1,0 +1,102 @@
+#include "store/migrator.h"
+
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "store/errors.h"
+
+namespace sqlgroup::store {
+namespace {
+
+constexpr char kHasVersionTable[] =
+    "SELECT count(*) FROM information_schema.tables "
+    "WHERE table_schema = 'sqlgroup' AND table_name = 'schema_migrations'";
+
+constexpr char kBootstrap[] =
+    "CREATE SCHEMA IF NOT EXISTS sqlgroup;"
+    "CREATE TABLE IF NOT EXISTS sqlgroup.schema_migrations ("
+    "  version integer PRIMARY KEY,"
+    "  name text NOT NULL,"
+    "  applied_at timestamptz NOT NULL DEFAULT clock_timestamp())";
+
+// $1 version, $2 file name. Empty result: another migrator recorded it.
+constexpr char kRecordVersion[] =
+    "INSERT INTO sqlgroup.schema_migrations (version, name) VALUES ($1, $2) "
+    "ON CONFLICT (version) DO NOTHING RETURNING version";
+
+}  // namespace
+
+absl::StatusOr<int> ReadSchemaVersion(pqxx::connection& conn) {
+  return GuardOr<int>("read schema version", [&] {
+    pqxx::nontransaction tx(conn);
+    if (tx.exec1(kHasVersionTable)[0].as<int>() == 0) return 0;
+    return tx
+        .exec1("SELECT coalesce(max(version), 0) FROM "
+               "sqlgroup.schema_migrations")[0]
+        .as<int>();
+  });
+}
+
+absl::StatusOr<MigrateOutcome> ApplyMigrations(
+    pqxx::connection& conn,
+    const std::vector<internal::Migration>& migrations) {
+  MigrateOutcome out;
+  absl::Status s = Guard("create sqlgroup.schema_migrations", [&] {
+    try {
+      pqxx::work tx(conn);
+      tx.exec(kBootstrap);
+      tx.commit();
+    } catch (const pqxx::unique_violation&) {
+      // Two migrators created it at once; the other one won, which is fine.
+    }
+  });
+  if (!s.ok()) return s;
+  auto version = ReadSchemaVersion(conn);
+  if (!version.ok()) return version.status();
+  out.from_version = out.to_version = *version;
+  const int known = static_cast<int>(migrations.size());
+  if (*version > known) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the database's sqlgroup schema is version ", *version,
+        ", newer than this sqlgroup knows (", known,
+        "): upgrade the sqlgroup binary; nothing was changed"));
+  }
+  for (const internal::Migration& m : migrations) {
+    if (m.version <= out.to_version) continue;
+    bool applied = false;
+    s = Guard(absl::StrCat("apply migration ", m.name), [&] {
+      pqxx::work tx(conn);
+      if (tx.exec_params(kRecordVersion, m.version, m.name).empty()) return;
+      tx.exec(m.sql);
+      tx.commit();
+      applied = true;
+    });
+    if (!s.ok()) return s;
+    out.to_version = m.version;
+    if (applied) out.applied.push_back(m.name);
+  }
+  return out;
+}
+
+absl::Status CheckSchemaVersion(pqxx::connection& conn, int expected) {
+  auto version = ReadSchemaVersion(conn);
+  if (!version.ok()) return version.status();
+  if (*version == expected) return absl::OkStatus();
+  if (*version == 0) {
+    return absl::FailedPreconditionError(
+        "this database has no sqlgroup schema: run `sqlgroup migrate` "
+        "(with the same --dsn) first");
+  }
+  if (*version < expected) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the database's sqlgroup schema is version ", *version,
+        ", older than this sqlgroup needs (", expected,
+        "): run `sqlgroup migrate`"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the database's sqlgroup schema is version ", *version,
+      ", newer than this sqlgroup knows (", expected,
+      "): upgrade the sqlgroup binary"));
+}
+
+}  // namespace sqlgroup::store

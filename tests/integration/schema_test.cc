@@ -1,0 +1,266 @@
+// Migrations and the guarantees the schema itself gives: versioning, the
+// one-owner-per-part key, and the claim foreign key that releases claims.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "sqlgroup/admin.h"
+#include "support/pg_fixture.h"
+
+namespace sqlgroup {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::TestDatabase;
+
+std::unique_ptr<Admin> ConnectAdmin(const std::string& dsn,
+                                    const std::string& migrations_dir = "") {
+  auto admin = Admin::Connect({.dsn = dsn, .migrations_dir = migrations_dir});
+  EXPECT_TRUE(admin.ok()) << admin.status();
+  return admin.ok() ? std::move(*admin) : nullptr;
+}
+
+// Every column of the sqlgroup schema, to compare before and after.
+std::string SchemaFingerprint(const std::string& dsn) {
+  pqxx::connection conn(dsn);
+  pqxx::nontransaction tx(conn);
+  std::string out;
+  for (const auto& row : tx.exec(
+           "SELECT table_name || '.' || column_name || ':' || data_type "
+           "FROM information_schema.columns WHERE table_schema = 'sqlgroup' "
+           "ORDER BY 1")) {
+    out += row[0].as<std::string>() + "\n";
+  }
+  for (const auto& row :
+       tx.exec("SELECT indexname FROM pg_indexes WHERE schemaname = "
+               "'sqlgroup' ORDER BY 1")) {
+    out += row[0].as<std::string>() + "\n";
+  }
+  return out;
+}
+
+TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
+  TestDatabase db;
+  auto admin = ConnectAdmin(db.dsn());
+  EXPECT_EQ(*admin->SchemaVersion(), 0);
+  auto r = admin->Migrate();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->from_version, 0);
+  EXPECT_EQ(r->to_version, SchemaVersionKnown());
+  EXPECT_THAT(r->applied, ElementsAre("001_init.sql"));
+  EXPECT_TRUE(admin->CheckSchema().ok());
+  const std::string schema = SchemaFingerprint(db.dsn());
+  for (const char* table : {"groups.", "sessions.", "session_parts.",
+                            "items.", "dead_items.", "schema_migrations."}) {
+    EXPECT_THAT(schema, HasSubstr(table));
+  }
+}
+
+TEST(Schema, SecondMigrateChangesNothing) {
+  TestDatabase db;
+  auto admin = ConnectAdmin(db.dsn());
+  ASSERT_TRUE(admin->Migrate().ok());
+  const std::string before = SchemaFingerprint(db.dsn());
+  auto again = admin->Migrate();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_THAT(again->applied, IsEmpty());
+  EXPECT_EQ(again->from_version, again->to_version);
+  EXPECT_EQ(SchemaFingerprint(db.dsn()), before);
+}
+
+TEST(Schema, ConcurrentMigratorsBothSucceedAndApplyOnce) {
+  TestDatabase db;
+  std::vector<absl::StatusOr<MigrateResult>> results(4, absl::UnknownError(""));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      auto admin = Admin::Connect({.dsn = db.dsn()});
+      results[i] = admin.ok() ? (*admin)->Migrate()
+                              : absl::StatusOr<MigrateResult>(admin.status());
+    });
+  }
+  for (auto& t : threads) t.join();
+  int applied = 0;
+  for (const auto& r : results) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    applied += static_cast<int>(r->applied.size());
+  }
+  EXPECT_EQ(applied, SchemaVersionKnown());
+}
+
+TEST(Schema, NewerRecordedVersionIsRefusedWithAClearMessage) {
+  TestDatabase db;
+  auto admin = ConnectAdmin(db.dsn());
+  ASSERT_TRUE(admin->Migrate().ok());
+  {
+    pqxx::connection conn(db.dsn());
+    pqxx::work tx(conn);
+    tx.exec("INSERT INTO sqlgroup.schema_migrations (version, name) "
+            "VALUES (999, '999_future.sql')");
+    tx.commit();
+  }
+  const std::string before = SchemaFingerprint(db.dsn());
+  auto r = admin->Migrate();
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("version 999"));
+  EXPECT_THAT(r.status().message(), HasSubstr("upgrade"));
+  EXPECT_EQ(admin->CheckSchema().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(SchemaFingerprint(db.dsn()), before);
+}
+
+TEST(Schema, MissingSchemaSaysToRunMigrate) {
+  TestDatabase db;
+  auto admin = ConnectAdmin(db.dsn());
+  const absl::Status s = admin->CheckSchema();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("sqlgroup migrate"));
+  EXPECT_EQ(admin->ListGroups().status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(Schema, MigrationsFolderMatchesTheBuiltInOnes) {
+  TestDatabase db;
+  const char* src = std::getenv("SQLGROUP_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  auto admin = ConnectAdmin(db.dsn(), std::string(src) + "/sql");
+  auto r = admin->Migrate();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->to_version, SchemaVersionKnown());
+}
+
+TEST(Schema, MissingMigrationsFolderIsNotFoundAndChangesNothing) {
+  TestDatabase db;
+  auto admin = ConnectAdmin(db.dsn(), "/nonexistent/sql");
+  auto r = admin->Migrate();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(r.status().message(), HasSubstr("/nonexistent/sql"));
+  EXPECT_EQ(*admin->SchemaVersion(), 0);
+}
+
+// A migrated database with one group, two sessions and part 0 owned by the
+// first; ids are fixed so the statements below read plainly.
+class OwnershipTest : public ::testing::Test {
+ protected:
+  static constexpr char kA[] = "aaaaaaaa-0000-4000-8000-000000000000";
+  static constexpr char kB[] = "bbbbbbbb-0000-4000-8000-000000000000";
+  static constexpr char kItem[] = "01000000-0000-4000-8000-000000000000";
+
+  void SetUp() override {
+    auto admin = ConnectAdmin(db_.dsn());
+    ASSERT_TRUE(admin->Migrate().ok());
+    ASSERT_TRUE(admin->CreateGroup({.name = "g", .parts = 8}).ok());
+    conn_ = std::make_unique<pqxx::connection>(db_.dsn());
+    pqxx::work tx(*conn_);
+    tx.exec_params("INSERT INTO sqlgroup.sessions (id, group_name) VALUES "
+                   "($1, 'g'), ($2, 'g')",
+                   kA, kB);
+    epoch_ = tx.exec_params1("INSERT INTO sqlgroup.session_parts (group_name, "
+                             "part, session_id) VALUES ('g', 0, $1) "
+                             "RETURNING epoch",
+                             kA)[0]
+                 .as<int64_t>();
+    tx.exec_params("INSERT INTO sqlgroup.items (group_name, id) VALUES "
+                   "('g', $1)",
+                   kItem);
+    tx.exec_params("UPDATE sqlgroup.items SET claim_session = $1, "
+                   "claim_part = 0, claim_epoch = $2 WHERE id = $3",
+                   kA, epoch_, kItem);
+    tx.commit();
+  }
+
+  // The item's claim as "session/part/epoch", or "null".
+  std::string Claim() {
+    pqxx::nontransaction tx(*conn_);
+    auto row = tx.exec_params1(
+        "SELECT coalesce(claim_session::text || '/' || claim_part || '/' || "
+        "claim_epoch, 'null') FROM sqlgroup.items WHERE id = $1",
+        kItem);
+    return row[0].as<std::string>();
+  }
+
+  TestDatabase db_;
+  std::unique_ptr<pqxx::connection> conn_;
+  int64_t epoch_ = 0;
+};
+
+TEST_F(OwnershipTest, DroppingThePartReleasesItsClaims) {
+  EXPECT_EQ(Claim(), std::string(kA) + "/0/" + std::to_string(epoch_));
+  pqxx::work tx(*conn_);
+  tx.exec("DELETE FROM sqlgroup.session_parts WHERE group_name = 'g' AND "
+          "part = 0");
+  tx.commit();
+  EXPECT_EQ(Claim(), "null");
+}
+
+TEST_F(OwnershipTest, ReapingTheSessionDropsItsPartsAndReleasesClaims) {
+  pqxx::work tx(*conn_);
+  tx.exec_params("DELETE FROM sqlgroup.sessions WHERE id = $1", kA);
+  tx.commit();
+  EXPECT_EQ(Claim(), "null");
+  pqxx::nontransaction check(*conn_);
+  EXPECT_EQ(check.exec1("SELECT count(*) FROM sqlgroup.session_parts")[0]
+                .as<int>(),
+            0);
+}
+
+TEST_F(OwnershipTest, TheDatabaseRefusesASecondOwnerOfAPart) {
+  pqxx::work tx(*conn_);
+  EXPECT_THROW(tx.exec_params("INSERT INTO sqlgroup.session_parts "
+                              "(group_name, part, session_id) VALUES "
+                              "('g', 0, $1)",
+                              kB),
+               pqxx::unique_violation);
+}
+
+TEST_F(OwnershipTest, ClaimingUnderAPartNoLongerOwnedFailsOnTheForeignKey) {
+  {
+    pqxx::work tx(*conn_);
+    tx.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
+    tx.commit();
+  }
+  pqxx::work tx(*conn_);
+  EXPECT_THROW(tx.exec_params("UPDATE sqlgroup.items SET claim_session = $1, "
+                              "claim_part = 0, claim_epoch = $2",
+                              kA, epoch_),
+               pqxx::foreign_key_violation);
+}
+
+TEST_F(OwnershipTest, RetakingAPartGivesAFreshEpochThatOldClaimsCannotUse) {
+  pqxx::work tx(*conn_);
+  tx.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
+  const int64_t again =
+      tx.exec_params1("INSERT INTO sqlgroup.session_parts (group_name, part, "
+                      "session_id) VALUES ('g', 0, $1) RETURNING epoch",
+                      kA)[0]
+          .as<int64_t>();
+  EXPECT_GT(again, epoch_);
+  // An acknowledgement fenced on the old epoch deletes nothing.
+  EXPECT_EQ(tx.exec_params("DELETE FROM sqlgroup.items WHERE id = $1 AND "
+                           "claim_session = $2 AND claim_part = 0 AND "
+                           "claim_epoch = $3",
+                           kItem, kA, epoch_)
+                .affected_rows(),
+            0u);
+}
+
+TEST_F(OwnershipTest, ReleasingClaimsUsesTheClaimIndexNotATableScan) {
+  pqxx::work tx(*conn_);
+  tx.exec("SET LOCAL enable_seqscan = off");
+  std::string plan;
+  for (const auto& row : tx.exec_params(
+           "EXPLAIN UPDATE sqlgroup.items SET claim_session = NULL, "
+           "claim_part = NULL, claim_epoch = NULL WHERE claim_session = $1 "
+           "AND claim_part = 0 AND claim_epoch = $2",
+           kA, epoch_)) {
+    plan += row[0].as<std::string>() + "\n";
+  }
+  EXPECT_THAT(plan, HasSubstr("items_claims"));
+}
+
+}  // namespace
+}  // namespace sqlgroup
