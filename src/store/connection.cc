@@ -37,6 +37,12 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
         " (tried for at most ", timeout_s,
         " s; check --dsn / SQLGROUP_DSN and that the server is up)"));
   }
+  // Reconnecting is the caller's decision (with backoff, re-preparing
+  // statements); libpqxx 6 would otherwise silently revive a broken one.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  conn->inhibit_reactivation(true);
+#pragma GCC diagnostic pop
   std::string setup = absl::StrCat(
       "SET application_name = ", conn->quote(options.application_name), ";");
   if (options.statement_timeout > absl::ZeroDuration()) {

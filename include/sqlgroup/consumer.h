@@ -1,0 +1,164 @@
+// A member of a consumer group: it registers a session, heartbeats it,
+// reaps expired sessions, owns the parts the lexical assignment gives it,
+// and runs the handler on the items of those parts, acknowledging each
+// exactly once.
+//
+//   sqlgroup::ConsumerOptions options;
+//   options.dsn = "host=db dbname=app";
+//   options.group = "emails";
+//   options.handler = [](const sqlgroup::Item& item,
+//                        sqlgroup::AckTransaction& ack) {
+//     ack.work().exec_params("INSERT INTO sent VALUES ($1)", item.id);
+//     return absl::OkStatus();
+//   };
+//   auto consumer = sqlgroup::Consumer::Create(std::move(options));
+//   if (!consumer.ok()) return consumer.status();
+//   RETURN_IF_ERROR((*consumer)->Start());
+//   ...
+//   (*consumer)->Stop();  // drains, leaves the group at once
+//
+// Thread safety: Start(), Stop() and the accessors are safe to call from
+// any thread. Handlers run concurrently on the worker threads, one item (or
+// batch) of a part at a time.
+#ifndef SQLGROUP_CONSUMER_H_
+#define SQLGROUP_CONSUMER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "sqlgroup/assignor.h"
+#include "sqlgroup/item.h"
+
+namespace spdlog {
+class logger;
+}
+namespace prometheus {
+class Registry;
+}
+
+namespace sqlgroup {
+
+// Like Kafka's ConsumerRebalanceListener. Called on the member's control
+// thread; keep the callbacks short.
+class RebalanceListener {
+ public:
+  virtual ~RebalanceListener() = default;
+  // Parts just taken; their consumers start right after.
+  virtual void OnPartsAssigned(const std::vector<int>& parts) { (void)parts; }
+  // Parts given up gracefully, after their in-flight items finished (or
+  // the drain deadline passed) and before ownership is released.
+  virtual void OnPartsRevoked(const std::vector<int>& parts) { (void)parts; }
+  // Parts taken away without a drain: the session expired or was reaped.
+  // Their claims are already void; nothing of them can be acknowledged.
+  virtual void OnPartsLost(const std::vector<int>& parts) { (void)parts; }
+};
+
+// The group's TTL and heartbeat interval are settings of the group
+// (Admin::CreateGroup/AlterGroup), not of a member: every member must judge
+// expiry alike.
+struct ConsumerOptions {
+  // libpq connection string; empty: libpq's PG* variables. A multi-host
+  // string with target_session_attrs=read-write follows a failover.
+  std::string dsn;
+  // The group to join; must exist. Required.
+  std::string group;
+  // Optional name shown by describe and in metrics (e.g. a pod name).
+  std::string instance;
+  // Exactly one of the two is required.
+  Handler handler;
+  BatchHandler batch_handler;
+  // Optional; not owned; must outlive the consumer.
+  RebalanceListener* listener = nullptr;
+  // Optional; null logs nothing.
+  std::shared_ptr<spdlog::logger> logger;
+  // Optional; metrics are registered here. Not owned; must outlive the
+  // consumer.
+  prometheus::Registry* metrics = nullptr;
+  // Optional assignor; default LexicalRangeAssignor. Every member of a
+  // group must use the same one.
+  std::shared_ptr<const Assignor> assignor;
+
+  // Worker threads, each with one database connection, that serve all
+  // owned parts in turn. >= 1. Default 4.
+  int workers = 4;
+  // Items claimed per claim query. 1..10000. Default 64.
+  int claim_batch = 64;
+  // Membership is re-read at least this often even without a NOTIFY.
+  // Default 500 ms.
+  absl::Duration rebalance_poll = absl::Milliseconds(500);
+  // Idle parts are re-checked for new items at least this often even
+  // without a NOTIFY from a producer. Default 250 ms.
+  absl::Duration idle_poll = absl::Milliseconds(250);
+  // On a revoke or a graceful stop, how long in-flight items may run before
+  // ownership is released anyway. Default 5 s.
+  absl::Duration drain_deadline = absl::Seconds(5);
+  // Failed deliveries before an item moves to dead_items. >= 1. Default 5.
+  int max_attempts = 5;
+  // Retry backoff: initial * 2^(attempt-1), capped, +-20% jitter.
+  absl::Duration backoff_initial = absl::Milliseconds(200);
+  absl::Duration backoff_max = absl::Seconds(60);
+  // Bound on one connection attempt. Default 5 s.
+  absl::Duration connect_timeout = absl::Seconds(5);
+  // Wake on PostgreSQL LISTEN/NOTIFY; false polls only (e.g. CockroachDB).
+  bool use_notify = true;
+
+  // INVALID_ARGUMENT naming the field.
+  absl::Status Validate() const;
+};
+
+// Counters since Create(); a consistent snapshot of each, not of all.
+struct ConsumerStats {
+  int64_t claimed = 0;
+  int64_t acked = 0;
+  int64_t failed = 0;        // handler failures (each retried or dead)
+  int64_t dead_lettered = 0;
+  int64_t lost_claims = 0;   // acks refused by the fence
+  int64_t sessions_lost = 0;
+  int64_t rebalances = 0;    // changes of this member's target parts
+  absl::Duration last_rebalance;  // until the target was all owned
+};
+
+class Consumer {
+ public:
+  enum class State { kCreated, kRunning, kStopping, kStopped, kFailed };
+
+  // Validates the options, connects, and checks the schema version and
+  // that the group exists. Does not join yet. INVALID_ARGUMENT,
+  // UNAVAILABLE, FAILED_PRECONDITION (schema), NOT_FOUND (group).
+  static absl::StatusOr<std::unique_ptr<Consumer>> Create(
+      ConsumerOptions options);
+  ~Consumer();  // Stop()
+
+  // Registers a session and starts the threads. FAILED_PRECONDITION if
+  // called twice.
+  absl::Status Start();
+  // Graceful: stops claiming, lets in-flight items finish up to the drain
+  // deadline, deletes the session (its parts move at once), joins every
+  // thread. Idempotent. Returns the error that stopped the member early,
+  // if any (e.g. the group was deleted).
+  absl::Status Stop();
+
+  State state() const;
+  // The current session id; empty before Start() or while re-registering.
+  std::string session_id() const;
+  // Parts owned right now, ascending.
+  std::vector<int> owned_parts() const;
+  ConsumerStats stats() const;
+
+  class Impl;
+
+ private:
+  explicit Consumer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+const char* StateName(Consumer::State state);
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_CONSUMER_H_

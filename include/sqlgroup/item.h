@@ -1,0 +1,73 @@
+// What a handler sees: one work item, and the transaction in which its
+// result is written and the item acknowledged.
+//
+//   absl::Status Handle(const sqlgroup::Item& item,
+//                       sqlgroup::AckTransaction& ack) {
+//     ack.work().exec_params("INSERT INTO results VALUES ($1, $2)",
+//                            item.id, Process(item.payload));
+//     return absl::OkStatus();  // the library deletes the item, fenced on
+//   }                           // the claim, and commits both together
+//
+// Thread safety: an AckTransaction belongs to the worker thread that runs
+// the handler; do not keep it or use it after the handler returns.
+#ifndef SQLGROUP_ITEM_H_
+#define SQLGROUP_ITEM_H_
+
+#include <functional>
+#include <optional>
+#include <pqxx/connection>
+#include <pqxx/transaction>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace sqlgroup {
+
+struct Item {
+  std::string id;                  // UUID text: its place in the key space
+  std::optional<std::string> key;  // the producer's own key text, if any
+  std::string payload;             // bytes, as enqueued
+  int attempt = 1;                 // 1 on first delivery, +1 per failure
+  int part = 0;                    // the part whose range holds `id`
+  absl::Time enqueued_at;          // database clock
+};
+
+// The acknowledging transaction. It begins on the first call to work(), so
+// a handler that does slow work outside the database before writing keeps
+// the transaction (and its locks) short. The library commits it only if the
+// fenced delete of the item removed exactly one row; otherwise it is rolled
+// back and the handler's writes vanish with it. Do not commit or abort it
+// yourself.
+class AckTransaction {
+ public:
+  explicit AckTransaction(pqxx::connection& conn) : conn_(conn) {}
+  AckTransaction(const AckTransaction&) = delete;
+  AckTransaction& operator=(const AckTransaction&) = delete;
+
+  pqxx::work& work() {
+    if (!work_) work_.emplace(conn_, "sqlgroup_ack");
+    return *work_;
+  }
+  bool started() const { return work_.has_value(); }
+
+ private:
+  pqxx::connection& conn_;
+  std::optional<pqxx::work> work_;
+};
+
+// Returns OK to acknowledge. A non-OK status or an exception is a failure:
+// the transaction is rolled back and the item retried after a backoff, or
+// moved to dead_items after max_attempts, with the message as last_error.
+using Handler = std::function<absl::Status(const Item&, AckTransaction&)>;
+
+// Acknowledges all `items` (same part, key order) in one transaction: the
+// biggest throughput lever. On failure the items are retried one by one
+// (each in a batch of one), so one poisonous item cannot sink the others.
+using BatchHandler =
+    std::function<absl::Status(const std::vector<Item>&, AckTransaction&)>;
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_ITEM_H_

@@ -1,0 +1,73 @@
+// Enqueues work items into a group. Each item gets a random (v4) UUID, so
+// items spread evenly over the parts.
+//
+//   auto producer = sqlgroup::Producer::Create({.dsn = dsn, .group = "g"});
+//   auto ids = (*producer)->Enqueue({{.key = "user-7", .payload = "hi"}});
+//
+//   // Or inside your own transaction, atomically with your own writes:
+//   pqxx::work tx(conn);
+//   sqlgroup::Producer::EnqueueIn(tx, "g", items);
+//   tx.commit();
+//
+// Thread safety: a Producer holds one connection and is not safe for
+// concurrent use; EnqueueIn is as safe as the transaction given to it.
+#ifndef SQLGROUP_PRODUCER_H_
+#define SQLGROUP_PRODUCER_H_
+
+#include <memory>
+#include <optional>
+#include <pqxx/transaction>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace sqlgroup {
+
+struct NewItem {
+  std::optional<std::string> key;  // free text for the caller; may repeat
+  std::string payload;             // bytes, at most max_payload_bytes
+  absl::Duration delay;            // not delivered before now + delay
+};
+
+struct ProducerOptions {
+  std::string dsn;    // empty: libpq's PG* variables
+  std::string group;  // must exist
+  // One NOTIFY per Enqueue call wakes idle members at once; without it
+  // they notice within their idle poll.
+  bool notify = true;
+  // Larger payloads are refused with INVALID_ARGUMENT. Default 1 MiB.
+  size_t max_payload_bytes = 1 << 20;
+  absl::Duration connect_timeout = absl::Seconds(5);
+};
+
+class Producer {
+ public:
+  // Connects and checks the schema and the group. UNAVAILABLE,
+  // FAILED_PRECONDITION, NOT_FOUND.
+  static absl::StatusOr<std::unique_ptr<Producer>> Create(
+      ProducerOptions options);
+  ~Producer();
+
+  // Enqueues all items in one transaction; returns their ids in order.
+  // Nothing is enqueued on error. INVALID_ARGUMENT (payload too large),
+  // UNAVAILABLE (retry), NOT_FOUND (group deleted meanwhile).
+  absl::StatusOr<std::vector<std::string>> Enqueue(
+      const std::vector<NewItem>& items);
+
+  // Enqueues into the caller's transaction; visible when it commits.
+  static absl::StatusOr<std::vector<std::string>> EnqueueIn(
+      pqxx::work& tx, const std::string& group,
+      const std::vector<NewItem>& items, bool notify = true,
+      size_t max_payload_bytes = 1 << 20);
+
+ private:
+  struct Impl;
+  explicit Producer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_PRODUCER_H_

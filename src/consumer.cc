@@ -1,0 +1,216 @@
+// The Consumer facade: validates options, wires the control thread
+// (MemberLoop) and the worker pool (PartWorkers) around one PartScheduler,
+// and starts and stops their threads in one place.
+#include "sqlgroup/consumer.h"
+
+#include <unistd.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "consumer_stats.h"
+#include "member_loop.h"
+#include "part_scheduler.h"
+#include "part_worker.h"
+#include "spdlog/sinks/null_sink.h"
+#include "spdlog/spdlog.h"
+#include "status_macros.h"
+#include "store/connection.h"
+#include "store/member_store.h"
+#include "store/migrator.h"
+#include "migrations.h"
+
+namespace sqlgroup {
+
+absl::Status ConsumerOptions::Validate() const {
+  auto bad = [](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat("ConsumerOptions.", what));
+  };
+  if (group.empty()) return bad("group is required");
+  if (static_cast<bool>(handler) == static_cast<bool>(batch_handler)) {
+    return bad("set exactly one of handler and batch_handler");
+  }
+  if (workers < 1 || workers > 256) {
+    return bad(absl::StrCat("workers must be 1..256, got ", workers));
+  }
+  if (claim_batch < 1 || claim_batch > 10000) {
+    return bad(absl::StrCat("claim_batch must be 1..10000, got ",
+                            claim_batch));
+  }
+  if (max_attempts < 1) {
+    return bad(absl::StrCat("max_attempts must be >= 1, got ", max_attempts));
+  }
+  if (rebalance_poll < absl::Milliseconds(10) ||
+      idle_poll < absl::Milliseconds(1)) {
+    return bad("rebalance_poll must be >= 10ms and idle_poll >= 1ms");
+  }
+  if (drain_deadline < absl::ZeroDuration() ||
+      backoff_initial < absl::ZeroDuration() ||
+      backoff_max < backoff_initial) {
+    return bad(
+        "drain_deadline and backoff_initial must be >= 0 and backoff_max >= "
+        "backoff_initial");
+  }
+  if (connect_timeout < absl::Seconds(1)) {
+    return bad("connect_timeout must be >= 1s");
+  }
+  return absl::OkStatus();
+}
+
+const char* StateName(Consumer::State state) {
+  switch (state) {
+    case Consumer::State::kCreated: return "created";
+    case Consumer::State::kRunning: return "running";
+    case Consumer::State::kStopping: return "stopping";
+    case Consumer::State::kStopped: return "stopped";
+    case Consumer::State::kFailed: return "failed";
+  }
+  return "?";
+}
+
+class Consumer::Impl {
+ public:
+  Impl(ConsumerOptions options, store::GroupSettings settings)
+      : options_(std::move(options)),
+        settings_(settings),
+        scheduler_(options_.idle_poll) {
+    log_ = options_.logger
+               ? options_.logger
+               : std::make_shared<spdlog::logger>(
+                     "sqlgroup", std::make_shared<spdlog::sinks::null_sink_mt>());
+    if (!options_.assignor) {
+      options_.assignor = std::make_shared<LexicalRangeAssignor>();
+    }
+  }
+
+  absl::Status Start() {
+    absl::MutexLock lock(&mu_);
+    if (state_ != State::kCreated) {
+      return absl::FailedPreconditionError("Consumer::Start called twice");
+    }
+    MemberConfig member;
+    member.dsn = options_.dsn;
+    member.group = options_.group;
+    char host[256] = {0};
+    gethostname(host, sizeof host - 1);
+    member.session = {host, static_cast<int>(getpid()), options_.instance};
+    member.rebalance_poll = options_.rebalance_poll;
+    member.drain_deadline = options_.drain_deadline;
+    member.connect_timeout = options_.connect_timeout;
+    member.use_notify = options_.use_notify;
+    member.assignor = options_.assignor;
+    member.listener = options_.listener;
+    loop_ = std::make_unique<MemberLoop>(member, settings_, scheduler_, stats_,
+                                         log_);
+    WorkerConfig worker;
+    worker.dsn = options_.dsn;
+    worker.group = options_.group;
+    worker.handler = options_.handler;
+    worker.batch_handler = options_.batch_handler;
+    worker.claim_batch = options_.claim_batch;
+    worker.max_attempts = options_.max_attempts;
+    worker.backoff_initial = options_.backoff_initial;
+    worker.backoff_max = options_.backoff_max;
+    worker.connect_timeout = options_.connect_timeout;
+    worker.idle_in_transaction_timeout = settings_.ttl;
+    for (int i = 0; i < options_.workers; ++i) {
+      workers_.push_back(std::make_unique<PartWorker>(i, worker, scheduler_,
+                                                      stats_, log_));
+    }
+    for (auto& w : workers_) {
+      threads_.emplace_back([w = w.get()] { w->Run(); });
+    }
+    control_ = std::thread([this] { loop_->Run(); });
+    state_ = State::kRunning;
+    return absl::OkStatus();
+  }
+
+  absl::Status Stop() {
+    absl::MutexLock lock(&stop_mu_);  // one Stop at a time
+    {
+      absl::MutexLock state_lock(&mu_);
+      if (state_ == State::kCreated) {
+        state_ = State::kStopped;
+        return absl::OkStatus();
+      }
+      if (state_ == State::kStopped || state_ == State::kFailed) {
+        return final_;
+      }
+      state_ = State::kStopping;
+    }
+    loop_->RequestStop();
+    if (control_.joinable()) control_.join();
+    scheduler_.Shutdown();  // also when the loop ended on a fatal error
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+    absl::MutexLock state_lock(&mu_);
+    final_ = loop_->fatal();
+    state_ = final_.ok() ? State::kStopped : State::kFailed;
+    return final_;
+  }
+
+  State state() const {
+    absl::MutexLock lock(&mu_);
+    if (state_ == State::kRunning && loop_ &&
+        loop_->phase() == MemberLoop::Phase::kFailed) {
+      return State::kFailed;
+    }
+    return state_;
+  }
+
+  std::string session_id() const {
+    return loop_ ? loop_->session_id() : std::string();
+  }
+  std::vector<int> owned_parts() const {
+    return loop_ ? loop_->owned_parts() : std::vector<int>();
+  }
+  ConsumerStats stats() const { return stats_.Snapshot(); }
+
+ private:
+  ConsumerOptions options_;
+  const store::GroupSettings settings_;
+  std::shared_ptr<spdlog::logger> log_;
+  internal::AtomicStats stats_;
+  PartScheduler scheduler_;
+  std::unique_ptr<MemberLoop> loop_;
+  std::vector<std::unique_ptr<PartWorker>> workers_;
+  std::vector<std::thread> threads_;
+  std::thread control_;
+
+  absl::Mutex stop_mu_;
+  mutable absl::Mutex mu_;
+  State state_ ABSL_GUARDED_BY(mu_) = State::kCreated;
+  absl::Status final_ ABSL_GUARDED_BY(mu_);
+};
+
+Consumer::Consumer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Consumer::~Consumer() {
+  if (impl_) impl_->Stop().IgnoreError();
+}
+
+absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
+    ConsumerOptions options) {
+  RETURN_IF_ERROR(options.Validate());
+  store::ConnectOptions connect;
+  connect.connect_timeout = options.connect_timeout;
+  connect.application_name = "sqlgroup-consumer";
+  ASSIGN_OR_RETURN(auto conn, store::Connect(options.dsn, connect));
+  RETURN_IF_ERROR(
+      store::CheckSchemaVersion(*conn, internal::LatestKnownVersion()));
+  ASSIGN_OR_RETURN(store::GroupSettings settings,
+                   store::ReadGroup(*conn, options.group));
+  return std::unique_ptr<Consumer>(new Consumer(
+      std::make_unique<Impl>(std::move(options), settings)));
+}
+
+absl::Status Consumer::Start() { return impl_->Start(); }
+absl::Status Consumer::Stop() { return impl_->Stop(); }
+Consumer::State Consumer::state() const { return impl_->state(); }
+std::string Consumer::session_id() const { return impl_->session_id(); }
+std::vector<int> Consumer::owned_parts() const {
+  return impl_->owned_parts();
+}
+ConsumerStats Consumer::stats() const { return impl_->stats(); }
+
+}  // namespace sqlgroup

@@ -1,0 +1,467 @@
+#include "member_loop.h"
+
+#include <algorithm>
+#include <pqxx/pqxx>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "backoff.h"
+#include "keyspace.h"
+#include "rebalance_plan.h"
+#include "spdlog/spdlog.h"
+#include "store/connection.h"
+#include "store/errors.h"
+
+namespace sqlgroup {
+namespace {
+
+constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
+constexpr absl::Duration kDrainCheck = absl::Milliseconds(10);
+
+std::string Parts(const std::vector<int>& parts) {
+  return absl::StrCat("[", absl::StrJoin(parts, ","), "]");
+}
+
+std::vector<int> Keys(const std::map<int, int64_t>& m) {
+  std::vector<int> keys;
+  for (const auto& [k, v] : m) keys.push_back(k);
+  return keys;
+}
+
+}  // namespace
+
+const char* PhaseName(MemberLoop::Phase phase) {
+  switch (phase) {
+    case MemberLoop::Phase::kJoining: return "joining";
+    case MemberLoop::Phase::kActive: return "active";
+    case MemberLoop::Phase::kLeaving: return "leaving";
+    case MemberLoop::Phase::kLeft: return "left";
+    case MemberLoop::Phase::kFailed: return "failed";
+  }
+  return "?";
+}
+
+// Routes NOTIFYs on the control connection to the loop.
+class MemberLoop::Listener : public pqxx::notification_receiver {
+ public:
+  Listener(pqxx::connection& conn, MemberLoop* loop)
+      : pqxx::notification_receiver(conn, store::kChannel), loop_(loop) {}
+  void operator()(const std::string& payload, int) override {
+    if (payload == store::MembershipChanged(loop_->config_.group)) {
+      loop_->rebalance_now_ = true;
+    } else if (payload == store::ItemsArrived(loop_->config_.group)) {
+      loop_->scheduler_.WakeIdle();
+    }
+  }
+
+ private:
+  MemberLoop* const loop_;
+};
+
+MemberLoop::MemberLoop(MemberConfig config, store::GroupSettings settings,
+                       PartScheduler& scheduler, internal::AtomicStats& stats,
+                       std::shared_ptr<spdlog::logger> logger)
+    : config_(std::move(config)),
+      scheduler_(scheduler),
+      stats_(stats),
+      log_(std::move(logger)),
+      settings_(settings) {}
+
+MemberLoop::~MemberLoop() {
+  listener_.reset();  // before the connection it is registered with
+}
+
+void MemberLoop::RequestStop() {
+  absl::MutexLock lock(&mu_);
+  stop_ = true;
+}
+
+bool MemberLoop::StopRequested() const {
+  absl::MutexLock lock(&mu_);
+  return stop_;
+}
+
+std::string MemberLoop::session_id() const {
+  absl::MutexLock lock(&mu_);
+  return public_session_;
+}
+
+std::vector<int> MemberLoop::owned_parts() const {
+  absl::MutexLock lock(&mu_);
+  return public_owned_;
+}
+
+absl::Status MemberLoop::fatal() const {
+  absl::MutexLock lock(&mu_);
+  return fatal_;
+}
+
+MemberLoop::Phase MemberLoop::phase() const {
+  absl::MutexLock lock(&mu_);
+  return phase_;
+}
+
+void MemberLoop::SetPhase(Phase next) {
+  absl::MutexLock lock(&mu_);
+  if (phase_ == next) return;
+  log_->info("group={} session={} member {} -> {}", config_.group, session_,
+             PhaseName(phase_), PhaseName(next));
+  phase_ = next;
+  public_session_ = session_;
+}
+
+void MemberLoop::PublishOwned() {
+  std::vector<int> owned = Keys(local_);
+  absl::MutexLock lock(&mu_);
+  public_owned_ = std::move(owned);
+  public_session_ = session_;
+}
+
+void MemberLoop::Run() {
+  while (!StopRequested()) {
+    if (phase() == Phase::kFailed) return;
+    if (!EnsureConnected()) continue;
+    if (session_.empty()) {
+      if (!Join()) return;  // fatal
+      continue;
+    }
+    if (absl::Now() >= next_heartbeat_) HeartbeatAndReap();
+    if (!conn_ || session_.empty()) continue;
+    if (rebalance_now_ || absl::Now() >= next_rebalance_) Rebalance();
+    if (!conn_ || session_.empty()) continue;
+    FinishDrains(false);
+    absl::Time until = std::min(next_heartbeat_, next_rebalance_);
+    if (!revoking_.empty()) until = std::min(until, absl::Now() + kDrainCheck);
+    WaitForWork(until);
+  }
+  Leave();
+}
+
+bool MemberLoop::EnsureConnected() {
+  if (conn_) return true;
+  store::ConnectOptions options;
+  options.connect_timeout = config_.connect_timeout;
+  options.application_name = "sqlgroup-control";
+  // Every control statement must finish well inside the TTL, or a blocked
+  // reap or drop could cost this member its own heartbeat.
+  const absl::Duration bound =
+      std::max(settings_.ttl / 4, absl::Milliseconds(250));
+  options.statement_timeout = bound;
+  options.lock_timeout = bound;
+  options.idle_in_transaction_timeout = settings_.ttl;
+  auto conn = store::Connect(config_.dsn, options);
+  if (!conn.ok()) {
+    ++connect_failures_;
+    log_->warn("group={} control connection failed (attempt {}): {}",
+               config_.group, connect_failures_,
+               std::string(conn.status().message()));
+    if (!session_.empty() &&
+        absl::Now() - last_heartbeat_ok_ > settings_.ttl) {
+      LoseSession("no heartbeat got through for longer than the TTL");
+    }
+    const absl::Time until =
+        absl::Now() + Backoff(connect_failures_, absl::Milliseconds(100),
+                              absl::Seconds(2));
+    while (absl::Now() < until && !StopRequested()) {
+      absl::SleepFor(std::min(kWaitSlice, until - absl::Now()));
+    }
+    return false;
+  }
+  conn_ = std::move(*conn);
+  if (config_.use_notify) {
+    absl::Status s = store::Guard("listen", [&] {
+      listener_ = std::make_unique<Listener>(*conn_, this);
+    });
+    if (!s.ok()) {
+      log_->warn("group={} LISTEN failed, polling only: {}", config_.group,
+                 std::string(s.message()));
+    }
+  }
+  if (connect_failures_ > 0) {
+    log_->info("group={} control connection restored", config_.group);
+  }
+  connect_failures_ = 0;
+  rebalance_now_ = true;
+  return true;
+}
+
+void MemberLoop::Disconnect(const absl::Status& why) {
+  log_->warn("group={} session={} control connection dropped: {}",
+             config_.group, session_, std::string(why.message()));
+  listener_.reset();
+  conn_.reset();
+}
+
+void MemberLoop::Handle(const absl::Status& s) {
+  if (s.ok()) return;
+  if (absl::IsNotFound(s)) {
+    log_->error("group={} {}", config_.group, std::string(s.message()));
+    for (const auto& [part, epoch] : local_) scheduler_.Remove(part);
+    local_.clear();
+    revoking_.clear();
+    PublishOwned();
+    scheduler_.Shutdown();
+    {
+      absl::MutexLock lock(&mu_);
+      fatal_ = s;
+    }
+    SetPhase(Phase::kFailed);
+    return;
+  }
+  if (absl::IsUnavailable(s) || absl::IsUnknown(s)) {
+    Disconnect(s);
+    return;
+  }
+  log_->warn("group={} session={} {}", config_.group, session_,
+             std::string(s.message()));
+}
+
+bool MemberLoop::Join() {
+  auto id = store::RegisterSession(*conn_, config_.group, config_.session,
+                                   config_.use_notify);
+  if (!id.ok()) {
+    Handle(id.status());
+    return phase() != Phase::kFailed;
+  }
+  session_ = *id;
+  const absl::Time now = absl::Now();
+  last_heartbeat_ok_ = now;
+  next_heartbeat_ = now + settings_.heartbeat;
+  rebalance_now_ = true;
+  SetPhase(Phase::kActive);
+  PublishOwned();
+  return true;
+}
+
+void MemberLoop::HeartbeatAndReap() {
+  const absl::Time start = absl::Now();
+  auto beat = store::Heartbeat(*conn_, session_);
+  if (!beat.ok()) {
+    Handle(beat.status());
+    next_heartbeat_ = absl::Now() + settings_.heartbeat / 4;
+    return;
+  }
+  if (!beat->has_value()) {
+    // Expired or reaped. Unless the group itself is gone, start over.
+    auto group = store::ReadGroup(*conn_, config_.group);
+    if (!group.ok()) {
+      Handle(group.status());
+      if (phase() == Phase::kFailed) return;
+    }
+    LoseSession("session expired or was reaped");
+    return;
+  }
+  settings_ = **beat;
+  last_heartbeat_ok_ = start;
+  next_heartbeat_ = start + settings_.heartbeat;
+  auto reaped = store::ReapExpired(*conn_, config_.group, config_.use_notify);
+  if (!reaped.ok()) {
+    Handle(reaped.status());
+    return;
+  }
+  if (!reaped->empty()) {
+    log_->info("group={} session={} reaped expired session(s) {}",
+               config_.group, session_, absl::StrJoin(*reaped, ","));
+    rebalance_now_ = true;
+  }
+}
+
+void MemberLoop::Rebalance() {
+  const absl::Time now = absl::Now();
+  rebalance_now_ = false;
+  next_rebalance_ = now + config_.rebalance_poll;
+  auto view = store::ReadGroupView(*conn_, config_.group);
+  if (!view.ok()) {
+    Handle(view.status());
+    return;
+  }
+  if (!std::binary_search(view->live_sessions.begin(),
+                          view->live_sessions.end(), session_)) {
+    LoseSession("session is no longer live");
+    return;
+  }
+  settings_ = view->settings;
+  const Assignment assignment =
+      config_.assignor->Assign(view->live_sessions, settings_.parts);
+  const RebalancePlan plan =
+      PlanRebalance(session_, assignment, view->owners, local_);
+  if (plan.target != last_target_) {
+    ++stats_.rebalances;
+    rebalance_started_ = now;
+    log_->info("group={} session={} {} live member(s); target parts {}",
+               config_.group, session_, view->live_sessions.size(),
+               Parts(plan.target));
+    last_target_ = plan.target;
+  }
+  if (!plan.lost.empty()) {
+    for (int part : plan.lost) {
+      scheduler_.Remove(part);
+      local_.erase(part);
+      revoking_.erase(part);
+    }
+    log_->warn("group={} session={} parts {} lost", config_.group, session_,
+               Parts(plan.lost));
+    if (config_.listener) config_.listener->OnPartsLost(plan.lost);
+  }
+  for (const auto& [part, epoch] : plan.adopt) {
+    scheduler_.Add({config_.group, session_, part, epoch},
+                   PartRange(part, settings_.parts));
+    local_[part] = epoch;
+  }
+  const std::set<int> target(plan.target.begin(), plan.target.end());
+  std::vector<int> drop_now;
+  for (int part : plan.drop) {
+    if (!local_.count(part)) {
+      drop_now.push_back(part);  // nothing runs it here: no drain needed
+    } else if (!revoking_.count(part)) {
+      scheduler_.Revoke(part);
+      revoking_[part] = now + config_.drain_deadline;
+    }
+  }
+  for (auto it = revoking_.begin(); it != revoking_.end();) {
+    if (target.count(it->first) && local_.count(it->first)) {
+      scheduler_.Unrevoke(it->first);
+      it = revoking_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!drop_now.empty()) {
+    Handle(store::DropParts(*conn_, config_.group, session_, drop_now,
+                            config_.use_notify)
+               .status());
+  }
+  if (!plan.take.empty() && conn_) {
+    auto taken = store::TakeParts(*conn_, config_.group, session_, plan.take,
+                                  config_.use_notify);
+    if (!taken.ok()) {
+      Handle(taken.status());
+    } else if (!taken->empty()) {
+      std::vector<int> parts;
+      for (const store::Owner& o : *taken) {
+        scheduler_.Add({config_.group, session_, o.part, o.epoch},
+                       PartRange(o.part, settings_.parts));
+        local_[o.part] = o.epoch;
+        parts.push_back(o.part);
+      }
+      log_->info("group={} session={} took parts {}", config_.group,
+                 session_, Parts(parts));
+      if (config_.listener) config_.listener->OnPartsAssigned(parts);
+    }
+  }
+  if (conn_) FinishDrains(false);
+  bool converged = revoking_.empty();
+  for (int part : plan.target) converged &= local_.count(part) > 0;
+  if (converged && rebalance_started_) {
+    const absl::Duration took = absl::Now() - *rebalance_started_;
+    stats_.last_rebalance_us = absl::ToInt64Microseconds(took);
+    log_->info("group={} session={} rebalance done in {:.1f} ms, owning {}",
+               config_.group, session_, absl::ToDoubleMilliseconds(took),
+               Parts(Keys(local_)));
+    rebalance_started_.reset();
+  }
+  if (!converged) {
+    // Waiting for others to let go: they NOTIFY when they do, but keep
+    // polling briskly in case that is missed or unsupported.
+    next_rebalance_ = std::min(next_rebalance_,
+                               absl::Now() + config_.rebalance_poll / 5);
+  }
+  PublishOwned();
+}
+
+void MemberLoop::FinishDrains(bool force) {
+  const absl::Time now = absl::Now();
+  std::vector<int> ready;
+  for (const auto& [part, deadline] : revoking_) {
+    if (force || !scheduler_.Busy(part) || now >= deadline) {
+      ready.push_back(part);
+    }
+  }
+  if (ready.empty()) return;
+  if (config_.listener) config_.listener->OnPartsRevoked(ready);
+  auto dropped = store::DropParts(*conn_, config_.group, session_, ready,
+                                  config_.use_notify);
+  if (!dropped.ok()) {
+    Handle(dropped.status());
+    return;
+  }
+  for (int part : ready) {
+    scheduler_.Remove(part);
+    local_.erase(part);
+    revoking_.erase(part);
+  }
+  log_->info("group={} session={} dropped parts {}", config_.group, session_,
+             Parts(ready));
+  rebalance_now_ = true;  // see whether the target is complete now
+  PublishOwned();
+}
+
+void MemberLoop::LoseSession(const std::string& why) {
+  ++stats_.sessions_lost;
+  const std::vector<int> parts = Keys(local_);
+  log_->warn("group={} session={} lost: {}; parts {} are void, rejoining",
+             config_.group, session_, why, Parts(parts));
+  for (int part : parts) scheduler_.Remove(part);
+  local_.clear();
+  revoking_.clear();
+  last_target_.clear();
+  rebalance_started_.reset();
+  if (config_.listener && !parts.empty()) {
+    config_.listener->OnPartsLost(parts);
+  }
+  SetPhase(Phase::kJoining);
+  session_.clear();
+  PublishOwned();
+}
+
+void MemberLoop::WaitForWork(absl::Time until) {
+  while (!StopRequested() && !rebalance_now_ && conn_) {
+    const absl::Duration left = until - absl::Now();
+    if (left <= absl::ZeroDuration()) return;
+    const absl::Duration slice = std::min(left, kWaitSlice);
+    if (!listener_) {
+      absl::SleepFor(slice);
+      continue;
+    }
+    const int64_t us = absl::ToInt64Microseconds(slice);
+    absl::Status s = store::Guard("wait for notifications", [&] {
+      conn_->await_notification(us / 1000000, us % 1000000);
+    });
+    if (!s.ok()) Handle(s);
+  }
+}
+
+void MemberLoop::Leave() {
+  SetPhase(Phase::kLeaving);
+  for (const auto& [part, epoch] : local_) scheduler_.Revoke(part);
+  const absl::Time deadline = absl::Now() + config_.drain_deadline;
+  while (scheduler_.AnyBusy() && absl::Now() < deadline) {
+    absl::SleepFor(kDrainCheck);
+  }
+  if (config_.listener && !local_.empty()) {
+    config_.listener->OnPartsRevoked(Keys(local_));
+  }
+  scheduler_.Shutdown();
+  if (!session_.empty() && (conn_ || EnsureConnected())) {
+    absl::Status s = store::LeaveSession(*conn_, config_.group, session_,
+                                         config_.use_notify);
+    if (s.ok()) {
+      log_->info("group={} session={} left the group", config_.group,
+                 session_);
+    } else {
+      log_->warn("group={} session={} could not delete its session ({}); it "
+                 "expires after the TTL",
+                 config_.group, session_, std::string(s.message()));
+    }
+  }
+  local_.clear();
+  revoking_.clear();
+  PublishOwned();
+  SetPhase(Phase::kLeft);
+  session_.clear();
+  PublishOwned();
+}
+
+}  // namespace sqlgroup

@@ -1,0 +1,117 @@
+// The control thread of a member: registers and heartbeats its session,
+// reaps expired sessions, and rebalances (drop what the assignment moved
+// away, take what it gave and is free), waking on LISTEN/NOTIFY with
+// periodic polling as the fallback. Work on the parts themselves is done by
+// the PartWorkers through the PartScheduler.
+//
+// Member states: kJoining (no session) -> kActive -> kLeaving -> kLeft, and
+// kActive -> kJoining when the session is lost. Thread safety: Run() on one
+// thread; RequestStop() and the accessors from any thread.
+#ifndef SQLGROUP_MEMBER_LOOP_H_
+#define SQLGROUP_MEMBER_LOOP_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <pqxx/connection>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "consumer_stats.h"
+#include "part_scheduler.h"
+#include "sqlgroup/consumer.h"
+#include "store/member_store.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace sqlgroup {
+
+struct MemberConfig {
+  std::string dsn;
+  std::string group;
+  store::SessionInfo session;
+  absl::Duration rebalance_poll;
+  absl::Duration drain_deadline;
+  absl::Duration connect_timeout;
+  bool use_notify = true;
+  std::shared_ptr<const Assignor> assignor;
+  RebalanceListener* listener = nullptr;
+};
+
+class MemberLoop {
+ public:
+  enum class Phase { kJoining, kActive, kLeaving, kLeft, kFailed };
+
+  MemberLoop(MemberConfig config, store::GroupSettings settings,
+             PartScheduler& scheduler, internal::AtomicStats& stats,
+             std::shared_ptr<spdlog::logger> logger);
+  ~MemberLoop();
+
+  // The thread body. Returns after a graceful leave, or when the member
+  // cannot go on (see fatal()).
+  void Run();
+  void RequestStop();
+
+  std::string session_id() const;
+  std::vector<int> owned_parts() const;
+  // Why the member stopped on its own (e.g. the group was deleted).
+  absl::Status fatal() const;
+  Phase phase() const;
+
+ private:
+  class Listener;
+
+  bool StopRequested() const;
+  void SetPhase(Phase next);
+  bool EnsureConnected();
+  void Disconnect(const absl::Status& why);
+  // Returns false when the loop must end (fatal error).
+  bool Join();
+  void HeartbeatAndReap();
+  void Rebalance();
+  void FinishDrains(bool force);
+  void LoseSession(const std::string& why);
+  void Leave();
+  void WaitForWork(absl::Time until);
+  void PublishOwned();
+  // UNAVAILABLE drops the connection; NOT_FOUND of the group is fatal.
+  void Handle(const absl::Status& s);
+
+  const MemberConfig config_;
+  PartScheduler& scheduler_;
+  internal::AtomicStats& stats_;
+  std::shared_ptr<spdlog::logger> log_;
+
+  // Control thread only.
+  store::GroupSettings settings_;
+  std::unique_ptr<pqxx::connection> conn_;
+  std::unique_ptr<Listener> listener_;
+  int connect_failures_ = 0;
+  std::string session_;
+  absl::Time last_heartbeat_ok_;
+  std::map<int, int64_t> local_;             // parts run, with epochs
+  std::map<int, absl::Time> revoking_;       // part -> drain deadline
+  std::vector<int> last_target_;
+  std::optional<absl::Time> rebalance_started_;
+  absl::Time next_heartbeat_;
+  absl::Time next_rebalance_;
+  bool rebalance_now_ = true;
+
+  mutable absl::Mutex mu_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kJoining;
+  std::string public_session_ ABSL_GUARDED_BY(mu_);
+  std::vector<int> public_owned_ ABSL_GUARDED_BY(mu_);
+  absl::Status fatal_ ABSL_GUARDED_BY(mu_);
+};
+
+const char* PhaseName(MemberLoop::Phase phase);
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_MEMBER_LOOP_H_

@@ -1,0 +1,165 @@
+#include "part_scheduler.h"
+
+#include "absl/time/clock.h"
+
+namespace sqlgroup {
+
+PartScheduler::PartScheduler(absl::Duration idle_poll)
+    : idle_poll_(idle_poll), last_probe_(absl::Now()) {}
+
+void PartScheduler::Enqueue(int part, Entry& e) {
+  if (e.queued || e.busy || e.revoked) return;
+  e.queued = true;
+  run_queue_.push_back(part);
+}
+
+void PartScheduler::Add(const store::ClaimRef& ref, KeyRange range) {
+  absl::MutexLock lock(&mu_);
+  Entry& e = parts_[ref.part];
+  const bool busy = e.busy;  // a worker may still finish an older take
+  e = Entry{ref, range, range.first};
+  e.busy = busy;
+  Enqueue(ref.part, e);
+}
+
+void PartScheduler::Revoke(int part) {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(part);
+  if (it != parts_.end()) it->second.revoked = true;
+}
+
+void PartScheduler::Unrevoke(int part) {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(part);
+  if (it == parts_.end() || !it->second.revoked) return;
+  it->second.revoked = false;
+  Enqueue(part, it->second);
+}
+
+void PartScheduler::Remove(int part) {
+  absl::MutexLock lock(&mu_);
+  parts_.erase(part);  // a stale run_queue_ entry is skipped in Next()
+}
+
+bool PartScheduler::Busy(int part) const {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(part);
+  return it != parts_.end() && it->second.busy;
+}
+
+bool PartScheduler::AnyBusy() const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [part, e] : parts_) {
+    if (e.busy) return true;
+  }
+  return probing_;
+}
+
+void PartScheduler::WakeIdle() {
+  absl::MutexLock lock(&mu_);
+  wake_ = true;
+}
+
+void PartScheduler::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutdown_ = true;
+}
+
+bool PartScheduler::ProbeDue(absl::Time now) const {
+  if (probing_) return false;
+  bool any_idle = false;
+  for (const auto& [part, e] : parts_) {
+    any_idle |= !e.queued && !e.busy && !e.revoked;
+  }
+  return any_idle && (wake_ || now - last_probe_ >= idle_poll_);
+}
+
+bool PartScheduler::HasTask() const {
+  if (shutdown_) return true;
+  for (int part : run_queue_) {
+    auto it = parts_.find(part);
+    if (it != parts_.end() && it->second.queued) return true;
+  }
+  return ProbeDue(absl::Now());
+}
+
+PartTask PartScheduler::Next() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    // Wake at the latest when the periodic probe falls due.
+    mu_.AwaitWithDeadline(absl::Condition(this, &PartScheduler::HasTask),
+                          last_probe_ + idle_poll_);
+    if (shutdown_) return PartTask{};
+    while (!run_queue_.empty()) {
+      const int part = run_queue_.front();
+      run_queue_.pop_front();
+      auto it = parts_.find(part);
+      if (it == parts_.end() || !it->second.queued) continue;  // stale
+      Entry& e = it->second;
+      e.queued = false;
+      e.busy = true;
+      PartTask task;
+      task.kind = PartTask::Kind::kClaim;
+      task.ref = e.ref;
+      task.range = e.range;
+      task.cursor = e.cursor;
+      task.release_first = e.release_needed;
+      return task;
+    }
+    const absl::Time now = absl::Now();
+    if (ProbeDue(now)) {
+      PartTask task;
+      task.kind = PartTask::Kind::kProbe;
+      for (const auto& [part, e] : parts_) {
+        if (e.queued || e.busy || e.revoked) continue;
+        task.probe_parts.push_back(part);
+        task.probe_ranges.push_back(e.range);
+      }
+      probing_ = true;
+      wake_ = false;
+      last_probe_ = now;
+      return task;
+    }
+  }
+}
+
+void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
+                                Uuid128 next_cursor, bool release_needed) {
+  absl::MutexLock lock(&mu_);
+  auto it = parts_.find(part);
+  if (it == parts_.end()) return;
+  Entry& e = it->second;
+  e.busy = false;
+  if (e.ref.epoch != epoch) {
+    // Re-taken while we worked: the new take starts fresh.
+    Enqueue(part, e);
+    return;
+  }
+  e.cursor = next_cursor;
+  e.release_needed = release_needed;
+  if (found || release_needed) Enqueue(part, e);
+}
+
+void PartScheduler::FinishProbe(const std::vector<int>& due) {
+  absl::MutexLock lock(&mu_);
+  probing_ = false;
+  for (int part : due) {
+    auto it = parts_.find(part);
+    if (it != parts_.end()) Enqueue(part, it->second);
+  }
+}
+
+void PartScheduler::AbandonProbe() {
+  absl::MutexLock lock(&mu_);
+  probing_ = false;
+}
+
+bool PartScheduler::ShouldYield(int part, int64_t epoch) const {
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return true;
+  auto it = parts_.find(part);
+  return it == parts_.end() || it->second.ref.epoch != epoch ||
+         it->second.revoked;
+}
+
+}  // namespace sqlgroup

@@ -1,0 +1,95 @@
+// Hands a member's owned parts to its worker threads, fairly and one worker
+// per part at a time. Parts with work go round-robin; a part whose last
+// claim found nothing goes idle and costs nothing until one probe query for
+// all idle parts (on a producer's NOTIFY, or every idle_poll) finds it has
+// work again. No database in here: workers run the queries.
+//
+// Thread safety: all methods are safe to call from any thread.
+#ifndef SQLGROUP_PART_SCHEDULER_H_
+#define SQLGROUP_PART_SCHEDULER_H_
+
+#include <deque>
+#include <map>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "keyspace.h"
+#include "store/item_store.h"
+
+namespace sqlgroup {
+
+struct PartTask {
+  enum class Kind { kClaim, kProbe, kStop };
+  Kind kind = Kind::kStop;
+  // kClaim: the take to claim under, its range and the sweep cursor.
+  store::ClaimRef ref;
+  KeyRange range{};
+  Uuid128 cursor = 0;
+  bool release_first = false;  // a broken batch left claims behind
+  // kProbe: the idle parts to look at.
+  std::vector<int> probe_parts;
+  std::vector<KeyRange> probe_ranges;
+};
+
+class PartScheduler {
+ public:
+  explicit PartScheduler(absl::Duration idle_poll);
+
+  // Control thread. Add starts serving a new take at once; Revoke stops
+  // handing the part out (a batch in flight finishes); Remove forgets it (a
+  // worker still on it sees ShouldYield and stops between items).
+  void Add(const store::ClaimRef& ref, KeyRange range);
+  void Revoke(int part);
+  void Unrevoke(int part);
+  void Remove(int part);
+  bool Busy(int part) const;
+  bool AnyBusy() const;
+  // Items arrived (a producer's NOTIFY): probe the idle parts now.
+  void WakeIdle();
+  // Every Next() returns kStop from now on.
+  void Shutdown();
+
+  // Workers. Next() blocks until there is a task.
+  PartTask Next();
+  // After a claim task. `found` says whether the claim returned items (the
+  // part stays in the rotation) or not (it goes idle).
+  void FinishClaim(int part, int64_t epoch, bool found, Uuid128 next_cursor,
+                   bool release_needed);
+  void FinishProbe(const std::vector<int>& due);
+  // A probe failed: idle parts stay idle until the next one.
+  void AbandonProbe();
+  // True when the worker should stop processing this take's batch: the
+  // part was revoked, lost or the member is stopping.
+  bool ShouldYield(int part, int64_t epoch) const;
+
+ private:
+  struct Entry {
+    store::ClaimRef ref;
+    KeyRange range{};
+    Uuid128 cursor = 0;
+    bool queued = false;   // in run_queue_
+    bool busy = false;     // a worker holds it
+    bool revoked = false;
+    bool release_needed = false;
+  };
+
+  bool HasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ProbeDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Enqueue(int part, Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const absl::Duration idle_poll_;
+
+  mutable absl::Mutex mu_;
+  std::map<int, Entry> parts_ ABSL_GUARDED_BY(mu_);
+  std::deque<int> run_queue_ ABSL_GUARDED_BY(mu_);
+  bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  bool probing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_probe_ ABSL_GUARDED_BY(mu_);
+  bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_PART_SCHEDULER_H_

@@ -1,0 +1,269 @@
+#include "part_worker.h"
+
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "backoff.h"
+#include "spdlog/spdlog.h"
+#include "store/connection.h"
+#include "store/errors.h"
+
+namespace sqlgroup {
+namespace {
+
+// The handler's verdict; an exception is a failure with its message.
+template <typename F>
+absl::Status RunHandler(F&& f) {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("handler threw a non-standard exception");
+  }
+}
+
+Uuid128 After(const std::vector<Item>& items, const KeyRange& range) {
+  const Uuid128 last = *ParseUuid(items.back().id);
+  return last >= range.last ? range.first : last + 1;
+}
+
+}  // namespace
+
+PartWorker::PartWorker(int index, WorkerConfig config,
+                       PartScheduler& scheduler, internal::AtomicStats& stats,
+                       std::shared_ptr<spdlog::logger> logger)
+    : index_(index),
+      config_(std::move(config)),
+      scheduler_(scheduler),
+      stats_(stats),
+      log_(std::move(logger)) {}
+
+void PartWorker::Run() {
+  while (true) {
+    const PartTask task = scheduler_.Next();
+    switch (task.kind) {
+      case PartTask::Kind::kStop:
+        return;
+      case PartTask::Kind::kClaim:
+        RunClaim(task);
+        break;
+      case PartTask::Kind::kProbe:
+        RunProbe(task);
+        break;
+    }
+  }
+}
+
+bool PartWorker::EnsureConnected() {
+  if (conn_) return true;
+  store::ConnectOptions options;
+  options.connect_timeout = config_.connect_timeout;
+  options.application_name = absl::StrCat("sqlgroup-worker-", index_);
+  options.idle_in_transaction_timeout = config_.idle_in_transaction_timeout;
+  auto conn = store::Connect(config_.dsn, options);
+  if (!conn.ok()) {
+    log_->warn("worker={} connect failed: {}", index_,
+               std::string(conn.status().message()));
+    ++connect_failures_;
+    SleepBackoff();
+    return false;
+  }
+  conn_ = std::move(*conn);
+  absl::Status s =
+      store::Guard("prepare", [&] { store::PrepareItemStatements(*conn_); });
+  if (!s.ok()) {
+    Disconnect(s);
+    return false;
+  }
+  connect_failures_ = 0;
+  return true;
+}
+
+void PartWorker::Disconnect(const absl::Status& why) {
+  log_->warn("worker={} dropping connection: {}", index_,
+             std::string(why.message()));
+  conn_.reset();
+}
+
+void PartWorker::SleepBackoff() {
+  std::this_thread::sleep_for(absl::ToChronoMilliseconds(Backoff(
+      connect_failures_, absl::Milliseconds(50), absl::Seconds(2))));
+}
+
+void PartWorker::RunProbe(const PartTask& task) {
+  if (!EnsureConnected()) {
+    scheduler_.AbandonProbe();
+    return;
+  }
+  auto due = store::PartsWithDueItems(*conn_, config_.group, task.probe_parts,
+                                      task.probe_ranges);
+  if (!due.ok()) {
+    if (absl::IsUnavailable(due.status())) Disconnect(due.status());
+    scheduler_.AbandonProbe();
+    return;
+  }
+  scheduler_.FinishProbe(*due);
+}
+
+void PartWorker::RunClaim(const PartTask& task) {
+  const store::ClaimRef& ref = task.ref;
+  const int64_t epoch = ref.epoch;
+  if (!EnsureConnected()) {
+    scheduler_.FinishClaim(ref.part, epoch, true, task.cursor,
+                           task.release_first);
+    return;
+  }
+  if (task.release_first) {
+    absl::Status s = store::ReleaseAll(*conn_, ref);
+    if (!s.ok()) {
+      if (absl::IsUnavailable(s)) Disconnect(s);
+      scheduler_.FinishClaim(ref.part, epoch, true, task.cursor, true);
+      return;
+    }
+  }
+  // Sweep from the cursor; at the end of the range, wrap once to its start
+  // so every item is reached within one pass.
+  Uuid128 from = task.cursor;
+  auto items = store::ClaimItems(*conn_, ref, from, task.range.last,
+                                 config_.claim_batch);
+  if (items.ok() && items->empty() && from != task.range.first) {
+    from = task.range.first;
+    items = store::ClaimItems(*conn_, ref, from, task.range.last,
+                              config_.claim_batch);
+  }
+  if (!items.ok()) {
+    // ABORTED: the foreign key refused the claim, the take is gone; the
+    // control thread will see the loss. UNAVAILABLE: reconnect.
+    if (absl::IsUnavailable(items.status())) Disconnect(items.status());
+    log_->debug("part={} epoch={} claim failed: {}", ref.part, epoch,
+                std::string(items.status().message()));
+    scheduler_.FinishClaim(ref.part, epoch, false, from, false);
+    return;
+  }
+  if (items->empty()) {
+    scheduler_.FinishClaim(ref.part, epoch, false, task.range.first, false);
+    return;
+  }
+  stats_.claimed += static_cast<int64_t>(items->size());
+  const bool clean = ProcessItems(ref, *items);
+  scheduler_.FinishClaim(ref.part, epoch, true, After(*items, task.range),
+                         !clean);
+}
+
+bool PartWorker::ProcessItems(const store::ClaimRef& ref,
+                              const std::vector<Item>& items) {
+  if (config_.batch_handler) {
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return true;
+    return HandleBatch(ref, items) != Outcome::kBroken;
+  }
+  for (const Item& item : items) {
+    // Items not reached stay claimed under this take; dropping the part or
+    // leaving releases them.
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return true;
+    const Outcome o = HandleOne(ref, item);
+    if (o == Outcome::kBroken) return false;
+    if (o == Outcome::kLost) return true;  // the whole take is void
+  }
+  return true;
+}
+
+PartWorker::Outcome PartWorker::HandleOne(const store::ClaimRef& ref,
+                                          const Item& item) {
+  return HandleBatch(ref, {item});
+}
+
+PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
+                                            const std::vector<Item>& items) {
+  std::vector<std::string> ids;
+  for (const Item& item : items) ids.push_back(item.id);
+  absl::Status verdict;
+  int64_t deleted = -1;
+  try {
+    AckTransaction ack(*conn_);
+    verdict = RunHandler([&] {
+      return config_.batch_handler ? config_.batch_handler(items, ack)
+                                   : config_.handler(items.front(), ack);
+    });
+    if (verdict.ok()) {
+      deleted = store::DeleteClaimed(ack.work(), ref, ids);
+      if (deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
+      // Otherwise the transaction rolls back as `ack` goes out of scope.
+    }
+  } catch (const pqxx::broken_connection&) {
+    Disconnect(absl::UnavailableError("connection lost during ack"));
+    return Outcome::kBroken;
+  } catch (const pqxx::in_doubt_error& e) {
+    // The commit may or may not have happened; the claims stay until the
+    // take is released, so the item is never lost or acked twice.
+    log_->error("part={} epoch={} commit outcome unknown: {}", ref.part,
+                ref.epoch, e.what());
+    Disconnect(absl::UnknownError("commit in doubt"));
+    return Outcome::kBroken;
+  } catch (...) {
+    verdict = store::StatusFromCurrentException("acknowledge");
+    if (absl::IsUnavailable(verdict)) {
+      Disconnect(verdict);
+      return Outcome::kBroken;
+    }
+  }
+  if (verdict.ok()) {
+    if (deleted == static_cast<int64_t>(ids.size())) {
+      stats_.acked += deleted;
+      return Outcome::kAcked;
+    }
+    stats_.lost_claims += static_cast<int64_t>(ids.size());
+    log_->warn("part={} epoch={} lost claim on {} item(s): not acknowledged",
+               ref.part, ref.epoch, ids.size());
+    return Outcome::kLost;
+  }
+  if (items.size() > 1) {
+    // Isolate the failing item: each again on its own.
+    log_->info("part={} epoch={} batch of {} failed ({}); retrying singly",
+               ref.part, ref.epoch, items.size(),
+               std::string(verdict.message()));
+    for (const Item& item : items) {
+      if (scheduler_.ShouldYield(ref.part, ref.epoch)) return Outcome::kLost;
+      const Outcome o = HandleBatch(ref, {item});
+      if (o == Outcome::kBroken || o == Outcome::kLost) return o;
+    }
+    return Outcome::kFailed;
+  }
+  return Fail(ref, items.front(), std::string(verdict.message()));
+}
+
+PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
+                                     const Item& item,
+                                     const std::string& error) {
+  ++stats_.failed;
+  const bool dead = item.attempt >= config_.max_attempts;
+  absl::StatusOr<bool> done =
+      dead ? store::DeadLetter(*conn_, ref, item.id, error)
+           : store::ReleaseForRetry(
+                 *conn_, ref, item.id, error,
+                 Backoff(item.attempt, config_.backoff_initial,
+                         config_.backoff_max));
+  if (!done.ok()) {
+    if (absl::IsUnavailable(done.status())) {
+      Disconnect(done.status());
+      return Outcome::kBroken;
+    }
+    log_->warn("part={} epoch={} item={} could not be released: {}",
+               ref.part, ref.epoch, item.id,
+               std::string(done.status().message()));
+    return Outcome::kBroken;  // leave it claimed; ReleaseAll runs next
+  }
+  if (!*done) return Outcome::kLost;
+  if (dead) {
+    ++stats_.dead_lettered;
+    log_->warn("part={} epoch={} item={} dead-lettered after {} attempts: {}",
+               ref.part, ref.epoch, item.id, item.attempt, error);
+  } else {
+    log_->debug("part={} epoch={} item={} attempt {} failed: {}", ref.part,
+                ref.epoch, item.id, item.attempt, error);
+  }
+  return Outcome::kFailed;
+}
+
+}  // namespace sqlgroup

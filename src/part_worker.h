@@ -1,0 +1,74 @@
+// One worker thread of a member: takes tasks from the PartScheduler, claims
+// items in the part's key range, runs the handler and acknowledges each
+// item exactly once (or releases it for retry, or dead-letters it). Owns one
+// database connection, reconnecting with backoff.
+#ifndef SQLGROUP_PART_WORKER_H_
+#define SQLGROUP_PART_WORKER_H_
+
+#include <memory>
+#include <pqxx/connection>
+#include <string>
+
+#include "consumer_stats.h"
+#include "part_scheduler.h"
+#include "sqlgroup/consumer.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace sqlgroup {
+
+struct WorkerConfig {
+  std::string dsn;
+  std::string group;
+  Handler handler;
+  BatchHandler batch_handler;
+  int claim_batch = 64;
+  int max_attempts = 5;
+  absl::Duration backoff_initial;
+  absl::Duration backoff_max;
+  absl::Duration connect_timeout;
+  // Ends a transaction left idle this long (a paused process): the TTL.
+  absl::Duration idle_in_transaction_timeout;
+};
+
+class PartWorker {
+ public:
+  PartWorker(int index, WorkerConfig config, PartScheduler& scheduler,
+             internal::AtomicStats& stats,
+             std::shared_ptr<spdlog::logger> logger);
+
+  // The thread body: returns when the scheduler shuts down.
+  void Run();
+
+ private:
+  enum class Outcome { kAcked, kFailed, kLost, kBroken };
+
+  bool EnsureConnected();
+  void RunClaim(const PartTask& task);
+  void RunProbe(const PartTask& task);
+  // Items of one claim; stops early when the part must yield.
+  bool ProcessItems(const store::ClaimRef& ref,
+                    const std::vector<Item>& items);
+  Outcome HandleOne(const store::ClaimRef& ref, const Item& item);
+  Outcome HandleBatch(const store::ClaimRef& ref,
+                      const std::vector<Item>& items);
+  // The handler failed on `item`: retry later or dead-letter.
+  Outcome Fail(const store::ClaimRef& ref, const Item& item,
+               const std::string& error);
+  void Disconnect(const absl::Status& why);
+  void SleepBackoff();
+
+  const int index_;
+  const WorkerConfig config_;
+  PartScheduler& scheduler_;
+  internal::AtomicStats& stats_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<pqxx::connection> conn_;
+  int connect_failures_ = 0;
+};
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_PART_WORKER_H_

@@ -1,0 +1,34 @@
+// What a member must do to move toward its target parts: a pure function of
+// the assignment, the owners the database reports and the takes the member
+// holds locally. No database, no clock.
+#ifndef SQLGROUP_REBALANCE_PLAN_H_
+#define SQLGROUP_REBALANCE_PLAN_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sqlgroup/assignor.h"
+#include "store/member_store.h"
+
+namespace sqlgroup {
+
+struct RebalancePlan {
+  std::vector<int> target;  // the parts this member should own
+  std::vector<int> drop;    // owned (by the database) but not targeted
+  std::vector<int> take;    // targeted and free
+  std::vector<int> lost;    // held locally but no longer ours (or re-epoched)
+  std::map<int, int64_t> adopt;  // ours in the database, unknown locally
+  bool converged = false;   // owned == target, nothing to drop or take
+};
+
+// `local` maps the parts this member runs to their epochs.
+RebalancePlan PlanRebalance(const std::string& me,
+                            const Assignment& assignment,
+                            const std::vector<store::Owner>& owners,
+                            const std::map<int, int64_t>& local);
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_REBALANCE_PLAN_H_

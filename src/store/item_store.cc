@@ -1,0 +1,255 @@
+#include "store/item_store.h"
+
+#include <algorithm>
+#include <pqxx/pqxx>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "store/errors.h"
+#include "store/interval.h"
+#include "store/member_store.h"
+
+namespace sqlgroup::store {
+namespace {
+
+// $1 group, $2 session, $3 part, $4 epoch, $5 first key, $6 last key,
+// $7 limit. The inner scan walks items_unclaimed from the sweep cursor; the
+// outer re-check of claim_session keeps a concurrent change from being
+// overwritten. The foreign key refuses a claim under a dropped take.
+constexpr char kClaim[] = "sqlgroup_claim";
+constexpr char kClaimSql[] =
+    "UPDATE sqlgroup.items SET claim_session = $2::uuid, claim_part = $3, "
+    "  claim_epoch = $4, claimed_at = clock_timestamp() "
+    "WHERE group_name = $1 AND claim_session IS NULL AND id IN ("
+    "  SELECT id FROM sqlgroup.items WHERE group_name = $1 "
+    "  AND claim_session IS NULL AND id BETWEEN $5::uuid AND $6::uuid "
+    "  AND not_before <= clock_timestamp() ORDER BY id LIMIT $7) "
+    "RETURNING id::text, key, payload, attempts, "
+    "  (extract(epoch from enqueued_at) * 1000000)::bigint";
+
+// $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch. Deletes only
+// while the claim is this take's and the session is alive by the database
+// clock: a zombie past its TTL cannot ack even before it is reaped.
+constexpr char kAck[] = "sqlgroup_ack";
+constexpr char kAckSql[] =
+    "DELETE FROM sqlgroup.items WHERE group_name = $1 "
+    "AND id = ANY($2::uuid[]) AND claim_session = $3::uuid "
+    "AND claim_part = $4 AND claim_epoch = $5 "
+    "AND EXISTS (SELECT 1 FROM sqlgroup.sessions s "
+    "  JOIN sqlgroup.groups g ON g.name = s.group_name "
+    "  WHERE s.id = $3::uuid "
+    "  AND s.heartbeated_at > clock_timestamp() - g.session_ttl)";
+
+// $1 group, $2 id, $3 session, $4 part, $5 epoch, $6 error, $7 backoff.
+constexpr char kRelease[] = "sqlgroup_release";
+constexpr char kReleaseSql[] =
+    "UPDATE sqlgroup.items SET claim_session = NULL, claim_part = NULL, "
+    "  claim_epoch = NULL, claimed_at = NULL, attempts = attempts + 1, "
+    "  last_error = $6, not_before = clock_timestamp() + $7::interval "
+    "WHERE group_name = $1 AND id = $2::uuid AND claim_session = $3::uuid "
+    "AND claim_part = $4 AND claim_epoch = $5";
+
+// $1 group, $2 id, $3 session, $4 part, $5 epoch, $6 error. Moves the
+// item in one statement, fenced like an ack.
+constexpr char kDeadLetter[] = "sqlgroup_dead_letter";
+constexpr char kDeadLetterSql[] =
+    "WITH dead AS (DELETE FROM sqlgroup.items WHERE group_name = $1 "
+    "  AND id = $2::uuid AND claim_session = $3::uuid AND claim_part = $4 "
+    "  AND claim_epoch = $5 "
+    "  RETURNING group_name, id, key, payload, enqueued_at, attempts + 1 "
+    "  AS attempts) "
+    "INSERT INTO sqlgroup.dead_items (group_name, id, key, payload, "
+    "  enqueued_at, attempts, last_error) "
+    "SELECT group_name, id, key, payload, enqueued_at, attempts, $6 FROM dead "
+    "ON CONFLICT (group_name, id) DO UPDATE SET key = EXCLUDED.key, "
+    "  payload = EXCLUDED.payload, enqueued_at = EXCLUDED.enqueued_at, "
+    "  attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error, "
+    "  died_at = clock_timestamp()";
+
+// $1 session, $2 part, $3 epoch.
+constexpr char kReleaseAll[] = "sqlgroup_release_all";
+constexpr char kReleaseAllSql[] =
+    "UPDATE sqlgroup.items SET claim_session = NULL, claim_part = NULL, "
+    "  claim_epoch = NULL, claimed_at = NULL "
+    "WHERE claim_session = $1::uuid AND claim_part = $2 AND claim_epoch = $3";
+
+// $1 group, $2 parts (int[]), $3 first keys (uuid[]), $4 last keys.
+constexpr char kProbe[] = "sqlgroup_probe";
+constexpr char kProbeSql[] =
+    "SELECT b.part FROM unnest($2::int[], $3::uuid[], $4::uuid[]) "
+    "  AS b(part, lo, hi) "
+    "WHERE EXISTS (SELECT 1 FROM sqlgroup.items i WHERE i.group_name = $1 "
+    "  AND i.claim_session IS NULL AND i.id BETWEEN b.lo AND b.hi "
+    "  AND i.not_before <= clock_timestamp())";
+
+std::string UuidArray(const std::vector<std::string>& ids) {
+  return absl::StrCat("{", absl::StrJoin(ids, ","), "}");
+}
+
+// A random version-4 UUID.
+std::string NewItemId(absl::BitGen& gen) {
+  Uuid128 v = absl::MakeUint128(absl::Uniform<uint64_t>(gen),
+                                absl::Uniform<uint64_t>(gen));
+  const Uuid128 version_mask = Uuid128(0xf) << 76;
+  const Uuid128 variant_mask = Uuid128(0x3) << 62;
+  v = (v & ~version_mask) | (Uuid128(0x4) << 76);
+  v = (v & ~variant_mask) | (Uuid128(0x2) << 62);
+  return FormatUuid(v);
+}
+
+}  // namespace
+
+void PrepareItemStatements(pqxx::connection& conn) {
+  conn.prepare(kClaim, kClaimSql);
+  conn.prepare(kAck, kAckSql);
+  conn.prepare(kRelease, kReleaseSql);
+  conn.prepare(kDeadLetter, kDeadLetterSql);
+  conn.prepare(kReleaseAll, kReleaseAllSql);
+  conn.prepare(kProbe, kProbeSql);
+}
+
+absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
+                                             const ClaimRef& ref,
+                                             Uuid128 from, Uuid128 last,
+                                             int limit) {
+  return GuardOr<std::vector<Item>>("claim items", [&] {
+    pqxx::work tx(conn);
+    const pqxx::result r =
+        tx.exec_prepared(kClaim, ref.group, ref.session, ref.part, ref.epoch,
+                         FormatUuid(from), FormatUuid(last), limit);
+    tx.commit();
+    std::vector<Item> items;
+    items.reserve(r.size());
+    for (const pqxx::row& row : r) {
+      Item item;
+      item.id = row[0].as<std::string>();
+      if (!row[1].is_null()) item.key = row[1].as<std::string>();
+      item.payload = pqxx::binarystring(row[2]).str();
+      item.attempt = row[3].as<int>() + 1;
+      item.part = ref.part;
+      item.enqueued_at = absl::FromUnixMicros(row[4].as<int64_t>());
+      items.push_back(std::move(item));
+    }
+    // RETURNING has no order; handlers see key order.
+    std::sort(items.begin(), items.end(),
+              [](const Item& a, const Item& b) { return a.id < b.id; });
+    return items;
+  });
+}
+
+int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
+                      const std::vector<std::string>& ids) {
+  return static_cast<int64_t>(
+      tx.exec_prepared(kAck, ref.group, UuidArray(ids), ref.session, ref.part,
+                       ref.epoch)
+          .affected_rows());
+}
+
+absl::StatusOr<bool> ReleaseForRetry(pqxx::connection& conn,
+                                     const ClaimRef& ref,
+                                     const std::string& id,
+                                     const std::string& error,
+                                     absl::Duration backoff) {
+  return GuardOr<bool>("release item for retry", [&] {
+    pqxx::work tx(conn);
+    const bool released =
+        tx.exec_prepared(kRelease, ref.group, id, ref.session, ref.part,
+                         ref.epoch, error, ToInterval(backoff))
+            .affected_rows() == 1;
+    tx.commit();
+    return released;
+  });
+}
+
+absl::StatusOr<bool> DeadLetter(pqxx::connection& conn, const ClaimRef& ref,
+                                const std::string& id,
+                                const std::string& error) {
+  return GuardOr<bool>("dead-letter item", [&] {
+    pqxx::work tx(conn);
+    const bool moved = tx.exec_prepared(kDeadLetter, ref.group, id,
+                                        ref.session, ref.part, ref.epoch,
+                                        error)
+                           .affected_rows() == 1;
+    tx.commit();
+    return moved;
+  });
+}
+
+absl::Status ReleaseAll(pqxx::connection& conn, const ClaimRef& ref) {
+  return Guard("release claims", [&] {
+    pqxx::work tx(conn);
+    tx.exec_prepared(kReleaseAll, ref.session, ref.part, ref.epoch);
+    tx.commit();
+  });
+}
+
+absl::StatusOr<std::vector<int>> PartsWithDueItems(
+    pqxx::connection& conn, const std::string& group,
+    const std::vector<int>& parts, const std::vector<KeyRange>& ranges) {
+  return GuardOr<std::vector<int>>("look for due items", [&] {
+    std::vector<std::string> firsts, lasts;
+    for (const KeyRange& r : ranges) {
+      firsts.push_back(FormatUuid(r.first));
+      lasts.push_back(FormatUuid(r.last));
+    }
+    pqxx::nontransaction tx(conn);
+    std::vector<int> due;
+    for (const pqxx::row& row :
+         tx.exec_prepared(kProbe, group, IntArray(parts), UuidArray(firsts),
+                          UuidArray(lasts))) {
+      due.push_back(row[0].as<int>());
+    }
+    return due;
+  });
+}
+
+absl::StatusOr<std::vector<std::string>> InsertItems(
+    pqxx::work& tx, const std::string& group,
+    const std::vector<NewItem>& items, bool notify, size_t max_payload) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].payload.size() > max_payload) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "item ", i, " has a payload of ", items[i].payload.size(),
+          " bytes, more than the limit of ", max_payload,
+          " (ProducerOptions::max_payload_bytes); nothing was enqueued"));
+    }
+  }
+  static thread_local absl::BitGen gen;
+  std::vector<std::string> ids;
+  ids.reserve(items.size());
+  absl::Status s = Guard("enqueue items", [&] {
+    // Multi-row VALUES with quoted literals: one round trip per chunk, and
+    // bytea payloads need no array encoding.
+    constexpr size_t kChunk = 500;
+    const std::string quoted_group = tx.quote(group);
+    for (size_t start = 0; start < items.size(); start += kChunk) {
+      std::string sql =
+          "INSERT INTO sqlgroup.items (group_name, id, key, payload, "
+          "not_before) VALUES ";
+      const size_t end = std::min(items.size(), start + kChunk);
+      for (size_t i = start; i < end; ++i) {
+        const NewItem& item = items[i];
+        ids.push_back(NewItemId(gen));
+        absl::StrAppend(
+            &sql, i == start ? "" : ",", "(", quoted_group, ",'", ids.back(),
+            "'::uuid,", item.key ? tx.quote(*item.key) : "NULL", ",",
+            tx.quote_raw(item.payload), ",",
+            item.delay > absl::ZeroDuration()
+                ? absl::StrCat("clock_timestamp() + '",
+                               ToInterval(item.delay), "'::interval")
+                : "'-infinity'",
+            ")");
+      }
+      tx.exec(sql);
+    }
+    if (notify && !items.empty()) {
+      tx.exec_params("SELECT pg_notify($1, $2)", kChannel,
+                     ItemsArrived(group));
+    }
+  });
+  if (!s.ok()) return s;
+  return ids;
+}
+
+}  // namespace sqlgroup::store

@@ -1,0 +1,80 @@
+// The hot path: claiming items inside a part's key range, the fenced
+// acknowledgement, release with backoff, dead-lettering, and enqueueing.
+// The claim-side statements are prepared once per connection
+// (PrepareItemStatements) and named by constants here.
+#ifndef SQLGROUP_STORE_ITEM_STORE_H_
+#define SQLGROUP_STORE_ITEM_STORE_H_
+
+#include <cstdint>
+#include <pqxx/connection>
+#include <pqxx/transaction>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "keyspace.h"
+#include "sqlgroup/item.h"
+#include "sqlgroup/producer.h"
+
+namespace sqlgroup::store {
+
+// One take of a part: what every claim points at, and what every ack and
+// release is fenced on.
+struct ClaimRef {
+  std::string group;
+  std::string session;
+  int part = 0;
+  int64_t epoch = 0;
+};
+
+// Call once on each worker connection, before the functions below.
+void PrepareItemStatements(pqxx::connection& conn);
+
+// Claims up to `limit` unclaimed, due items with keys in [from, last] for
+// `ref`, in key order. ABORTED (foreign key) when the part is no longer
+// owned under this epoch.
+absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
+                                             const ClaimRef& ref,
+                                             Uuid128 from, Uuid128 last,
+                                             int limit);
+
+// The fence: deletes the items if and only if `ref` still claims them and
+// its session is alive. Runs inside the acknowledging transaction; returns
+// how many rows it deleted (the caller commits only if all were).
+int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
+                      const std::vector<std::string>& ids);
+
+// Gives a failed item back with attempts + 1, not before now + backoff.
+// False when the claim was already lost.
+absl::StatusOr<bool> ReleaseForRetry(pqxx::connection& conn,
+                                     const ClaimRef& ref,
+                                     const std::string& id,
+                                     const std::string& error,
+                                     absl::Duration backoff);
+
+// Moves a claimed item to dead_items with its last error, in one
+// transaction. False when the claim was already lost.
+absl::StatusOr<bool> DeadLetter(pqxx::connection& conn, const ClaimRef& ref,
+                                const std::string& id,
+                                const std::string& error);
+
+// Un-claims every item still claimed under `ref` (after a broken batch),
+// without counting an attempt.
+absl::Status ReleaseAll(pqxx::connection& conn, const ClaimRef& ref);
+
+// Which of `parts` (with their ranges) have unclaimed, due items: one query
+// for all of a member's idle parts.
+absl::StatusOr<std::vector<int>> PartsWithDueItems(
+    pqxx::connection& conn, const std::string& group,
+    const std::vector<int>& parts, const std::vector<KeyRange>& ranges);
+
+// Enqueues `items` in `tx` with fresh random v4 ids; returns the ids.
+// INVALID_ARGUMENT for an oversized payload (nothing is written).
+absl::StatusOr<std::vector<std::string>> InsertItems(
+    pqxx::work& tx, const std::string& group,
+    const std::vector<NewItem>& items, bool notify, size_t max_payload);
+
+}  // namespace sqlgroup::store
+
+#endif  // SQLGROUP_STORE_ITEM_STORE_H_

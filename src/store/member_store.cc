@@ -1,0 +1,228 @@
+#include "store/member_store.h"
+
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "store/errors.h"
+#include "store/interval.h"
+
+namespace sqlgroup::store {
+namespace {
+
+// A session is alive while heartbeated_at > clock_timestamp() - its
+// group's TTL. The same predicate guards heartbeats, takes and acks.
+constexpr char kAlive[] =
+    "s.heartbeated_at > clock_timestamp() - g.session_ttl";
+
+const std::string& SettingsColumns() {
+  static const std::string* const kColumns = new std::string(absl::StrCat(
+      "g.parts, ", MicrosOf("g.session_ttl"), ", ",
+      MicrosOf("g.heartbeat_interval")));
+  return *kColumns;
+}
+
+GroupSettings SettingsFrom(const pqxx::row& row, int first) {
+  GroupSettings s;
+  s.parts = row[first].as<int>();
+  s.ttl = absl::Microseconds(row[first + 1].as<int64_t>());
+  s.heartbeat = absl::Microseconds(row[first + 2].as<int64_t>());
+  return s;
+}
+
+absl::Status NoSuchGroup(const std::string& group) {
+  return absl::NotFoundError(absl::StrCat(
+      "consumer group '", group,
+      "' does not exist; create it with `sqlgroup group create ", group,
+      " --parts P`"));
+}
+
+void Notify(pqxx::work& tx, const std::string& payload) {
+  tx.exec_params("SELECT pg_notify($1, $2)", kChannel, payload);
+}
+
+}  // namespace
+
+std::string MembershipChanged(const std::string& group) {
+  return absl::StrCat("rebalance:", group);
+}
+std::string ItemsArrived(const std::string& group) {
+  return absl::StrCat("items:", group);
+}
+
+std::string IntArray(const std::vector<int>& values) {
+  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
+}
+
+absl::StatusOr<GroupSettings> ReadGroup(pqxx::connection& conn,
+                                        const std::string& group) {
+  std::optional<GroupSettings> found;
+  absl::Status s = Guard("read group", [&] {
+    pqxx::nontransaction tx(conn);
+    const pqxx::result r = tx.exec_params(
+        absl::StrCat("SELECT ", SettingsColumns(),
+                     " FROM sqlgroup.groups g WHERE g.name = $1"),
+        group);
+    if (!r.empty()) found = SettingsFrom(r[0], 0);
+  });
+  if (!s.ok()) return s;
+  if (!found) return NoSuchGroup(group);
+  return *found;
+}
+
+absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
+                                            const std::string& group,
+                                            const SessionInfo& info,
+                                            bool notify) {
+  std::string id;
+  absl::Status s = Guard("register session", [&] {
+    pqxx::work tx(conn);
+    const pqxx::result r = tx.exec_params(
+        "INSERT INTO sqlgroup.sessions (group_name, host, pid, instance) "
+        "SELECT name, $2, $3, nullif($4, '') FROM sqlgroup.groups "
+        "WHERE name = $1 RETURNING id::text",
+        group, info.host, info.pid, info.instance);
+    if (r.empty()) return;
+    id = r[0][0].as<std::string>();
+    if (notify) Notify(tx, MembershipChanged(group));
+    tx.commit();
+  });
+  if (!s.ok()) return s;
+  if (id.empty()) return NoSuchGroup(group);
+  return id;
+}
+
+absl::StatusOr<std::optional<GroupSettings>> Heartbeat(
+    pqxx::connection& conn, const std::string& session) {
+  return GuardOr<std::optional<GroupSettings>>("heartbeat", [&] {
+    pqxx::work tx(conn);
+    const pqxx::result r = tx.exec_params(
+        absl::StrCat("UPDATE sqlgroup.sessions s "
+                     "SET heartbeated_at = clock_timestamp() "
+                     "FROM sqlgroup.groups g "
+                     "WHERE s.id = $1::uuid AND g.name = s.group_name AND ",
+                     kAlive, " RETURNING ", SettingsColumns()),
+        session);
+    tx.commit();
+    std::optional<GroupSettings> out;
+    if (!r.empty()) out = SettingsFrom(r[0], 0);
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
+                                                     const std::string& group,
+                                                     bool notify) {
+  return GuardOr<std::vector<std::string>>("reap expired sessions", [&] {
+    pqxx::work tx(conn);
+    std::vector<std::string> reaped;
+    for (const pqxx::row& row : tx.exec_params(
+             "DELETE FROM sqlgroup.sessions s USING sqlgroup.groups g "
+             "WHERE s.group_name = $1 AND g.name = s.group_name "
+             "AND s.heartbeated_at <= clock_timestamp() - g.session_ttl "
+             "RETURNING s.id::text",
+             group)) {
+      reaped.push_back(row[0].as<std::string>());
+    }
+    if (!reaped.empty() && notify) Notify(tx, MembershipChanged(group));
+    tx.commit();
+    return reaped;
+  });
+}
+
+absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
+                                        const std::string& group) {
+  std::optional<GroupView> view;
+  absl::Status s = Guard("read group members", [&] {
+    pqxx::work tx(conn);
+    tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY");
+    const pqxx::result g = tx.exec_params(
+        absl::StrCat("SELECT ", SettingsColumns(),
+                     " FROM sqlgroup.groups g WHERE g.name = $1"),
+        group);
+    if (g.empty()) return;
+    view.emplace();
+    view->settings = SettingsFrom(g[0], 0);
+    for (const pqxx::row& row : tx.exec_params(
+             absl::StrCat("SELECT s.id::text FROM sqlgroup.sessions s "
+                          "JOIN sqlgroup.groups g ON g.name = s.group_name "
+                          "WHERE s.group_name = $1 AND ",
+                          kAlive, " ORDER BY s.id"),
+             group)) {
+      view->live_sessions.push_back(row[0].as<std::string>());
+    }
+    for (const pqxx::row& row : tx.exec_params(
+             "SELECT part, session_id::text, epoch FROM sqlgroup.session_parts "
+             "WHERE group_name = $1",
+             group)) {
+      view->owners.push_back({row[0].as<int>(), row[1].as<std::string>(),
+                              row[2].as<int64_t>()});
+    }
+    tx.commit();
+  });
+  if (!s.ok()) return s;
+  if (!view) return NoSuchGroup(group);
+  return *view;
+}
+
+absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
+                                             const std::string& group,
+                                             const std::string& session,
+                                             const std::vector<int>& parts,
+                                             bool notify) {
+  return GuardOr<std::vector<Owner>>("take parts", [&] {
+    pqxx::work tx(conn);
+    std::vector<Owner> taken;
+    for (const pqxx::row& row : tx.exec_params(
+             absl::StrCat(
+                 "INSERT INTO sqlgroup.session_parts "
+                 "  (group_name, part, session_id) "
+                 "SELECT $1, p, $2::uuid FROM unnest($3::int[]) AS p "
+                 "WHERE EXISTS (SELECT 1 FROM sqlgroup.sessions s "
+                 "  JOIN sqlgroup.groups g ON g.name = s.group_name "
+                 "  WHERE s.id = $2::uuid AND ",
+                 kAlive,
+                 ") ON CONFLICT (group_name, part) DO NOTHING "
+                 "RETURNING part, epoch"),
+             group, session, IntArray(parts))) {
+      taken.push_back({row[0].as<int>(), session, row[1].as<int64_t>()});
+    }
+    if (!taken.empty() && notify) Notify(tx, MembershipChanged(group));
+    tx.commit();
+    return taken;
+  });
+}
+
+absl::StatusOr<std::vector<int>> DropParts(pqxx::connection& conn,
+                                           const std::string& group,
+                                           const std::string& session,
+                                           const std::vector<int>& parts,
+                                           bool notify) {
+  return GuardOr<std::vector<int>>("drop parts", [&] {
+    pqxx::work tx(conn);
+    std::vector<int> dropped;
+    for (const pqxx::row& row : tx.exec_params(
+             "DELETE FROM sqlgroup.session_parts WHERE group_name = $1 "
+             "AND session_id = $2::uuid AND part = ANY($3::int[]) "
+             "RETURNING part",
+             group, session, IntArray(parts))) {
+      dropped.push_back(row[0].as<int>());
+    }
+    if (!dropped.empty() && notify) Notify(tx, MembershipChanged(group));
+    tx.commit();
+    return dropped;
+  });
+}
+
+absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
+                          const std::string& session, bool notify) {
+  return Guard("leave group", [&] {
+    pqxx::work tx(conn);
+    tx.exec_params("DELETE FROM sqlgroup.sessions WHERE id = $1::uuid",
+                   session);
+    if (notify) Notify(tx, MembershipChanged(group));
+    tx.commit();
+  });
+}
+
+}  // namespace sqlgroup::store

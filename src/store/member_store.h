@@ -1,0 +1,100 @@
+// The statements a member's control thread runs: sessions (register,
+// heartbeat, reap, leave) and part ownership (read, take, drop). Each
+// conditional write is one statement whose empty result means "no"; the
+// database clock alone decides liveness.
+#ifndef SQLGROUP_STORE_MEMBER_STORE_H_
+#define SQLGROUP_STORE_MEMBER_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <pqxx/connection>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace sqlgroup::store {
+
+struct GroupSettings {
+  int parts = 0;
+  absl::Duration ttl;
+  absl::Duration heartbeat;
+};
+
+struct Owner {
+  int part = 0;
+  std::string session;
+  int64_t epoch = 0;
+};
+
+// Live sessions (lexical order) and current owners, read in one snapshot.
+struct GroupView {
+  GroupSettings settings;
+  std::vector<std::string> live_sessions;
+  std::vector<Owner> owners;
+};
+
+struct SessionInfo {
+  std::string host;
+  int pid = 0;
+  std::string instance;  // empty: none
+};
+
+// NOTIFY payloads on channel "sqlgroup".
+std::string MembershipChanged(const std::string& group);  // "rebalance:G"
+std::string ItemsArrived(const std::string& group);       // "items:G"
+inline constexpr char kChannel[] = "sqlgroup";
+
+// NOT_FOUND when the group does not exist.
+absl::StatusOr<GroupSettings> ReadGroup(pqxx::connection& conn,
+                                        const std::string& group);
+
+// Inserts a session (database clock) and announces it. NOT_FOUND when the
+// group does not exist.
+absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
+                                            const std::string& group,
+                                            const SessionInfo& info,
+                                            bool notify);
+
+// Refreshes the heartbeat unless the session has expired or is gone; then
+// nullopt: the session is lost for good. Returns the group's current
+// settings so ALTERs reach running members.
+absl::StatusOr<std::optional<GroupSettings>> Heartbeat(
+    pqxx::connection& conn, const std::string& session);
+
+// Deletes the group's expired sessions (their parts and claims go with
+// them) and returns their ids.
+absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
+                                                     const std::string& group,
+                                                     bool notify);
+
+absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
+                                        const std::string& group);
+
+// Takes those of `parts` that are free, only while `session` is alive; never
+// overwrites another owner. Returns the parts taken with their new epochs.
+absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
+                                             const std::string& group,
+                                             const std::string& session,
+                                             const std::vector<int>& parts,
+                                             bool notify);
+
+// Releases those of `parts` that `session` owns (their claims are nulled
+// by the foreign key) and returns them.
+absl::StatusOr<std::vector<int>> DropParts(pqxx::connection& conn,
+                                           const std::string& group,
+                                           const std::string& session,
+                                           const std::vector<int>& parts,
+                                           bool notify);
+
+// Deletes the session: a graceful leave, its parts free at once.
+absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
+                          const std::string& session, bool notify);
+
+// "{1,2,3}"
+std::string IntArray(const std::vector<int>& values);
+
+}  // namespace sqlgroup::store
+
+#endif  // SQLGROUP_STORE_MEMBER_STORE_H_

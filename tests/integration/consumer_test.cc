@@ -1,0 +1,375 @@
+// Members in one process (one Consumer each) against a real PostgreSQL:
+// lexical ownership, incremental rebalancing, exactly-once acks, retries,
+// dead letters, zombie fencing and group isolation.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <pqxx/pqxx>
+
+#include "absl/synchronization/notification.h"
+#include "keyspace.h"
+#include "sqlgroup/admin.h"
+#include "sqlgroup/consumer.h"
+#include "sqlgroup/producer.h"
+#include "support/pg_fixture.h"
+#include "support/wait.h"
+
+namespace sqlgroup {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::TestDatabase;
+using testing::WaitFor;
+
+class ConsumerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto admin = Admin::Connect({.dsn = db_.dsn()});
+    ASSERT_TRUE(admin.ok()) << admin.status();
+    admin_ = std::move(*admin);
+    ASSERT_TRUE(admin_->Migrate().ok());
+    conn_ = std::make_unique<pqxx::connection>(db_.dsn());
+    pqxx::work tx(*conn_);
+    // No unique constraint: a double acknowledgement shows as a duplicate.
+    tx.exec("CREATE TABLE results (grp text, id uuid, part int, session "
+            "uuid)");
+    tx.commit();
+  }
+
+  void CreateGroup(const std::string& name, int parts) {
+    ASSERT_TRUE(admin_
+                    ->CreateGroup({.name = name,
+                                   .parts = parts,
+                                   .session_ttl = absl::Seconds(2),
+                                   .heartbeat_interval =
+                                       absl::Milliseconds(400)})
+                    .ok());
+  }
+
+  // A handler that records each acknowledged item in `results`.
+  Handler Recorder(const std::string& group) {
+    return [group](const Item& item, AckTransaction& ack) {
+      ack.work().exec_params(
+          "INSERT INTO results (grp, id, part) VALUES ($1, $2::uuid, $3)",
+          group, item.id, item.part);
+      return absl::OkStatus();
+    };
+  }
+
+  ConsumerOptions Options(const std::string& group, Handler handler) {
+    ConsumerOptions o;
+    o.dsn = db_.dsn();
+    o.group = group;
+    o.handler = std::move(handler);
+    o.workers = 2;
+    o.rebalance_poll = absl::Milliseconds(300);
+    o.drain_deadline = absl::Seconds(2);
+    o.backoff_initial = absl::Milliseconds(100);
+    return o;
+  }
+
+  std::unique_ptr<Consumer> Start(ConsumerOptions options) {
+    auto c = Consumer::Create(std::move(options));
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return nullptr;
+    EXPECT_TRUE((*c)->Start().ok());
+    return std::move(*c);
+  }
+
+  void Produce(const std::string& group, int n) {
+    auto p = Producer::Create({.dsn = db_.dsn(), .group = group});
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<NewItem> items(n);
+    for (int i = 0; i < n; ++i) items[i].payload = std::to_string(i);
+    ASSERT_TRUE((*p)->Enqueue(items).ok());
+  }
+
+  int64_t Count(const std::string& sql) {
+    pqxx::nontransaction tx(*conn_);
+    return tx.exec1(sql)[0].as<int64_t>();
+  }
+
+  // part -> (session, epoch) per session_parts.
+  std::map<int, std::pair<std::string, int64_t>> Owners(
+      const std::string& group) {
+    pqxx::nontransaction tx(*conn_);
+    std::map<int, std::pair<std::string, int64_t>> owners;
+    for (const auto& row : tx.exec_params(
+             "SELECT part, session_id::text, epoch FROM "
+             "sqlgroup.session_parts WHERE group_name = $1",
+             group)) {
+      owners[row[0].as<int>()] = {row[1].as<std::string>(),
+                                  row[2].as<int64_t>()};
+    }
+    return owners;
+  }
+
+  // True when session_parts matches the lexical target of `members`.
+  bool OwnedAsTargeted(const std::string& group, int parts,
+                       const std::vector<Consumer*>& members) {
+    std::vector<std::string> ids;
+    for (Consumer* c : members) {
+      if (c->session_id().empty()) return false;
+      ids.push_back(c->session_id());
+    }
+    const Assignment a = LexicalRangeAssignor().Assign(ids, parts);
+    const auto owners = Owners(group);
+    if (static_cast<int>(owners.size()) != parts) return false;
+    for (int p = 0; p < parts; ++p) {
+      if (owners.at(p).first != a.sessions[a.owner[p]]) return false;
+    }
+    return true;
+  }
+
+  TestDatabase db_;
+  std::unique_ptr<Admin> admin_;
+  std::unique_ptr<pqxx::connection> conn_;
+};
+
+TEST_F(ConsumerTest, ThreeMembersOwnTheLexicalTargetBlocks) {
+  CreateGroup("g", 8);
+  auto a = Start(Options("g", Recorder("g")));
+  auto b = Start(Options("g", Recorder("g")));
+  auto c = Start(Options("g", Recorder("g")));
+  std::vector<Consumer*> members = {a.get(), b.get(), c.get()};
+  ASSERT_TRUE(WaitFor([&] { return OwnedAsTargeted("g", 8, members); },
+                      absl::Seconds(10)));
+  std::sort(members.begin(), members.end(), [](Consumer* x, Consumer* y) {
+    return x->session_id() < y->session_id();
+  });
+  ASSERT_TRUE(WaitFor(
+      [&] { return members[2]->owned_parts().size() == 3; },
+      absl::Seconds(5)));
+  EXPECT_THAT(members[0]->owned_parts(), ElementsAre(0, 1));
+  EXPECT_THAT(members[1]->owned_parts(), ElementsAre(2, 3, 4));
+  EXPECT_THAT(members[2]->owned_parts(), ElementsAre(5, 6, 7));
+}
+
+TEST_F(ConsumerTest, EveryItemIsAcknowledgedExactlyOnceInItsOwnPart) {
+  CreateGroup("g", 8);
+  Produce("g", 3000);
+  auto a = Start(Options("g", Recorder("g")));
+  auto b = Start(Options("g", Recorder("g")));
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+      absl::Seconds(60)));
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 3000);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM results"), 3000);
+  // The part handed to the handler is the one whose range holds the id.
+  pqxx::nontransaction tx(*conn_);
+  for (const auto& row : tx.exec("SELECT id::text, part FROM results")) {
+    ASSERT_EQ(PartOf(*ParseUuid(row[0].as<std::string>()), 8),
+              row[1].as<int>());
+  }
+  EXPECT_EQ(a->stats().acked + b->stats().acked, 3000);
+  EXPECT_EQ(a->stats().lost_claims + b->stats().lost_claims, 0);
+}
+
+TEST_F(ConsumerTest, AJoinMovesOnlyThePartsThatMustAndOthersNeverPause) {
+  CreateGroup("g", 8);
+  auto a = Start(Options("g", Recorder("g")));
+  auto b = Start(Options("g", Recorder("g")));
+  ASSERT_TRUE(WaitFor(
+      [&] { return OwnedAsTargeted("g", 8, {a.get(), b.get()}); },
+      absl::Seconds(10)));
+  const auto before = Owners("g");
+  auto c = Start(Options("g", Recorder("g")));
+  ASSERT_TRUE(WaitFor(
+      [&] { return OwnedAsTargeted("g", 8, {a.get(), b.get(), c.get()}); },
+      absl::Seconds(10)));
+  const auto after = Owners("g");
+  int moved = 0;
+  for (int p = 0; p < 8; ++p) {
+    if (before.at(p).first == after.at(p).first) {
+      // Same owner: never dropped and re-taken, so never paused.
+      EXPECT_EQ(before.at(p).second, after.at(p).second) << "part " << p;
+    } else {
+      ++moved;
+    }
+  }
+  EXPECT_GE(moved, 1);
+  EXPECT_LE(moved, 6);
+}
+
+TEST_F(ConsumerTest, AGracefulLeaveFreesItsPartsWithinARebalancePeriod) {
+  CreateGroup("g", 8);
+  auto a = Start(Options("g", Recorder("g")));
+  auto b = Start(Options("g", Recorder("g")));
+  ASSERT_TRUE(WaitFor(
+      [&] { return OwnedAsTargeted("g", 8, {a.get(), b.get()}); },
+      absl::Seconds(10)));
+  ASSERT_TRUE(b->Stop().ok());
+  const absl::Time left = absl::Now();
+  ASSERT_TRUE(WaitFor([&] { return OwnedAsTargeted("g", 8, {a.get()}); },
+                      absl::Seconds(5)));
+  const absl::Duration took = absl::Now() - left;
+  std::printf("graceful leave: all parts owned again after %.1f ms\n",
+              absl::ToDoubleMilliseconds(took));
+  EXPECT_LT(took, absl::Milliseconds(300) + absl::Milliseconds(200));
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.sessions"), 1);
+}
+
+TEST_F(ConsumerTest, AFailingHandlerRetriesWithBackoffThenDeadLetters) {
+  CreateGroup("g", 2);
+  Produce("g", 1);
+  absl::Mutex mu;
+  std::vector<absl::Time> calls;
+  auto options = Options("g", [&](const Item& item, AckTransaction&) {
+    absl::MutexLock lock(&mu);
+    calls.push_back(absl::Now());
+    EXPECT_EQ(item.attempt, static_cast<int>(calls.size()));
+    return absl::InternalError("boom " + std::to_string(item.attempt));
+  });
+  options.max_attempts = 3;
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM sqlgroup.dead_items") == 1; },
+      absl::Seconds(10)));
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 0);
+  pqxx::nontransaction tx(*conn_);
+  const auto row =
+      tx.exec1("SELECT attempts, last_error FROM sqlgroup.dead_items");
+  EXPECT_EQ(row[0].as<int>(), 3);
+  EXPECT_THAT(row[1].as<std::string>(), HasSubstr("boom 3"));
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(calls.size(), 3u);
+  // Backoff 100 ms then 200 ms, with -20% jitter at most.
+  EXPECT_GE(calls[1] - calls[0], absl::Milliseconds(80));
+  EXPECT_GE(calls[2] - calls[1], absl::Milliseconds(160));
+  EXPECT_EQ(a->stats().dead_lettered, 1);
+  EXPECT_EQ(a->stats().failed, 3);
+}
+
+TEST_F(ConsumerTest, AThrowingHandlerIsAFailureNotACrash) {
+  CreateGroup("g", 1);
+  Produce("g", 1);
+  std::atomic<int> calls{0};
+  auto a = Start(Options("g", [&](const Item&, AckTransaction&) {
+    if (calls.fetch_add(1) == 0) throw std::runtime_error("kaput");
+    return absl::OkStatus();
+  }));
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+      absl::Seconds(10)));
+  EXPECT_EQ(calls.load(), 2);
+  EXPECT_EQ(a->stats().failed, 1);
+  EXPECT_EQ(a->stats().acked, 1);
+}
+
+TEST_F(ConsumerTest, AZombieWhoseSessionExpiredCannotAcknowledge) {
+  CreateGroup("g", 1);
+  Produce("g", 1);
+  absl::Notification in_handler, release;
+  std::atomic<int> calls{0};
+  auto options = Options("g", [&](const Item& item, AckTransaction& ack) {
+    if (calls.fetch_add(1) == 0) {
+      in_handler.Notify();
+      release.WaitForNotification();
+    }
+    ack.work().exec_params("INSERT INTO results (id) VALUES ($1::uuid)",
+                           item.id);
+    return absl::OkStatus();
+  });
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(in_handler.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  // As if the process had been paused past its TTL: by the database clock
+  // the session is expired now.
+  {
+    pqxx::work tx(*conn_);
+    tx.exec("UPDATE sqlgroup.sessions SET heartbeated_at = "
+            "heartbeated_at - interval '1 hour'");
+    tx.commit();
+  }
+  release.Notify();
+  // The zombie's ack is refused; the member notices, rejoins with a new
+  // session and processes the item under it, exactly once.
+  ASSERT_TRUE(WaitFor([&] { return a->stats().lost_claims == 1; },
+                      absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+      absl::Seconds(15)));
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
+  EXPECT_GE(a->stats().sessions_lost, 1);
+  EXPECT_EQ(calls.load(), 2);
+}
+
+TEST_F(ConsumerTest, TheBatchHandlerAcknowledgesManyItemsInOneTransaction) {
+  CreateGroup("g", 4);
+  Produce("g", 1000);
+  std::atomic<int> batches{0};
+  ConsumerOptions options = Options("g", nullptr);
+  options.batch_handler = [&](const std::vector<Item>& items,
+                              AckTransaction& ack) {
+    ++batches;
+    for (const Item& item : items) {
+      ack.work().exec_params("INSERT INTO results (id, part) VALUES "
+                             "($1::uuid, $2)",
+                             item.id, item.part);
+    }
+    return absl::OkStatus();
+  };
+  options.claim_batch = 100;
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+      absl::Seconds(30)));
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM results"), 1000);
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 1000);
+  EXPECT_LT(batches.load(), 100);  // ~10 per part, not 1000
+}
+
+TEST_F(ConsumerTest, TwoGroupsNeverSeeEachOthersItemsOrSessions) {
+  CreateGroup("g1", 4);
+  CreateGroup("g2", 4);
+  Produce("g1", 300);
+  Produce("g2", 200);
+  auto a = Start(Options("g1", Recorder("g1")));
+  auto b = Start(Options("g2", Recorder("g2")));
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+      absl::Seconds(30)));
+  EXPECT_EQ(Count("SELECT count(*) FROM results WHERE grp = 'g1'"), 300);
+  EXPECT_EQ(Count("SELECT count(*) FROM results WHERE grp = 'g2'"), 200);
+  EXPECT_EQ(a->stats().acked, 300);
+  EXPECT_EQ(b->stats().acked, 200);
+  EXPECT_THAT(a->owned_parts(), ElementsAre(0, 1, 2, 3));
+  EXPECT_THAT(b->owned_parts(), ElementsAre(0, 1, 2, 3));
+}
+
+TEST_F(ConsumerTest, BadOptionsAndMissingGroupsAreRefusedAtCreate) {
+  CreateGroup("g", 2);
+  auto no_handler = Consumer::Create({.dsn = db_.dsn(), .group = "g"});
+  EXPECT_EQ(no_handler.status().code(), absl::StatusCode::kInvalidArgument);
+  auto options = Options("nope", Recorder("nope"));
+  auto missing = Consumer::Create(options);
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  options = Options("g", Recorder("g"));
+  options.workers = 0;
+  EXPECT_THAT(Consumer::Create(options).status().message(),
+              HasSubstr("workers"));
+  TestDatabase empty;
+  options = Options("g", Recorder("g"));
+  options.dsn = empty.dsn();
+  EXPECT_EQ(Consumer::Create(options).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ConsumerTest, DeletingTheGroupStopsItsMembersWithAClearError) {
+  CreateGroup("g", 2);
+  auto a = Start(Options("g", Recorder("g")));
+  ASSERT_TRUE(WaitFor([&] { return a->owned_parts().size() == 2; },
+                      absl::Seconds(10)));
+  ASSERT_TRUE(admin_->DeleteGroup("g").ok());
+  ASSERT_TRUE(WaitFor(
+      [&] { return a->state() == Consumer::State::kFailed; },
+      absl::Seconds(10)));
+  const absl::Status s = a->Stop();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("does not exist"));
+}
+
+}  // namespace
+}  // namespace sqlgroup
