@@ -24,6 +24,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <utility>
@@ -102,7 +103,9 @@ class PrivatePostgres {
   std::string data_dir_;    // root_dir_/data
   std::string socket_dir_;  // root_dir_/socket
   int port_ = 0;
-  pid_t pid_ = -1;  // postmaster, a child of this process
+  // The postmaster, a child of this process. Atomic: Restart() replaces it
+  // while other threads may read postmaster_pid().
+  std::atomic<pid_t> pid_ = -1;
   // Only the process that started the cluster stops it, so a forked copy of
   // this object (a death test, a child that exits normally) leaves it alone.
   pid_t owner_pid_ = -1;
