@@ -9,15 +9,14 @@
 #include "absl/strings/str_join.h"
 #include "cli/describe_format.h"
 #include "cli/flags.h"
+#include "cli/subcommands.h"
 #include "dsn.h"
 #include "sqlgroup/admin.h"
-#include "sqlgroup/private_postgres.h"
 #include "status_macros.h"
 
 namespace sqlgroup::cli {
 namespace {
 
-using Args = std::vector<std::string>;
 
 struct Command {
   std::string synopsis;
@@ -101,29 +100,6 @@ absl::Status GroupDescribe(const Args& args) {
   return absl::OkStatus();
 }
 
-// Until the coordinator exists: a private PostgreSQL, the schema, a group,
-// and its (empty) description.
-absl::Status Demo(const Args&) {
-  Print("starting a private PostgreSQL...\n");
-  ASSIGN_OR_RETURN(auto pg, PrivatePostgres::Start({}));
-  Print(absl::StrCat("PostgreSQL is up on 127.0.0.1:", pg->port(), " (",
-                     pg->data_dir(), ")\n"));
-  AdminOptions options;
-  options.dsn = pg->Dsn();
-  ASSIGN_OR_RETURN(auto admin, Admin::Connect(options));
-  ASSIGN_OR_RETURN(MigrateResult r, admin->Migrate());
-  Print(absl::StrCat("schema version ", r.to_version, "\n"));
-  GroupConfig config;
-  config.name = "demo";
-  RETURN_IF_ERROR(admin->CreateGroup(config));
-  ASSIGN_OR_RETURN(GroupDescription d, admin->DescribeGroup("demo"));
-  Print(DescriptionText(d));
-  admin.reset();
-  RETURN_IF_ERROR(pg->Stop());
-  Print("private PostgreSQL stopped\n");
-  return absl::OkStatus();
-}
-
 const std::map<std::string, Command>& Commands() {
   static const auto* const kCommands = new std::map<std::string, Command>{
       {"migrate", {"migrate [--migrations-dir DIR]", {"migrations_dir"}, 0,
@@ -138,7 +114,18 @@ const std::map<std::string, Command>& Commands() {
       {"group list", {"group list [--json]", {"json"}, 0, GroupList}},
       {"group describe",
        {"group describe NAME [--json]", {"json"}, 1, GroupDescribe}},
-      {"demo", {"demo [--duration 60s]", {"duration"}, 0, Demo}},
+      {"produce",
+       {"produce --group NAME [--count 1000] [--keys K] [--payload_bytes B] "
+        "[--rate R]",
+        {"group", "count", "keys", "payload_bytes", "rate", "notify"}, 0,
+        RunProduce}},
+      {"consume",
+       {"consume --group NAME [--handler noop|count|sleep:D|fail:RATE] "
+        "[--instance NAME] [--workers 4] [--batch]",
+        {"group", "handler", "instance", "workers", "claim_batch",
+         "max_attempts", "batch", "notify"},
+        0, RunConsume}},
+      {"demo", {"demo [--duration 60s]", {"duration"}, 0, RunDemo}},
   };
   return *kCommands;
 }

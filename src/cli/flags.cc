@@ -23,6 +23,27 @@ ABSL_FLAG(absl::Duration, heartbeat, absl::Seconds(1),
 ABSL_FLAG(bool, json, false, "group describe/list: print JSON");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
           "demo: how long the demo runs");
+ABSL_FLAG(std::string, group, "", "produce/consume: the consumer group");
+ABSL_FLAG(std::string, handler, "noop",
+          "consume: noop, count, sleep:DURATION or fail:RATE");
+ABSL_FLAG(std::string, instance, "",
+          "consume: a name for this member, shown by describe and metrics");
+ABSL_FLAG(int32_t, workers, 4,
+          "consume: worker threads (one database connection each)");
+ABSL_FLAG(int32_t, claim_batch, 64, "consume: items claimed per query");
+ABSL_FLAG(int32_t, max_attempts, 5,
+          "consume: failed deliveries before an item is dead-lettered");
+ABSL_FLAG(bool, batch, false,
+          "consume: acknowledge each claimed batch in one transaction");
+ABSL_FLAG(bool, notify, true,
+          "produce/consume: use LISTEN/NOTIFY wakeups (off: poll only)");
+ABSL_FLAG(int64_t, count, 1000, "produce: number of items");
+ABSL_FLAG(int32_t, keys, 0,
+          "produce: give items keys k0..k(K-1) round-robin and tally them in "
+          "sqlgroup_demo.produced (0: no keys)");
+ABSL_FLAG(int32_t, payload_bytes, 16, "produce: payload size of each item");
+ABSL_FLAG(double, rate, 0,
+          "produce: items per second (0: as fast as batches allow)");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off");
 

@@ -20,6 +20,18 @@ ABSL_DECLARE_FLAG(absl::Duration, heartbeat);
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(absl::Duration, duration);
 ABSL_DECLARE_FLAG(std::string, log_level);
+ABSL_DECLARE_FLAG(std::string, group);
+ABSL_DECLARE_FLAG(std::string, handler);
+ABSL_DECLARE_FLAG(std::string, instance);
+ABSL_DECLARE_FLAG(int32_t, workers);
+ABSL_DECLARE_FLAG(int32_t, claim_batch);
+ABSL_DECLARE_FLAG(int32_t, max_attempts);
+ABSL_DECLARE_FLAG(bool, batch);
+ABSL_DECLARE_FLAG(bool, notify);
+ABSL_DECLARE_FLAG(int64_t, count);
+ABSL_DECLARE_FLAG(int32_t, keys);
+ABSL_DECLARE_FLAG(int32_t, payload_bytes);
+ABSL_DECLARE_FLAG(double, rate);
 
 namespace sqlgroup::cli {
 

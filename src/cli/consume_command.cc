@@ -1,0 +1,101 @@
+// `sqlgroup consume`: one member, until SIGINT or SIGTERM (graceful).
+#include <signal.h>
+
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "cli/flags.h"
+#include "cli/handlers.h"
+#include "cli/subcommands.h"
+#include "dsn.h"
+#include "spdlog/sinks/stdout_sinks.h"
+#include "spdlog/spdlog.h"
+#include "sqlgroup/consumer.h"
+#include "status_macros.h"
+#include <pqxx/pqxx>
+
+namespace sqlgroup::cli {
+
+std::shared_ptr<spdlog::logger> CliLogger() {
+  static auto* const kLogger = new std::shared_ptr<spdlog::logger>([] {
+    auto logger = spdlog::stderr_logger_mt("sqlgroup");
+    logger->set_level(spdlog::get_level());
+    logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%l%$ %v");
+    return logger;
+  }());
+  return *kLogger;
+}
+
+absl::Status RequireGroupFlag() {
+  if (absl::GetFlag(FLAGS_group).empty()) {
+    return absl::InvalidArgumentError("--group is required");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RunConsume(const Args&) {
+  RETURN_IF_ERROR(RequireGroupFlag());
+  ASSIGN_OR_RETURN(HandlerSpec spec,
+                   ParseHandlerSpec(absl::GetFlag(FLAGS_handler)));
+  // Signals are taken synchronously below; every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ConsumerOptions options;
+  options.dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
+  options.group = absl::GetFlag(FLAGS_group);
+  options.instance = absl::GetFlag(FLAGS_instance);
+  options.workers = absl::GetFlag(FLAGS_workers);
+  options.claim_batch = absl::GetFlag(FLAGS_claim_batch);
+  options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+  options.use_notify = absl::GetFlag(FLAGS_notify);
+  options.logger = CliLogger();
+  Handler handler = MakeHandler(spec);
+  if (absl::GetFlag(FLAGS_batch)) {
+    options.batch_handler = [handler](const std::vector<Item>& items,
+                                      AckTransaction& ack) {
+      for (const Item& item : items) RETURN_IF_ERROR(handler(item, ack));
+      return absl::OkStatus();
+    };
+  } else {
+    options.handler = handler;
+  }
+  if (spec.kind == HandlerSpec::Kind::kCount) {
+    try {
+      pqxx::connection conn(options.dsn);
+      pqxx::work tx(conn);
+      tx.exec(kDemoTablesSql);
+      tx.commit();
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot create the count handler's tables: ",
+                       e.what()));
+    }
+  }
+  ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(options)));
+  RETURN_IF_ERROR(consumer->Start());
+  CliLogger()->info("consuming group={} handler={} (SIGINT/SIGTERM stops)",
+                    absl::GetFlag(FLAGS_group), absl::GetFlag(FLAGS_handler));
+  while (consumer->state() == Consumer::State::kRunning) {
+    const timespec tick = {0, 200 * 1000 * 1000};
+    const int sig = sigtimedwait(&signals, nullptr, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      CliLogger()->info("signal {}: stopping gracefully", sig);
+      break;
+    }
+  }
+  const absl::Status stopped = consumer->Stop();
+  const ConsumerStats s = consumer->stats();
+  CliLogger()->info(
+      "stopped: claimed={} acked={} failed={} dead_lettered={} "
+      "lost_claims={} sessions_lost={} rebalances={}",
+      s.claimed, s.acked, s.failed, s.dead_lettered, s.lost_claims,
+      s.sessions_lost, s.rebalances);
+  return stopped;
+}
+
+}  // namespace sqlgroup::cli

@@ -1,0 +1,83 @@
+#include "cli/handlers.h"
+
+#include <thread>
+
+#include "absl/random/random.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
+namespace sqlgroup::cli {
+namespace {
+
+absl::Status BadSpec(const std::string& text, const std::string& why) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--handler=", text, ": ", why,
+      "; use noop, count, sleep:DURATION (e.g. sleep:20ms) or fail:RATE "
+      "(e.g. fail:0.1)"));
+}
+
+}  // namespace
+
+absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text) {
+  HandlerSpec spec;
+  const size_t colon = text.find(':');
+  const std::string name = text.substr(0, colon);
+  const std::string arg =
+      colon == std::string::npos ? "" : text.substr(colon + 1);
+  if (name == "noop" || name == "count") {
+    if (colon != std::string::npos) return BadSpec(text, "takes no argument");
+    spec.kind = name == "noop" ? HandlerSpec::Kind::kNoop
+                               : HandlerSpec::Kind::kCount;
+    return spec;
+  }
+  if (name == "sleep") {
+    spec.kind = HandlerSpec::Kind::kSleep;
+    if (!absl::ParseDuration(arg, &spec.sleep) ||
+        spec.sleep < absl::ZeroDuration()) {
+      return BadSpec(text, "needs a duration");
+    }
+    return spec;
+  }
+  if (name == "fail") {
+    spec.kind = HandlerSpec::Kind::kFail;
+    if (!absl::SimpleAtod(arg, &spec.fail_rate) || spec.fail_rate < 0 ||
+        spec.fail_rate > 1) {
+      return BadSpec(text, "needs a rate between 0 and 1");
+    }
+    return spec;
+  }
+  return BadSpec(text, "unknown handler");
+}
+
+Handler MakeHandler(const HandlerSpec& spec) {
+  switch (spec.kind) {
+    case HandlerSpec::Kind::kNoop:
+      return [](const Item&, AckTransaction&) { return absl::OkStatus(); };
+    case HandlerSpec::Kind::kCount:
+      return [](const Item& item, AckTransaction& ack) {
+        ack.work().exec_params(
+            "INSERT INTO sqlgroup_demo.counters (key, n) VALUES ($1, 1) "
+            "ON CONFLICT (key) DO UPDATE SET n = counters.n + 1",
+            item.key.value_or(""));
+        return absl::OkStatus();
+      };
+    case HandlerSpec::Kind::kSleep:
+      return [d = spec.sleep](const Item&, AckTransaction&) {
+        std::this_thread::sleep_for(absl::ToChronoMicroseconds(d));
+        return absl::OkStatus();
+      };
+    case HandlerSpec::Kind::kFail:
+      return [rate = spec.fail_rate](const Item& item, AckTransaction&) {
+        static thread_local absl::BitGen gen;
+        if (absl::Bernoulli(gen, rate)) {
+          return absl::InternalError(
+              absl::StrCat("injected failure (fail:", rate, ") on attempt ",
+                           item.attempt));
+        }
+        return absl::OkStatus();
+      };
+  }
+  return nullptr;
+}
+
+}  // namespace sqlgroup::cli

@@ -1,0 +1,40 @@
+// The built-in handlers of `sqlgroup consume --handler`: noop, count,
+// sleep:DURATION and fail:RATE. Parsing is pure; building needs nothing
+// but the spec.
+#ifndef SQLGROUP_CLI_HANDLERS_H_
+#define SQLGROUP_CLI_HANDLERS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "sqlgroup/item.h"
+
+namespace sqlgroup::cli {
+
+struct HandlerSpec {
+  enum class Kind { kNoop, kCount, kSleep, kFail };
+  Kind kind = Kind::kNoop;
+  absl::Duration sleep;    // kSleep
+  double fail_rate = 0.0;  // kFail, in [0, 1]
+};
+
+// INVALID_ARGUMENT naming the accepted forms.
+absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text);
+
+// `count` adds 1 to sqlgroup_demo.counters(key) for the item's key in the
+// acknowledging transaction: the exactly-once checker of the demo and the
+// tests (counters must end at what was produced per key).
+Handler MakeHandler(const HandlerSpec& spec);
+
+// Creates sqlgroup_demo.counters and .produced if missing.
+inline constexpr char kDemoTablesSql[] =
+    "CREATE SCHEMA IF NOT EXISTS sqlgroup_demo;"
+    "CREATE TABLE IF NOT EXISTS sqlgroup_demo.counters "
+    "  (key text PRIMARY KEY, n bigint NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS sqlgroup_demo.produced "
+    "  (key text PRIMARY KEY, n bigint NOT NULL)";
+
+}  // namespace sqlgroup::cli
+
+#endif  // SQLGROUP_CLI_HANDLERS_H_
