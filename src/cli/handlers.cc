@@ -12,7 +12,7 @@ namespace {
 absl::Status BadSpec(const std::string& text, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(
       "--handler=", text, ": ", why,
-      "; use noop, count, sleep:DURATION (e.g. sleep:20ms) or fail:RATE "
+      "; use noop, count, count:DURATION, sleep:DURATION (e.g. sleep:20ms) or fail:RATE "
       "(e.g. fail:0.1)"));
 }
 
@@ -24,10 +24,17 @@ absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text) {
   const std::string name = text.substr(0, colon);
   const std::string arg =
       colon == std::string::npos ? "" : text.substr(colon + 1);
-  if (name == "noop" || name == "count") {
+  if (name == "noop") {
     if (colon != std::string::npos) return BadSpec(text, "takes no argument");
-    spec.kind = name == "noop" ? HandlerSpec::Kind::kNoop
-                               : HandlerSpec::Kind::kCount;
+    return spec;
+  }
+  if (name == "count") {
+    spec.kind = HandlerSpec::Kind::kCount;
+    if (colon != std::string::npos &&
+        (!absl::ParseDuration(arg, &spec.sleep) ||
+         spec.sleep < absl::ZeroDuration())) {
+      return BadSpec(text, "count:DURATION needs a duration");
+    }
     return spec;
   }
   if (name == "sleep") {
@@ -54,11 +61,16 @@ Handler MakeHandler(const HandlerSpec& spec) {
     case HandlerSpec::Kind::kNoop:
       return [](const Item&, AckTransaction&) { return absl::OkStatus(); };
     case HandlerSpec::Kind::kCount:
-      return [](const Item& item, AckTransaction& ack) {
+      return [d = spec.sleep](const Item& item, AckTransaction& ack) {
         ack.work().exec_params(
             "INSERT INTO sqlgroup_demo.counters (key, n) VALUES ($1, 1) "
             "ON CONFLICT (key) DO UPDATE SET n = counters.n + 1",
             item.key.value_or(""));
+        // count:D holds the transaction (and the counter's row lock) open
+        // for D: a wide window for fault tests to pause a member in.
+        if (d > absl::ZeroDuration()) {
+          std::this_thread::sleep_for(absl::ToChronoMicroseconds(d));
+        }
         return absl::OkStatus();
       };
     case HandlerSpec::Kind::kSleep:

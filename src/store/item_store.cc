@@ -14,17 +14,21 @@ namespace sqlgroup::store {
 namespace {
 
 // $1 group, $2 session, $3 part, $4 epoch, $5 first key, $6 last key,
-// $7 limit. The inner scan walks items_unclaimed from the sweep cursor; the
-// outer re-check of claim_session keeps a concurrent change from being
-// overwritten. The foreign key refuses a claim under a dropped take.
+// $7 limit. The ARRAY(...) subquery runs once (an InitPlan) walking
+// items_unclaimed from the sweep cursor, and the outer UPDATE fetches those
+// ids by index: the cost is O(limit), whatever the backlog, in the generic
+// plan too (an IN (subquery) form was planned as a scan of the whole group
+// on a stale estimate). The outer re-check of claim_session keeps a
+// concurrent change from being overwritten; the foreign key refuses a claim
+// under a dropped take.
 constexpr char kClaim[] = "sqlgroup_claim";
 constexpr char kClaimSql[] =
     "UPDATE sqlgroup.items SET claim_session = $2::uuid, claim_part = $3, "
     "  claim_epoch = $4, claimed_at = clock_timestamp() "
-    "WHERE group_name = $1 AND claim_session IS NULL AND id IN ("
+    "WHERE group_name = $1 AND claim_session IS NULL AND id = ANY(ARRAY("
     "  SELECT id FROM sqlgroup.items WHERE group_name = $1 "
     "  AND claim_session IS NULL AND id BETWEEN $5::uuid AND $6::uuid "
-    "  AND not_before <= clock_timestamp() ORDER BY id LIMIT $7) "
+    "  AND not_before <= clock_timestamp() ORDER BY id LIMIT $7)) "
     "RETURNING id::text, key, payload, attempts, "
     "  (extract(epoch from enqueued_at) * 1000000)::bigint";
 

@@ -80,7 +80,7 @@ ProcessResult RunProcess(
 
 std::string CliPath() {
   const char* path = std::getenv("SQLGROUP_CLI");
-  return path != nullptr ? path : "sqlgroup";
+  return path != nullptr ? path : SQLGROUP_CLI_PATH;
 }
 
 ProcessResult RunCli(
@@ -90,6 +90,68 @@ ProcessResult RunCli(
   std::vector<std::string> argv = {CliPath()};
   argv.insert(argv.end(), args.begin(), args.end());
   return RunProcess(argv, env, timeout);
+}
+
+}  // namespace sqlgroup::testing
+
+namespace sqlgroup::testing {
+
+ChildProcess::ChildProcess(const std::vector<std::string>& argv,
+                           const std::string& log_path)
+    : log_path_(log_path) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  pid_ = pid;
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+void ChildProcess::Signal(int sig) {
+  if (pid_ > 0) kill(pid_, sig);
+}
+
+int ChildProcess::Wait(absl::Duration timeout) {
+  if (pid_ <= 0) return -1;
+  const absl::Time deadline = absl::Now() + timeout;
+  int status = 0;
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (absl::Now() > deadline) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+      return -1;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string ChildProcess::Log() const {
+  std::string out;
+  FILE* f = std::fopen(log_path_.c_str(), "r");
+  if (f == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  return out;
 }
 
 }  // namespace sqlgroup::testing

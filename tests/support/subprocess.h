@@ -37,4 +37,30 @@ ProcessResult RunCli(
 
 }  // namespace sqlgroup::testing
 
+
+
+namespace sqlgroup::testing {
+
+// A long-running child (e.g. `sqlgroup consume`) with its output in a log
+// file; killed with SIGKILL if still running when destroyed.
+class ChildProcess {
+ public:
+  ChildProcess(const std::vector<std::string>& argv,
+               const std::string& log_path);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  void Signal(int sig);
+  // Waits for exit; the exit code, or -1 (signal or timeout, then killed).
+  int Wait(absl::Duration timeout);
+  bool running() const { return pid_ > 0; }
+  std::string Log() const;
+
+ private:
+  int pid_ = -1;
+  std::string log_path_;
+};
+
+}  // namespace sqlgroup::testing
 #endif  // SQLGROUP_TESTS_SUPPORT_SUBPROCESS_H_
