@@ -102,7 +102,7 @@ absl::Status GroupDescribe(const Args& args) {
 
 const std::map<std::string, Command>& Commands() {
   static const auto* const kCommands = new std::map<std::string, Command>{
-      {"migrate", {"migrate [--migrations-dir DIR]", {"migrations_dir"}, 0,
+      {"migrate", {"migrate [--migrations_dir DIR]", {"migrations_dir"}, 0,
                    Migrate}},
       {"group create",
        {"group create NAME [--parts 16] [--ttl 5s] [--heartbeat 1s]",
@@ -135,7 +135,7 @@ const std::map<std::string, Command>& Commands() {
 const char* UsageText() {
   static const std::string* const kUsage = [] {
     std::string s =
-        "sqlgroup: a Kafka-style consumer-group coordinator over SQL.\n\n"
+        "a Kafka-style consumer-group coordinator over SQL.\n\n"
         "Usage: sqlgroup COMMAND [ARGS] [FLAGS]\n\nCommands:\n";
     for (const auto& [name, c] : Commands()) {
       absl::StrAppend(&s, "  sqlgroup ", c.synopsis, "\n");
