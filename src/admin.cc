@@ -33,9 +33,9 @@ bool ValidGroupName(const std::string& name) {
 }
 
 const std::string& GroupColumns() {
-  static const std::string* const kColumns = new std::string(absl::StrCat(
-      "name, parts, ", MicrosOf("session_ttl"), ", ",
-      MicrosOf("heartbeat_interval")));
+  static const std::string* const kColumns =
+      new std::string(absl::StrCat("name, parts, ", MicrosOf("session_ttl"),
+                                   ", ", MicrosOf("heartbeat_interval")));
   return *kColumns;
 }
 
@@ -49,10 +49,10 @@ GroupConfig GroupFromRow(const pqxx::row& row) {
 }
 
 absl::Status GroupNotFound(const std::string& name) {
-  return absl::NotFoundError(absl::StrCat(
-      "consumer group '", name,
-      "' does not exist; create it with `sqlgroup group create ", name,
-      " --parts P` (see `sqlgroup group list`)"));
+  return absl::NotFoundError(
+      absl::StrCat("consumer group '", name,
+                   "' does not exist; create it with `sqlgroup group create ",
+                   name, " --parts P` (see `sqlgroup group list`)"));
 }
 
 // "{a,b,c}": a PostgreSQL array literal of plain tokens.
@@ -73,21 +73,21 @@ absl::Status GroupConfig::Validate() const {
         "starting with a letter or digit"));
   }
   if (parts < kMinParts || parts > kMaxParts) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("parts must be between ", kMinParts, " and ", kMaxParts,
-                     ", got ", parts));
+    return absl::InvalidArgumentError(absl::StrCat("parts must be between ",
+                                                   kMinParts, " and ",
+                                                   kMaxParts, ", got ", parts));
   }
   if (heartbeat_interval <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "heartbeat must be positive, got ",
-        absl::FormatDuration(heartbeat_interval)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("heartbeat must be positive, got ",
+                     absl::FormatDuration(heartbeat_interval)));
   }
   if (heartbeat_interval * 2 > session_ttl) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "heartbeat (", absl::FormatDuration(heartbeat_interval),
-        ") must be at most half the session ttl (",
-        absl::FormatDuration(session_ttl),
-        "), so one late heartbeat does not expire a live member"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("heartbeat (", absl::FormatDuration(heartbeat_interval),
+                     ") must be at most half the session ttl (",
+                     absl::FormatDuration(session_ttl),
+                     "), so one late heartbeat does not expire a live member"));
   }
   if (session_ttl > absl::Hours(24)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -153,10 +153,10 @@ absl::Status Admin::CreateGroup(const GroupConfig& config) {
     tx.commit();
   });
   if (absl::IsAlreadyExists(s)) {
-    return absl::AlreadyExistsError(absl::StrCat(
-        "consumer group '", config.name,
-        "' already exists; `sqlgroup group describe ", config.name,
-        "` shows it"));
+    return absl::AlreadyExistsError(
+        absl::StrCat("consumer group '", config.name,
+                     "' already exists; `sqlgroup group describe ", config.name,
+                     "` shows it"));
   }
   return s;
 }
@@ -166,10 +166,10 @@ absl::StatusOr<GroupConfig> Admin::GetGroup(const std::string& name) {
   std::optional<GroupConfig> found;
   RETURN_IF_ERROR(Guard("read group", [&] {
     pqxx::nontransaction tx(*impl_->conn);
-    const pqxx::result r = tx.exec_params(
-        absl::StrCat("SELECT ", GroupColumns(),
-                     " FROM sqlgroup.groups WHERE name = $1"),
-        name);
+    const pqxx::result r =
+        tx.exec_params(absl::StrCat("SELECT ", GroupColumns(),
+                                    " FROM sqlgroup.groups WHERE name = $1"),
+                       name);
     if (!r.empty()) found = GroupFromRow(r[0]);
   }));
   if (!found) return GroupNotFound(name);
@@ -186,11 +186,12 @@ absl::Status Admin::AlterGroup(
   bool updated = false;
   RETURN_IF_ERROR(Guard("alter group", [&] {
     pqxx::work tx(*impl_->conn);
-    updated = tx.exec_params("UPDATE sqlgroup.groups SET session_ttl = "
-                             "$2::interval, heartbeat_interval = $3::interval "
-                             "WHERE name = $1",
-                             name, ToInterval(config.session_ttl),
-                             ToInterval(config.heartbeat_interval))
+    updated = tx.exec_params(
+                    "UPDATE sqlgroup.groups SET session_ttl = "
+                    "$2::interval, heartbeat_interval = $3::interval "
+                    "WHERE name = $1",
+                    name, ToInterval(config.session_ttl),
+                    ToInterval(config.heartbeat_interval))
                   .affected_rows() == 1;
     tx.commit();
   }));
@@ -207,9 +208,9 @@ absl::Status Admin::DeleteGroup(const std::string& name) {
     tx.exec_params("DELETE FROM sqlgroup.items WHERE group_name = $1", name);
     tx.exec_params("DELETE FROM sqlgroup.dead_items WHERE group_name = $1",
                    name);
-    deleted = tx.exec_params("DELETE FROM sqlgroup.groups WHERE name = $1",
-                             name)
-                  .affected_rows() == 1;
+    deleted =
+        tx.exec_params("DELETE FROM sqlgroup.groups WHERE name = $1", name)
+            .affected_rows() == 1;
     tx.commit();
   }));
   return deleted ? absl::OkStatus() : GroupNotFound(name);
@@ -281,26 +282,23 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name) {
         }
       }
     }
-    const auto first = ArrayLiteral(d.parts, [](const PartInfo& i) {
-      return i.first_key;
-    });
-    const auto last = ArrayLiteral(d.parts, [](const PartInfo& i) {
-      return i.last_key;
-    });
-    const auto nums = ArrayLiteral(numbers, [](int p) {
-      return absl::StrCat(p);
-    });
-    for (const pqxx::row& row : tx.exec_params(
-             "SELECT b.part, count(i.id), count(i.claim_session), "
-             "  coalesce(" +
-                 MicrosOf("clock_timestamp() - min(i.enqueued_at)") +
-                 ", 0) "
-                 "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) "
-                 "  AS b(part, lo, hi) "
-                 "LEFT JOIN sqlgroup.items i ON i.group_name = $1 "
-                 "  AND i.id BETWEEN b.lo AND b.hi "
-                 "GROUP BY b.part",
-             name, nums, first, last)) {
+    const auto first =
+        ArrayLiteral(d.parts, [](const PartInfo& i) { return i.first_key; });
+    const auto last =
+        ArrayLiteral(d.parts, [](const PartInfo& i) { return i.last_key; });
+    const auto nums =
+        ArrayLiteral(numbers, [](int p) { return absl::StrCat(p); });
+    for (const pqxx::row& row :
+         tx.exec_params("SELECT b.part, count(i.id), count(i.claim_session), "
+                        "  coalesce(" +
+                            MicrosOf("clock_timestamp() - min(i.enqueued_at)") +
+                            ", 0) "
+                            "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) "
+                            "  AS b(part, lo, hi) "
+                            "LEFT JOIN sqlgroup.items i ON i.group_name = $1 "
+                            "  AND i.id BETWEEN b.lo AND b.hi "
+                            "GROUP BY b.part",
+                        name, nums, first, last)) {
       PartInfo& info = d.parts[row[0].as<int>()];
       info.waiting_items = row[1].as<int64_t>();
       info.claimed_items = row[2].as<int64_t>();

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "consumer_stats.h"
 #include "member_loop.h"
+#include "migrations.h"
 #include "part_scheduler.h"
 #include "part_worker.h"
 #include "spdlog/sinks/null_sink.h"
@@ -18,7 +19,6 @@
 #include "store/connection.h"
 #include "store/member_store.h"
 #include "store/migrator.h"
-#include "migrations.h"
 
 namespace sqlgroup {
 
@@ -34,8 +34,7 @@ absl::Status ConsumerOptions::Validate() const {
     return bad(absl::StrCat("workers must be 1..256, got ", workers));
   }
   if (claim_batch < 1 || claim_batch > 10000) {
-    return bad(absl::StrCat("claim_batch must be 1..10000, got ",
-                            claim_batch));
+    return bad(absl::StrCat("claim_batch must be 1..10000, got ", claim_batch));
   }
   if (max_attempts < 1) {
     return bad(absl::StrCat("max_attempts must be >= 1, got ", max_attempts));
@@ -45,8 +44,7 @@ absl::Status ConsumerOptions::Validate() const {
     return bad("rebalance_poll must be >= 10ms and idle_poll >= 1ms");
   }
   if (drain_deadline < absl::ZeroDuration() ||
-      backoff_initial < absl::ZeroDuration() ||
-      backoff_max < backoff_initial) {
+      backoff_initial < absl::ZeroDuration() || backoff_max < backoff_initial) {
     return bad(
         "drain_deadline and backoff_initial must be >= 0 and backoff_max >= "
         "backoff_initial");
@@ -59,11 +57,16 @@ absl::Status ConsumerOptions::Validate() const {
 
 const char* StateName(Consumer::State state) {
   switch (state) {
-    case Consumer::State::kCreated: return "created";
-    case Consumer::State::kRunning: return "running";
-    case Consumer::State::kStopping: return "stopping";
-    case Consumer::State::kStopped: return "stopped";
-    case Consumer::State::kFailed: return "failed";
+    case Consumer::State::kCreated:
+      return "created";
+    case Consumer::State::kRunning:
+      return "running";
+    case Consumer::State::kStopping:
+      return "stopping";
+    case Consumer::State::kStopped:
+      return "stopped";
+    case Consumer::State::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -74,10 +77,11 @@ class Consumer::Impl {
       : options_(std::move(options)),
         settings_(settings),
         scheduler_(options_.idle_poll) {
-    log_ = options_.logger
-               ? options_.logger
-               : std::make_shared<spdlog::logger>(
-                     "sqlgroup", std::make_shared<spdlog::sinks::null_sink_mt>());
+    log_ =
+        options_.logger
+            ? options_.logger
+            : std::make_shared<spdlog::logger>(
+                  "sqlgroup", std::make_shared<spdlog::sinks::null_sink_mt>());
     if (!options_.assignor) {
       options_.assignor = std::make_shared<LexicalRangeAssignor>();
     }
@@ -114,8 +118,8 @@ class Consumer::Impl {
     worker.connect_timeout = options_.connect_timeout;
     worker.idle_in_transaction_timeout = settings_.ttl;
     for (int i = 0; i < options_.workers; ++i) {
-      workers_.push_back(std::make_unique<PartWorker>(i, worker, scheduler_,
-                                                      stats_, log_));
+      workers_.push_back(
+          std::make_unique<PartWorker>(i, worker, scheduler_, stats_, log_));
     }
     for (auto& w : workers_) {
       threads_.emplace_back([w = w.get()] { w->Run(); });
@@ -200,17 +204,15 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
       store::CheckSchemaVersion(*conn, internal::LatestKnownVersion()));
   ASSIGN_OR_RETURN(store::GroupSettings settings,
                    store::ReadGroup(*conn, options.group));
-  return std::unique_ptr<Consumer>(new Consumer(
-      std::make_unique<Impl>(std::move(options), settings)));
+  return std::unique_ptr<Consumer>(
+      new Consumer(std::make_unique<Impl>(std::move(options), settings)));
 }
 
 absl::Status Consumer::Start() { return impl_->Start(); }
 absl::Status Consumer::Stop() { return impl_->Stop(); }
 Consumer::State Consumer::state() const { return impl_->state(); }
 std::string Consumer::session_id() const { return impl_->session_id(); }
-std::vector<int> Consumer::owned_parts() const {
-  return impl_->owned_parts();
-}
+std::vector<int> Consumer::owned_parts() const { return impl_->owned_parts(); }
 ConsumerStats Consumer::stats() const { return impl_->stats(); }
 
 }  // namespace sqlgroup

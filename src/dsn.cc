@@ -27,7 +27,8 @@ std::string MaskDsn(std::string_view dsn) {
   std::string out(dsn);
   if (IsUri(dsn)) {
     // scheme://user:secret@host -> scheme://user:***@host
-    static const std::regex kUserInfo(R"(^(postgres(?:ql)?://[^:@/?]*):[^@/?]*@)");
+    static const std::regex kUserInfo(
+        R"(^(postgres(?:ql)?://[^:@/?]*):[^@/?]*@)");
     out = std::regex_replace(out, kUserInfo, "$1:***@");
     static const std::regex kQuery(R"(([?&]password=)[^&]*)",
                                    std::regex::icase);
@@ -40,16 +41,14 @@ std::string MaskDsn(std::string_view dsn) {
 }
 
 std::string WithConnectTimeout(const std::string& dsn, int seconds) {
-  if (absl::AsciiStrToLower(dsn).find("connect_timeout") !=
-      std::string::npos) {
+  if (absl::AsciiStrToLower(dsn).find("connect_timeout") != std::string::npos) {
     return dsn;
   }
   if (IsUri(dsn)) {
     const char sep = dsn.find('?') == std::string::npos ? '?' : '&';
     return absl::StrCat(dsn, std::string(1, sep), "connect_timeout=", seconds);
   }
-  return absl::StrCat(dsn, dsn.empty() ? "" : " ", "connect_timeout=",
-                      seconds);
+  return absl::StrCat(dsn, dsn.empty() ? "" : " ", "connect_timeout=", seconds);
 }
 
 }  // namespace sqlgroup

@@ -34,11 +34,16 @@ std::vector<int> Keys(const std::map<int, int64_t>& m) {
 
 const char* PhaseName(MemberLoop::Phase phase) {
   switch (phase) {
-    case MemberLoop::Phase::kJoining: return "joining";
-    case MemberLoop::Phase::kActive: return "active";
-    case MemberLoop::Phase::kLeaving: return "leaving";
-    case MemberLoop::Phase::kLeft: return "left";
-    case MemberLoop::Phase::kFailed: return "failed";
+    case MemberLoop::Phase::kJoining:
+      return "joining";
+    case MemberLoop::Phase::kActive:
+      return "active";
+    case MemberLoop::Phase::kLeaving:
+      return "leaving";
+    case MemberLoop::Phase::kLeft:
+      return "left";
+    case MemberLoop::Phase::kFailed:
+      return "failed";
   }
   return "?";
 }
@@ -157,13 +162,12 @@ bool MemberLoop::EnsureConnected() {
     log_->warn("group={} control connection failed (attempt {}): {}",
                config_.group, connect_failures_,
                std::string(conn.status().message()));
-    if (!session_.empty() &&
-        absl::Now() - last_heartbeat_ok_ > settings_.ttl) {
+    if (!session_.empty() && absl::Now() - last_heartbeat_ok_ > settings_.ttl) {
       LoseSession("no heartbeat got through for longer than the TTL");
     }
     const absl::Time until =
-        absl::Now() + Backoff(connect_failures_, absl::Milliseconds(100),
-                              absl::Seconds(2));
+        absl::Now() +
+        Backoff(connect_failures_, absl::Milliseconds(100), absl::Seconds(2));
     while (absl::Now() < until && !StopRequested()) {
       absl::SleepFor(std::min(kWaitSlice, until - absl::Now()));
     }
@@ -346,8 +350,8 @@ void MemberLoop::Rebalance() {
         local_[o.part] = o.epoch;
         parts.push_back(o.part);
       }
-      log_->info("group={} session={} took parts {}", config_.group,
-                 session_, Parts(parts));
+      log_->info("group={} session={} took parts {}", config_.group, session_,
+                 Parts(parts));
       if (config_.listener) config_.listener->OnPartsAssigned(parts);
     }
   }
@@ -365,8 +369,8 @@ void MemberLoop::Rebalance() {
   if (!converged) {
     // Waiting for others to let go: they NOTIFY when they do, but keep
     // polling briskly in case that is missed or unsupported.
-    next_rebalance_ = std::min(next_rebalance_,
-                               absl::Now() + config_.rebalance_poll / 5);
+    next_rebalance_ =
+        std::min(next_rebalance_, absl::Now() + config_.rebalance_poll / 5);
   }
   PublishOwned();
 }
@@ -448,12 +452,12 @@ void MemberLoop::Leave() {
     absl::Status s = store::LeaveSession(*conn_, config_.group, session_,
                                          config_.use_notify);
     if (s.ok()) {
-      log_->info("group={} session={} left the group", config_.group,
-                 session_);
+      log_->info("group={} session={} left the group", config_.group, session_);
     } else {
-      log_->warn("group={} session={} could not delete its session ({}); it "
-                 "expires after the TTL",
-                 config_.group, session_, std::string(s.message()));
+      log_->warn(
+          "group={} session={} could not delete its session ({}); it "
+          "expires after the TTL",
+          config_.group, session_, std::string(s.message()));
     }
   }
   local_.clear();

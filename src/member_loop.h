@@ -94,8 +94,8 @@ class MemberLoop {
   int connect_failures_ = 0;
   std::string session_;
   absl::Time last_heartbeat_ok_;
-  std::map<int, int64_t> local_;             // parts run, with epochs
-  std::map<int, absl::Time> revoking_;       // part -> drain deadline
+  std::map<int, int64_t> local_;        // parts run, with epochs
+  std::map<int, absl::Time> revoking_;  // part -> drain deadline
   std::vector<int> last_target_;
   std::optional<absl::Time> rebalance_started_;
   absl::Time next_heartbeat_;

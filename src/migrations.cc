@@ -32,16 +32,15 @@ absl::StatusOr<std::vector<Migration>> ParseMigrations(
     }
     out.push_back({version, s.name, s.sql});
   }
-  std::sort(out.begin(), out.end(),
-            [](const Migration& a, const Migration& b) {
-              return a.version < b.version;
-            });
+  std::sort(out.begin(), out.end(), [](const Migration& a, const Migration& b) {
+    return a.version < b.version;
+  });
   for (size_t i = 0; i < out.size(); ++i) {
     if (out[i].version != static_cast<int>(i) + 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("migration '", out[i].name, "' should be numbered ",
-                       i + 1, ": versions must run 1, 2, 3... without gaps "
-                              "or duplicates"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "migration '", out[i].name, "' should be numbered ", i + 1,
+          ": versions must run 1, 2, 3... without gaps "
+          "or duplicates"));
     }
   }
   return out;

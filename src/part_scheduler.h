@@ -69,8 +69,8 @@ class PartScheduler {
     store::ClaimRef ref;
     KeyRange range{};
     Uuid128 cursor = 0;
-    bool queued = false;   // in run_queue_
-    bool busy = false;     // a worker holds it
+    bool queued = false;  // in run_queue_
+    bool busy = false;    // a worker holds it
     bool revoked = false;
     bool release_needed = false;
   };

@@ -31,8 +31,8 @@ Uuid128 After(const std::vector<Item>& items, const KeyRange& range) {
 
 }  // namespace
 
-PartWorker::PartWorker(int index, WorkerConfig config,
-                       PartScheduler& scheduler, internal::AtomicStats& stats,
+PartWorker::PartWorker(int index, WorkerConfig config, PartScheduler& scheduler,
+                       internal::AtomicStats& stats,
                        std::shared_ptr<spdlog::logger> logger)
     : index_(index),
       config_(std::move(config)),
@@ -88,8 +88,8 @@ void PartWorker::Disconnect(const absl::Status& why) {
 }
 
 void PartWorker::SleepBackoff() {
-  std::this_thread::sleep_for(absl::ToChronoMilliseconds(Backoff(
-      connect_failures_, absl::Milliseconds(50), absl::Seconds(2))));
+  std::this_thread::sleep_for(absl::ToChronoMilliseconds(
+      Backoff(connect_failures_, absl::Milliseconds(50), absl::Seconds(2))));
 }
 
 void PartWorker::RunProbe(const PartTask& task) {
@@ -249,9 +249,8 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
       Disconnect(done.status());
       return Outcome::kBroken;
     }
-    log_->warn("part={} epoch={} item={} could not be released: {}",
-               ref.part, ref.epoch, item.id,
-               std::string(done.status().message()));
+    log_->warn("part={} epoch={} item={} could not be released: {}", ref.part,
+               ref.epoch, item.id, std::string(done.status().message()));
     return Outcome::kBroken;  // leave it claimed; ReleaseAll runs next
   }
   if (!*done) return Outcome::kLost;

@@ -49,8 +49,7 @@ class PartWorker {
   void RunClaim(const PartTask& task);
   void RunProbe(const PartTask& task);
   // Items of one claim; stops early when the part must yield.
-  bool ProcessItems(const store::ClaimRef& ref,
-                    const std::vector<Item>& items);
+  bool ProcessItems(const store::ClaimRef& ref, const std::vector<Item>& items);
   Outcome HandleOne(const store::ClaimRef& ref, const Item& item);
   Outcome HandleBatch(const store::ClaimRef& ref,
                       const std::vector<Item>& items);

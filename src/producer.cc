@@ -27,8 +27,8 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
   connect.connect_timeout = options.connect_timeout;
   connect.application_name = "sqlgroup-producer";
   ASSIGN_OR_RETURN(impl->conn, store::Connect(options.dsn, connect));
-  RETURN_IF_ERROR(store::CheckSchemaVersion(*impl->conn,
-                                            internal::LatestKnownVersion()));
+  RETURN_IF_ERROR(
+      store::CheckSchemaVersion(*impl->conn, internal::LatestKnownVersion()));
   RETURN_IF_ERROR(store::ReadGroup(*impl->conn, options.group).status());
   impl->options = std::move(options);
   return std::unique_ptr<Producer>(new Producer(std::move(impl)));
@@ -40,8 +40,7 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
     store::ConnectOptions connect;
     connect.connect_timeout = impl_->options.connect_timeout;
     connect.application_name = "sqlgroup-producer";
-    ASSIGN_OR_RETURN(impl_->conn,
-                     store::Connect(impl_->options.dsn, connect));
+    ASSIGN_OR_RETURN(impl_->conn, store::Connect(impl_->options.dsn, connect));
   }
   std::vector<std::string> ids;
   absl::Status inner;
@@ -63,13 +62,13 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
 }
 
 absl::StatusOr<std::vector<std::string>> Producer::EnqueueIn(
-    pqxx::work& tx, const std::string& group,
-    const std::vector<NewItem>& items, bool notify, size_t max_payload_bytes) {
+    pqxx::work& tx, const std::string& group, const std::vector<NewItem>& items,
+    bool notify, size_t max_payload_bytes) {
   bool exists = false;
   RETURN_IF_ERROR(store::Guard("check group", [&] {
-    exists = !tx.exec_params("SELECT 1 FROM sqlgroup.groups WHERE name = $1",
-                             group)
-                  .empty();
+    exists =
+        !tx.exec_params("SELECT 1 FROM sqlgroup.groups WHERE name = $1", group)
+             .empty();
   }));
   if (!exists) {
     return absl::NotFoundError(absl::StrCat("consumer group '", group,

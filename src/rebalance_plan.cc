@@ -4,8 +4,7 @@
 
 namespace sqlgroup {
 
-RebalancePlan PlanRebalance(const std::string& me,
-                            const Assignment& assignment,
+RebalancePlan PlanRebalance(const std::string& me, const Assignment& assignment,
                             const std::vector<store::Owner>& owners,
                             const std::map<int, int64_t>& local) {
   RebalancePlan plan;

@@ -20,12 +20,11 @@ struct RebalancePlan {
   std::vector<int> take;    // targeted and free
   std::vector<int> lost;    // held locally but no longer ours (or re-epoched)
   std::map<int, int64_t> adopt;  // ours in the database, unknown locally
-  bool converged = false;   // owned == target, nothing to drop or take
+  bool converged = false;        // owned == target, nothing to drop or take
 };
 
 // `local` maps the parts this member runs to their epochs.
-RebalancePlan PlanRebalance(const std::string& me,
-                            const Assignment& assignment,
+RebalancePlan PlanRebalance(const std::string& me, const Assignment& assignment,
                             const std::vector<store::Owner>& owners,
                             const std::map<int, int64_t>& local);
 

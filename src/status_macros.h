@@ -9,9 +9,9 @@
 #define SQLGROUP_CONCAT_(a, b) SQLGROUP_CONCAT_INNER_(a, b)
 
 // Returns the status of `expr` from the current function unless it is OK.
-#define RETURN_IF_ERROR(expr)                         \
-  do {                                                \
-    ::absl::Status sqlgroup_status_ = (expr);         \
+#define RETURN_IF_ERROR(expr)                            \
+  do {                                                   \
+    ::absl::Status sqlgroup_status_ = (expr);            \
     if (!sqlgroup_status_.ok()) return sqlgroup_status_; \
   } while (0)
 

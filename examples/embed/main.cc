@@ -47,8 +47,8 @@ int main() {
   options.group = "example";
   options.handler = [](const sqlgroup::Item& item,
                        sqlgroup::AckTransaction& ack) {
-    ack.work().exec_params("INSERT INTO results VALUES ($1::uuid, $2)",
-                           item.id, item.payload);
+    ack.work().exec_params("INSERT INTO results VALUES ($1::uuid, $2)", item.id,
+                           item.payload);
     return absl::OkStatus();
   };
   auto consumer = sqlgroup::Consumer::Create(std::move(options));

@@ -115,11 +115,11 @@ struct ConsumerOptions {
 struct ConsumerStats {
   int64_t claimed = 0;
   int64_t acked = 0;
-  int64_t failed = 0;        // handler failures (each retried or dead)
+  int64_t failed = 0;  // handler failures (each retried or dead)
   int64_t dead_lettered = 0;
-  int64_t lost_claims = 0;   // acks refused by the fence
+  int64_t lost_claims = 0;  // acks refused by the fence
   int64_t sessions_lost = 0;
-  int64_t rebalances = 0;    // changes of this member's target parts
+  int64_t rebalances = 0;         // changes of this member's target parts
   absl::Duration last_rebalance;  // until the target was all owned
 };
 

@@ -19,8 +19,7 @@ std::vector<int> Assignment::parts_of(const std::string& session) const {
 Assignment LexicalRangeAssignor::Assign(std::vector<std::string> sessions,
                                         int parts) const {
   std::sort(sessions.begin(), sessions.end());
-  sessions.erase(std::unique(sessions.begin(), sessions.end()),
-                 sessions.end());
+  sessions.erase(std::unique(sessions.begin(), sessions.end()), sessions.end());
   Assignment a;
   a.sessions = std::move(sessions);
   a.owner.assign(std::max(parts, 0), -1);

@@ -17,7 +17,6 @@
 namespace sqlgroup::cli {
 namespace {
 
-
 struct Command {
   std::string synopsis;
   std::vector<std::string> flags;
@@ -41,11 +40,10 @@ absl::Status Migrate(const Args&) {
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
   ASSIGN_OR_RETURN(MigrateResult r, admin->Migrate());
   if (r.applied.empty()) {
-    Print(absl::StrCat("schema is up to date at version ", r.to_version,
-                       "\n"));
+    Print(absl::StrCat("schema is up to date at version ", r.to_version, "\n"));
   } else {
-    Print(absl::StrCat("schema migrated from version ", r.from_version,
-                       " to ", r.to_version, " (applied ",
+    Print(absl::StrCat("schema migrated from version ", r.from_version, " to ",
+                       r.to_version, " (applied ",
                        absl::StrJoin(r.applied, ", "), ")\n"));
   }
   return absl::OkStatus();
@@ -102,13 +100,17 @@ absl::Status GroupDescribe(const Args& args) {
 
 const std::map<std::string, Command>& Commands() {
   static const auto* const kCommands = new std::map<std::string, Command>{
-      {"migrate", {"migrate [--migrations_dir DIR]", {"migrations_dir"}, 0,
-                   Migrate}},
+      {"migrate",
+       {"migrate [--migrations_dir DIR]", {"migrations_dir"}, 0, Migrate}},
       {"group create",
        {"group create NAME [--parts 16] [--ttl 5s] [--heartbeat 1s]",
-        {"parts", "ttl", "heartbeat"}, 1, GroupCreate}},
+        {"parts", "ttl", "heartbeat"},
+        1,
+        GroupCreate}},
       {"group alter",
-       {"group alter NAME [--ttl D] [--heartbeat D]", {"ttl", "heartbeat"}, 1,
+       {"group alter NAME [--ttl D] [--heartbeat D]",
+        {"ttl", "heartbeat"},
+        1,
         GroupAlter}},
       {"group delete", {"group delete NAME", {}, 1, GroupDelete}},
       {"group list", {"group list [--json]", {"json"}, 0, GroupList}},
@@ -117,14 +119,16 @@ const std::map<std::string, Command>& Commands() {
       {"produce",
        {"produce --group NAME [--count 1000] [--keys K] [--payload_bytes B] "
         "[--rate R]",
-        {"group", "count", "keys", "payload_bytes", "rate", "notify"}, 0,
+        {"group", "count", "keys", "payload_bytes", "rate", "notify"},
+        0,
         RunProduce}},
       {"consume",
        {"consume --group NAME [--handler noop|count|sleep:D|fail:RATE] "
         "[--instance NAME] [--workers 4] [--batch]",
         {"group", "handler", "instance", "workers", "claim_batch",
          "max_attempts", "batch", "notify"},
-        0, RunConsume}},
+        0,
+        RunConsume}},
       {"demo", {"demo [--duration 60s]", {"duration"}, 0, RunDemo}},
   };
   return *kCommands;
@@ -155,8 +159,8 @@ absl::Status RunCommand(const Args& args) {
   }
   // The longest run of leading words that names a command: "group create".
   for (size_t words = std::min<size_t>(2, args.size()); words >= 1; --words) {
-    const std::string name = absl::StrJoin(args.begin(),
-                                           args.begin() + words, " ");
+    const std::string name =
+        absl::StrJoin(args.begin(), args.begin() + words, " ");
     auto it = Commands().find(name);
     if (it == Commands().end()) continue;
     const Command& c = it->second;
@@ -168,8 +172,8 @@ absl::Status RunCommand(const Args& args) {
     }
     return c.run(rest);
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown command '", absl::StrJoin(args, " "), "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown command '", absl::StrJoin(args, " "), "'"));
 }
 
 }  // namespace sqlgroup::cli

@@ -2,6 +2,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <pqxx/pqxx>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -13,7 +14,6 @@
 #include "spdlog/spdlog.h"
 #include "sqlgroup/consumer.h"
 #include "status_macros.h"
-#include <pqxx/pqxx>
 
 namespace sqlgroup::cli {
 
@@ -72,8 +72,7 @@ absl::Status RunConsume(const Args&) {
       tx.commit();
     } catch (const std::exception& e) {
       return absl::UnavailableError(
-          absl::StrCat("cannot create the count handler's tables: ",
-                       e.what()));
+          absl::StrCat("cannot create the count handler's tables: ", e.what()));
     }
   }
   ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(options)));

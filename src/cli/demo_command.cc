@@ -37,9 +37,9 @@ constexpr int kKeys = 100;
 constexpr double kRate = 2000;  // items per second
 
 struct Event {
-  absl::Duration at;         // since start
-  std::string what;          // "join member-2"
-  std::vector<std::string> expect;  // live instances afterwards
+  absl::Duration at;                      // since start
+  std::string what;                       // "join member-2"
+  std::vector<std::string> expect;        // live instances afterwards
   std::optional<absl::Duration> settled;  // until owners matched the target
 };
 
@@ -56,8 +56,7 @@ bool Settled(const GroupDescription& d,
   if (live_instances != expect) return false;
   const Assignment a = LexicalRangeAssignor().Assign(live_ids, kParts);
   for (const PartInfo& p : d.parts) {
-    if (a.owner[p.part] < 0 ||
-        p.owner_session != a.sessions[a.owner[p.part]]) {
+    if (a.owner[p.part] < 0 || p.owner_session != a.sessions[a.owner[p.part]]) {
       return false;
     }
   }
@@ -151,11 +150,11 @@ class Demo {
     ASSIGN_OR_RETURN(admin_, Admin::Connect({.dsn = dsn_}));
     ASSIGN_OR_RETURN(MigrateResult m, admin_->Migrate());
     Say(absl::StrCat("schema version ", m.to_version));
-    RETURN_IF_ERROR(admin_->CreateGroup({.name = kGroup,
-                                         .parts = kParts,
-                                         .session_ttl = absl::Seconds(3),
-                                         .heartbeat_interval =
-                                             absl::Milliseconds(500)}));
+    RETURN_IF_ERROR(
+        admin_->CreateGroup({.name = kGroup,
+                             .parts = kParts,
+                             .session_ttl = absl::Seconds(3),
+                             .heartbeat_interval = absl::Milliseconds(500)}));
     checker_ = std::make_unique<pqxx::connection>(dsn_);
     {
       pqxx::work tx(*checker_);
@@ -211,8 +210,8 @@ class Demo {
       std::string action, member;
     };
     const Step steps[] = {
-        {0.00, "join", "member-1"}, {0.10, "join", "member-2"},
-        {0.20, "join", "member-3"}, {0.30, "join", "member-4"},
+        {0.00, "join", "member-1"},    {0.10, "join", "member-2"},
+        {0.20, "join", "member-3"},    {0.30, "join", "member-4"},
         {0.45, "kill -9", "member-2"}, {0.65, "graceful stop", "member-3"},
     };
     std::vector<std::string> live;
@@ -228,8 +227,8 @@ class Demo {
         ASSIGN_OR_RETURN(int code,
                          fleet_->Stop(step.member, absl::Seconds(10)));
         if (code != 0) {
-          return absl::InternalError(absl::StrCat(
-              step.member, " exited with ", code, " on SIGTERM"));
+          return absl::InternalError(
+              absl::StrCat(step.member, " exited with ", code, " on SIGTERM"));
         }
         live.erase(std::find(live.begin(), live.end(), step.member));
       }
@@ -332,8 +331,8 @@ class Demo {
         "lost            %d\n"
         "throughput      %.0f items/s acknowledged on average\n\n"
         "rebalances (until every part was owned by its lexical target):\n",
-        absl::ToDoubleSeconds(Elapsed()), kParts, t.produced, t.counted,
-        t.dead, t.waiting, t.duplicates, t.missing,
+        absl::ToDoubleSeconds(Elapsed()), kParts, t.produced, t.counted, t.dead,
+        t.waiting, t.duplicates, t.missing,
         t.counted / absl::ToDoubleSeconds(Elapsed()));
     for (const Event& e : events_) {
       absl::StrAppendFormat(

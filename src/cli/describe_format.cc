@@ -22,11 +22,21 @@ std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (const unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           out += absl::StrFormat("\\u%04x", c);
@@ -51,11 +61,11 @@ std::string DescriptionText(const GroupDescription& d) {
   for (const MemberInfo& m : d.members) {
     std::vector<std::string> parts;
     for (int p : m.parts) parts.push_back(absl::StrCat(p));
-    out += absl::StrFormat(
-        "%-36s  %-16s  %-20s  %7d  %8ss  %s%s\n", m.session_id,
-        m.instance.empty() ? "-" : m.instance, m.host, m.pid,
-        Seconds(m.since_heartbeat), absl::StrJoin(parts, ","),
-        m.expired ? "  (expired)" : "");
+    out +=
+        absl::StrFormat("%-36s  %-16s  %-20s  %7d  %8ss  %s%s\n", m.session_id,
+                        m.instance.empty() ? "-" : m.instance, m.host, m.pid,
+                        Seconds(m.since_heartbeat), absl::StrJoin(parts, ","),
+                        m.expired ? "  (expired)" : "");
   }
   out += "\nPARTS\n";
   out += absl::StrFormat("%5s  %-8s  %-16s  %8s  %10s  %8s  %10s\n", "PART",
@@ -64,12 +74,12 @@ std::string DescriptionText(const GroupDescription& d) {
   int64_t total = 0;
   for (const PartInfo& p : d.parts) {
     total += p.waiting_items;
-    out += absl::StrFormat(
-        "%5d  %-8s  %-16s  %8s  %10d  %8d  %10s\n", p.part,
-        Short(p.owner_session),
-        p.owner_instance.empty() ? "-" : p.owner_instance,
-        p.epoch == 0 ? "-" : absl::StrCat(p.epoch), p.waiting_items,
-        p.claimed_items, Seconds(p.oldest_age));
+    out += absl::StrFormat("%5d  %-8s  %-16s  %8s  %10d  %8d  %10s\n", p.part,
+                           Short(p.owner_session),
+                           p.owner_instance.empty() ? "-" : p.owner_instance,
+                           p.epoch == 0 ? "-" : absl::StrCat(p.epoch),
+                           p.waiting_items, p.claimed_items,
+                           Seconds(p.oldest_age));
   }
   out += absl::StrFormat("TOTAL LAG %d\n", total);
   return out;
@@ -92,10 +102,9 @@ std::string DescriptionJson(const GroupDescription& d) {
     parts.push_back(absl::StrCat(
         "{\"part\":", p.part, ",\"owner\":",
         p.owner_session.empty() ? "null" : JsonString(p.owner_session),
-        ",\"instance\":", JsonString(p.owner_instance),
-        ",\"epoch\":", p.epoch, ",\"lag_items\":", p.waiting_items,
-        ",\"claimed_items\":", p.claimed_items,
-        ",\"oldest_age_seconds\":", Seconds(p.oldest_age),
+        ",\"instance\":", JsonString(p.owner_instance), ",\"epoch\":", p.epoch,
+        ",\"lag_items\":", p.waiting_items, ",\"claimed_items\":",
+        p.claimed_items, ",\"oldest_age_seconds\":", Seconds(p.oldest_age),
         ",\"first_key\":", JsonString(p.first_key),
         ",\"last_key\":", JsonString(p.last_key), "}"));
   }
@@ -105,8 +114,8 @@ std::string DescriptionJson(const GroupDescription& d) {
       ",\"ttl_seconds\":", Seconds(d.config.session_ttl),
       ",\"heartbeat_seconds\":", Seconds(d.config.heartbeat_interval),
       ",\"dead_items\":", d.dead_items, ",\"members\":[",
-      absl::StrJoin(members, ","), "],\"parts\":[",
-      absl::StrJoin(parts, ","), "]}\n");
+      absl::StrJoin(members, ","), "],\"parts\":[", absl::StrJoin(parts, ","),
+      "]}\n");
 }
 
 std::string GroupListText(const std::vector<GroupConfig>& groups) {

@@ -88,9 +88,9 @@ absl::Status CheckFlagsApply(const std::string& command,
     if (name.rfind("help", 0) == 0 || name == "version") continue;
     std::vector<std::string> shown;
     for (const auto& a : ours) shown.push_back(absl::StrCat("--", a));
-    return absl::InvalidArgumentError(absl::StrCat(
-        "flag --", name, " does not apply to `sqlgroup ", command,
-        "`; it takes ", absl::StrJoin(shown, ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("flag --", name, " does not apply to `sqlgroup ", command,
+                     "`; it takes ", absl::StrJoin(shown, ", ")));
   }
   return absl::OkStatus();
 }

@@ -27,8 +27,7 @@ class Fleet {
   // kill -9: no goodbye, the session must expire.
   absl::Status Kill(const std::string& instance);
   // SIGTERM and wait up to `timeout` for a graceful exit; exit code.
-  absl::StatusOr<int> Stop(const std::string& instance,
-                           absl::Duration timeout);
+  absl::StatusOr<int> Stop(const std::string& instance, absl::Duration timeout);
   std::vector<std::string> running() const;
 
  private:

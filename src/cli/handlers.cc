@@ -10,10 +10,11 @@ namespace sqlgroup::cli {
 namespace {
 
 absl::Status BadSpec(const std::string& text, const std::string& why) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--handler=", text, ": ", why,
-      "; use noop, count, count:DURATION, sleep:DURATION (e.g. sleep:20ms) or fail:RATE "
-      "(e.g. fail:0.1)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--handler=", text, ": ", why,
+                   "; use noop, count, count:DURATION, sleep:DURATION (e.g. "
+                   "sleep:20ms) or fail:RATE "
+                   "(e.g. fail:0.1)"));
 }
 
 }  // namespace
@@ -30,9 +31,8 @@ absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text) {
   }
   if (name == "count") {
     spec.kind = HandlerSpec::Kind::kCount;
-    if (colon != std::string::npos &&
-        (!absl::ParseDuration(arg, &spec.sleep) ||
-         spec.sleep < absl::ZeroDuration())) {
+    if (colon != std::string::npos && (!absl::ParseDuration(arg, &spec.sleep) ||
+                                       spec.sleep < absl::ZeroDuration())) {
       return BadSpec(text, "count:DURATION needs a duration");
     }
     return spec;
@@ -82,9 +82,8 @@ Handler MakeHandler(const HandlerSpec& spec) {
       return [rate = spec.fail_rate](const Item& item, AckTransaction&) {
         static thread_local absl::BitGen gen;
         if (absl::Bernoulli(gen, rate)) {
-          return absl::InternalError(
-              absl::StrCat("injected failure (fail:", rate, ") on attempt ",
-                           item.attempt));
+          return absl::InternalError(absl::StrCat(
+              "injected failure (fail:", rate, ") on attempt ", item.attempt));
         }
         return absl::OkStatus();
       };

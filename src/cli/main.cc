@@ -13,10 +13,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(sqlgroup::cli::UsageText());
   sqlgroup::cli::RecordGivenFlags(argc, argv);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
-  const auto level =
-      spdlog::level::from_str(absl::GetFlag(FLAGS_log_level));
-  if (level == spdlog::level::off &&
-      absl::GetFlag(FLAGS_log_level) != "off") {
+  const auto level = spdlog::level::from_str(absl::GetFlag(FLAGS_log_level));
+  if (level == spdlog::level::off && absl::GetFlag(FLAGS_log_level) != "off") {
     std::fprintf(stderr,
                  "sqlgroup: --log_level=%s is not one of trace, debug, info, "
                  "warn, error, off\n",

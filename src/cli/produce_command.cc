@@ -31,8 +31,8 @@ absl::Status RunProduce(const Args&) {
   const std::string dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
   // Producer::Create checks the schema and the group; batches then go
   // through EnqueueIn so the per-key tally commits with the items.
-  ASSIGN_OR_RETURN(auto checked, Producer::Create({.dsn = dsn,
-                                                   .group = group}));
+  ASSIGN_OR_RETURN(auto checked,
+                   Producer::Create({.dsn = dsn, .group = group}));
   checked.reset();
   ASSIGN_OR_RETURN(auto conn, store::Connect(dsn, {}));
   if (keys > 0) {
@@ -69,8 +69,8 @@ absl::Status RunProduce(const Args&) {
       }
       tx.commit();
     } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat(
-          "enqueue failed after ", sent, " items: ", e.what()));
+      return absl::UnavailableError(
+          absl::StrCat("enqueue failed after ", sent, " items: ", e.what()));
     }
     sent += n;
     if (rate > 0) {

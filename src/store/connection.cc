@@ -17,13 +17,13 @@ std::string Millis(absl::Duration d) {
 
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& dsn, const ConnectOptions& options) {
-  const int timeout_s = std::max<int64_t>(
-      1, absl::ToInt64Seconds(absl::Ceil(options.connect_timeout,
-                                         absl::Seconds(1))));
+  const int timeout_s =
+      std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(
+                               options.connect_timeout, absl::Seconds(1))));
   std::unique_ptr<pqxx::connection> conn;
   try {
-    conn = std::make_unique<pqxx::connection>(
-        WithConnectTimeout(dsn, timeout_s));
+    conn =
+        std::make_unique<pqxx::connection>(WithConnectTimeout(dsn, timeout_s));
   } catch (const std::exception& e) {
     std::string reason = e.what();
     while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' '))
@@ -33,8 +33,8 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
                       "--dsn or SQLGROUP_DSN given)"
                     : absl::StrCat("'", MaskDsn(dsn), "'");
     return absl::UnavailableError(absl::StrCat(
-        "cannot connect to ", target, ": ", reason,
-        " (tried for at most ", timeout_s,
+        "cannot connect to ", target, ": ", reason, " (tried for at most ",
+        timeout_s,
         " s; check --dsn / SQLGROUP_DSN and that the server is up)"));
   }
   // Reconnecting is the caller's decision (with backoff, re-preparing
@@ -50,8 +50,8 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
                     Millis(options.statement_timeout), ";");
   }
   if (options.lock_timeout > absl::ZeroDuration()) {
-    absl::StrAppend(&setup, "SET lock_timeout = ",
-                    Millis(options.lock_timeout), ";");
+    absl::StrAppend(&setup, "SET lock_timeout = ", Millis(options.lock_timeout),
+                    ";");
   }
   if (options.idle_in_transaction_timeout > absl::ZeroDuration()) {
     absl::StrAppend(&setup, "SET idle_in_transaction_session_timeout = ",

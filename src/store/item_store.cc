@@ -114,9 +114,8 @@ void PrepareItemStatements(pqxx::connection& conn) {
 }
 
 absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
-                                             const ClaimRef& ref,
-                                             Uuid128 from, Uuid128 last,
-                                             int limit) {
+                                             const ClaimRef& ref, Uuid128 from,
+                                             Uuid128 last, int limit) {
   return GuardOr<std::vector<Item>>("claim items", [&] {
     pqxx::work tx(conn);
     const pqxx::result r =
@@ -144,15 +143,13 @@ absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
 
 int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
                       const std::vector<std::string>& ids) {
-  return static_cast<int64_t>(
-      tx.exec_prepared(kAck, ref.group, UuidArray(ids), ref.session, ref.part,
-                       ref.epoch)
-          .affected_rows());
+  return static_cast<int64_t>(tx.exec_prepared(kAck, ref.group, UuidArray(ids),
+                                               ref.session, ref.part, ref.epoch)
+                                  .affected_rows());
 }
 
 absl::StatusOr<bool> ReleaseForRetry(pqxx::connection& conn,
-                                     const ClaimRef& ref,
-                                     const std::string& id,
+                                     const ClaimRef& ref, const std::string& id,
                                      const std::string& error,
                                      absl::Duration backoff) {
   return GuardOr<bool>("release item for retry", [&] {
@@ -171,9 +168,8 @@ absl::StatusOr<bool> DeadLetter(pqxx::connection& conn, const ClaimRef& ref,
                                 const std::string& error) {
   return GuardOr<bool>("dead-letter item", [&] {
     pqxx::work tx(conn);
-    const bool moved = tx.exec_prepared(kDeadLetter, ref.group, id,
-                                        ref.session, ref.part, ref.epoch,
-                                        error)
+    const bool moved = tx.exec_prepared(kDeadLetter, ref.group, id, ref.session,
+                                        ref.part, ref.epoch, error)
                            .affected_rows() == 1;
     tx.commit();
     return moved;
@@ -209,8 +205,8 @@ absl::StatusOr<std::vector<int>> PartsWithDueItems(
 }
 
 absl::StatusOr<std::vector<std::string>> InsertItems(
-    pqxx::work& tx, const std::string& group,
-    const std::vector<NewItem>& items, bool notify, size_t max_payload) {
+    pqxx::work& tx, const std::string& group, const std::vector<NewItem>& items,
+    bool notify, size_t max_payload) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i].payload.size() > max_payload) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -240,16 +236,15 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
             "'::uuid,", item.key ? tx.quote(*item.key) : "NULL", ",",
             tx.quote_raw(item.payload), ",",
             item.delay > absl::ZeroDuration()
-                ? absl::StrCat("clock_timestamp() + '",
-                               ToInterval(item.delay), "'::interval")
+                ? absl::StrCat("clock_timestamp() + '", ToInterval(item.delay),
+                               "'::interval")
                 : "'-infinity'",
             ")");
       }
       tx.exec(sql);
     }
     if (notify && !items.empty()) {
-      tx.exec_params("SELECT pg_notify($1, $2)", kChannel,
-                     ItemsArrived(group));
+      tx.exec_params("SELECT pg_notify($1, $2)", kChannel, ItemsArrived(group));
     }
   });
   if (!s.ok()) return s;

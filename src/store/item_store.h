@@ -35,9 +35,8 @@ void PrepareItemStatements(pqxx::connection& conn);
 // `ref`, in key order. ABORTED (foreign key) when the part is no longer
 // owned under this epoch.
 absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
-                                             const ClaimRef& ref,
-                                             Uuid128 from, Uuid128 last,
-                                             int limit);
+                                             const ClaimRef& ref, Uuid128 from,
+                                             Uuid128 last, int limit);
 
 // The fence: deletes the items if and only if `ref` still claims them and
 // its session is alive. Runs inside the acknowledging transaction; returns
@@ -48,8 +47,7 @@ int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
 // Gives a failed item back with attempts + 1, not before now + backoff.
 // False when the claim was already lost.
 absl::StatusOr<bool> ReleaseForRetry(pqxx::connection& conn,
-                                     const ClaimRef& ref,
-                                     const std::string& id,
+                                     const ClaimRef& ref, const std::string& id,
                                      const std::string& error,
                                      absl::Duration backoff);
 
@@ -72,8 +70,8 @@ absl::StatusOr<std::vector<int>> PartsWithDueItems(
 // Enqueues `items` in `tx` with fresh random v4 ids; returns the ids.
 // INVALID_ARGUMENT for an oversized payload (nothing is written).
 absl::StatusOr<std::vector<std::string>> InsertItems(
-    pqxx::work& tx, const std::string& group,
-    const std::vector<NewItem>& items, bool notify, size_t max_payload);
+    pqxx::work& tx, const std::string& group, const std::vector<NewItem>& items,
+    bool notify, size_t max_payload);
 
 }  // namespace sqlgroup::store
 

@@ -16,9 +16,9 @@ constexpr char kAlive[] =
     "s.heartbeated_at > clock_timestamp() - g.session_ttl";
 
 const std::string& SettingsColumns() {
-  static const std::string* const kColumns = new std::string(absl::StrCat(
-      "g.parts, ", MicrosOf("g.session_ttl"), ", ",
-      MicrosOf("g.heartbeat_interval")));
+  static const std::string* const kColumns =
+      new std::string(absl::StrCat("g.parts, ", MicrosOf("g.session_ttl"), ", ",
+                                   MicrosOf("g.heartbeat_interval")));
   return *kColumns;
 }
 
@@ -31,10 +31,10 @@ GroupSettings SettingsFrom(const pqxx::row& row, int first) {
 }
 
 absl::Status NoSuchGroup(const std::string& group) {
-  return absl::NotFoundError(absl::StrCat(
-      "consumer group '", group,
-      "' does not exist; create it with `sqlgroup group create ", group,
-      " --parts P`"));
+  return absl::NotFoundError(
+      absl::StrCat("consumer group '", group,
+                   "' does not exist; create it with `sqlgroup group create ",
+                   group, " --parts P`"));
 }
 
 void Notify(pqxx::work& tx, const std::string& payload) {
@@ -155,8 +155,8 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
              "SELECT part, session_id::text, epoch FROM sqlgroup.session_parts "
              "WHERE group_name = $1",
              group)) {
-      view->owners.push_back({row[0].as<int>(), row[1].as<std::string>(),
-                              row[2].as<int64_t>()});
+      view->owners.push_back(
+          {row[0].as<int>(), row[1].as<std::string>(), row[2].as<int64_t>()});
     }
     tx.commit();
   });
@@ -174,16 +174,15 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
     pqxx::work tx(conn);
     std::vector<Owner> taken;
     for (const pqxx::row& row : tx.exec_params(
-             absl::StrCat(
-                 "INSERT INTO sqlgroup.session_parts "
-                 "  (group_name, part, session_id) "
-                 "SELECT $1, p, $2::uuid FROM unnest($3::int[]) AS p "
-                 "WHERE EXISTS (SELECT 1 FROM sqlgroup.sessions s "
-                 "  JOIN sqlgroup.groups g ON g.name = s.group_name "
-                 "  WHERE s.id = $2::uuid AND ",
-                 kAlive,
-                 ") ON CONFLICT (group_name, part) DO NOTHING "
-                 "RETURNING part, epoch"),
+             absl::StrCat("INSERT INTO sqlgroup.session_parts "
+                          "  (group_name, part, session_id) "
+                          "SELECT $1, p, $2::uuid FROM unnest($3::int[]) AS p "
+                          "WHERE EXISTS (SELECT 1 FROM sqlgroup.sessions s "
+                          "  JOIN sqlgroup.groups g ON g.name = s.group_name "
+                          "  WHERE s.id = $2::uuid AND ",
+                          kAlive,
+                          ") ON CONFLICT (group_name, part) DO NOTHING "
+                          "RETURNING part, epoch"),
              group, session, IntArray(parts))) {
       taken.push_back({row[0].as<int>(), session, row[1].as<int64_t>()});
     }

@@ -31,8 +31,9 @@ absl::StatusOr<int> ReadSchemaVersion(pqxx::connection& conn) {
     pqxx::nontransaction tx(conn);
     if (tx.exec1(kHasVersionTable)[0].as<int>() == 0) return 0;
     return tx
-        .exec1("SELECT coalesce(max(version), 0) FROM "
-               "sqlgroup.schema_migrations")[0]
+        .exec1(
+            "SELECT coalesce(max(version), 0) FROM "
+            "sqlgroup.schema_migrations")[0]
         .as<int>();
   });
 }
@@ -56,10 +57,10 @@ absl::StatusOr<MigrateOutcome> ApplyMigrations(
   out.from_version = out.to_version = *version;
   const int known = static_cast<int>(migrations.size());
   if (*version > known) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the database's sqlgroup schema is version ", *version,
-        ", newer than this sqlgroup knows (", known,
-        "): upgrade the sqlgroup binary; nothing was changed"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the database's sqlgroup schema is version ", *version,
+                     ", newer than this sqlgroup knows (", known,
+                     "): upgrade the sqlgroup binary; nothing was changed"));
   }
   for (const internal::Migration& m : migrations) {
     if (m.version <= out.to_version) continue;
@@ -88,15 +89,15 @@ absl::Status CheckSchemaVersion(pqxx::connection& conn, int expected) {
         "(with the same --dsn) first");
   }
   if (*version < expected) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the database's sqlgroup schema is version ", *version,
-        ", older than this sqlgroup needs (", expected,
-        "): run `sqlgroup migrate`"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the database's sqlgroup schema is version ", *version,
+                     ", older than this sqlgroup needs (", expected,
+                     "): run `sqlgroup migrate`"));
   }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the database's sqlgroup schema is version ", *version,
-      ", newer than this sqlgroup knows (", expected,
-      "): upgrade the sqlgroup binary"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("the database's sqlgroup schema is version ", *version,
+                   ", newer than this sqlgroup knows (", expected,
+                   "): upgrade the sqlgroup binary"));
 }
 
 }  // namespace sqlgroup::store

@@ -1,12 +1,13 @@
 // Group administration against a real database: validation, life cycle,
 // describe with owners and lag.
+#include "sqlgroup/admin.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <pqxx/pqxx>
 
 #include "keyspace.h"
-#include "sqlgroup/admin.h"
 #include "support/pg_fixture.h"
 
 namespace sqlgroup {
@@ -72,9 +73,9 @@ TEST_F(AdminTest, GroupLifeCycle) {
   auto b = admin_->GetGroup("b");
   EXPECT_EQ(b->session_ttl, absl::Seconds(10));
   EXPECT_EQ(b->heartbeat_interval, absl::Milliseconds(500));
-  EXPECT_EQ(admin_->AlterGroup("b", absl::Milliseconds(600), std::nullopt)
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      admin_->AlterGroup("b", absl::Milliseconds(600), std::nullopt).code(),
+      absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(admin_->AlterGroup("zz", absl::Seconds(9), std::nullopt).code(),
             absl::StatusCode::kNotFound);
 
@@ -90,21 +91,23 @@ TEST_F(AdminTest, DescribeShowsMembersOwnersAndLagPerPart) {
   {
     pqxx::connection conn(db_.dsn());
     pqxx::work tx(conn);
-    tx.exec("INSERT INTO sqlgroup.sessions (id, group_name, host, pid, "
-            "instance) VALUES ('11111111-0000-4000-8000-000000000000', 'g', "
-            "'h1', 42, 'worker-1')");
-    tx.exec("INSERT INTO sqlgroup.session_parts (group_name, part, "
-            "session_id) VALUES ('g', 2, "
-            "'11111111-0000-4000-8000-000000000000')");
+    tx.exec(
+        "INSERT INTO sqlgroup.sessions (id, group_name, host, pid, "
+        "instance) VALUES ('11111111-0000-4000-8000-000000000000', 'g', "
+        "'h1', 42, 'worker-1')");
+    tx.exec(
+        "INSERT INTO sqlgroup.session_parts (group_name, part, "
+        "session_id) VALUES ('g', 2, "
+        "'11111111-0000-4000-8000-000000000000')");
     // Two items in part 0, one in part 3 (enqueued a minute ago), and one in
     // another group that must not count.
-    tx.exec_params("INSERT INTO sqlgroup.items (group_name, id, enqueued_at) "
-                   "VALUES ('g', $1, now()), ('g', $2, now()), "
-                   "('g', $3, now() - interval '60 seconds'), "
-                   "('other', $1, now())",
-                   FormatUuid(PartRange(0, 4).first),
-                   FormatUuid(PartRange(0, 4).last),
-                   FormatUuid(PartRange(3, 4).last));
+    tx.exec_params(
+        "INSERT INTO sqlgroup.items (group_name, id, enqueued_at) "
+        "VALUES ('g', $1, now()), ('g', $2, now()), "
+        "('g', $3, now() - interval '60 seconds'), "
+        "('other', $1, now())",
+        FormatUuid(PartRange(0, 4).first), FormatUuid(PartRange(0, 4).last),
+        FormatUuid(PartRange(3, 4).last));
     tx.commit();
   }
   auto d = admin_->DescribeGroup("g");
@@ -115,8 +118,7 @@ TEST_F(AdminTest, DescribeShowsMembersOwnersAndLagPerPart) {
   EXPECT_FALSE(d->members[0].expired);
   EXPECT_THAT(d->members[0].parts, ElementsAre(2));
   ASSERT_EQ(d->parts.size(), 4u);
-  EXPECT_EQ(d->parts[2].owner_session,
-            "11111111-0000-4000-8000-000000000000");
+  EXPECT_EQ(d->parts[2].owner_session, "11111111-0000-4000-8000-000000000000");
   EXPECT_GT(d->parts[2].epoch, 0);
   EXPECT_EQ(d->parts[0].owner_session, "");
   EXPECT_EQ(d->parts[0].waiting_items, 2);

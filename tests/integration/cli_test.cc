@@ -34,19 +34,26 @@ TEST(Cli, BadCommandLinesFailWithAClearMessage) {
       {{"migrate", "--no_such_flag"}, 1, "Unknown command line flag"},
       {{"group", "create", "g", "--ttl", "fivesec"}, 1, "ttl"},
       {{"group", "create", "g", "--parts", "lots"}, 1, "parts"},
-      {{"group", "create", "g", "--parts", "0", "--dsn", db.dsn()}, 2,
+      {{"group", "create", "g", "--parts", "0", "--dsn", db.dsn()},
+       2,
        "parts must be between 1 and 4096"},
-      {{"group", "create", "g", "--parts", "5000", "--dsn", db.dsn()}, 2,
+      {{"group", "create", "g", "--parts", "5000", "--dsn", db.dsn()},
+       2,
        "parts must be between 1 and 4096"},
       {{"group", "create", "g", "--ttl", "1s", "--heartbeat", "1s", "--dsn",
         db.dsn()},
-       2, "at most half the session ttl"},
-      {{"group", "create", "--dsn", db.dsn()}, 2, "usage: sqlgroup group create"},
+       2,
+       "at most half the session ttl"},
+      {{"group", "create", "--dsn", db.dsn()},
+       2,
+       "usage: sqlgroup group create"},
       {{"migrate", "--parts", "3"}, 2, "--parts does not apply"},
-      {{"group", "describe", "nope", "--dsn", db.dsn()}, 1,
+      {{"group", "describe", "nope", "--dsn", db.dsn()},
+       1,
        "consumer group 'nope' does not exist"},
       {{"group", "delete", "nope", "--dsn", db.dsn()}, 1, "does not exist"},
-      {{"migrate", "--dsn", db.dsn(), "--migrations_dir", "/no/such/dir"}, 1,
+      {{"migrate", "--dsn", db.dsn(), "--migrations_dir", "/no/such/dir"},
+       1,
        "migrations folder '/no/such/dir' does not exist"},
       {{"group", "list", "--log_level", "loud"}, 2, "--log_level=loud"},
   };
@@ -87,8 +94,7 @@ TEST(Cli, AServerThatNeverAnswersTimesOutInBoundedTime) {
   const std::string dsn = "postgresql://u:hunter2@127.0.0.1:" +
                           std::to_string(ntohs(addr.sin_port)) +
                           "/db?connect_timeout=2";
-  const auto r = RunCli({"group", "list", "--dsn", dsn}, {},
-                        absl::Seconds(30));
+  const auto r = RunCli({"group", "list", "--dsn", dsn}, {}, absl::Seconds(30));
   close(fd);
   EXPECT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_code, 1);

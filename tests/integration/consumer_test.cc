@@ -1,6 +1,8 @@
 // Members in one process (one Consumer each) against a real PostgreSQL:
 // lexical ownership, incremental rebalancing, exactly-once acks, retries,
 // dead letters, zombie fencing and group isolation.
+#include "sqlgroup/consumer.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -11,7 +13,6 @@
 #include "absl/synchronization/notification.h"
 #include "keyspace.h"
 #include "sqlgroup/admin.h"
-#include "sqlgroup/consumer.h"
 #include "sqlgroup/producer.h"
 #include "support/pg_fixture.h"
 #include "support/wait.h"
@@ -34,19 +35,20 @@ class ConsumerTest : public ::testing::Test {
     conn_ = std::make_unique<pqxx::connection>(db_.dsn());
     pqxx::work tx(*conn_);
     // No unique constraint: a double acknowledgement shows as a duplicate.
-    tx.exec("CREATE TABLE results (grp text, id uuid, part int, session "
-            "uuid)");
+    tx.exec(
+        "CREATE TABLE results (grp text, id uuid, part int, session "
+        "uuid)");
     tx.commit();
   }
 
   void CreateGroup(const std::string& name, int parts) {
-    ASSERT_TRUE(admin_
-                    ->CreateGroup({.name = name,
-                                   .parts = parts,
-                                   .session_ttl = absl::Seconds(2),
-                                   .heartbeat_interval =
-                                       absl::Milliseconds(400)})
-                    .ok());
+    ASSERT_TRUE(
+        admin_
+            ->CreateGroup({.name = name,
+                           .parts = parts,
+                           .session_ttl = absl::Seconds(2),
+                           .heartbeat_interval = absl::Milliseconds(400)})
+            .ok());
   }
 
   // A handler that records each acknowledged item in `results`.
@@ -97,10 +99,10 @@ class ConsumerTest : public ::testing::Test {
       const std::string& group) {
     pqxx::nontransaction tx(*conn_);
     std::map<int, std::pair<std::string, int64_t>> owners;
-    for (const auto& row : tx.exec_params(
-             "SELECT part, session_id::text, epoch FROM "
-             "sqlgroup.session_parts WHERE group_name = $1",
-             group)) {
+    for (const auto& row :
+         tx.exec_params("SELECT part, session_id::text, epoch FROM "
+                        "sqlgroup.session_parts WHERE group_name = $1",
+                        group)) {
       owners[row[0].as<int>()] = {row[1].as<std::string>(),
                                   row[2].as<int64_t>()};
     }
@@ -140,9 +142,8 @@ TEST_F(ConsumerTest, ThreeMembersOwnTheLexicalTargetBlocks) {
   std::sort(members.begin(), members.end(), [](Consumer* x, Consumer* y) {
     return x->session_id() < y->session_id();
   });
-  ASSERT_TRUE(WaitFor(
-      [&] { return members[2]->owned_parts().size() == 3; },
-      absl::Seconds(5)));
+  ASSERT_TRUE(WaitFor([&] { return members[2]->owned_parts().size() == 3; },
+                      absl::Seconds(5)));
   EXPECT_THAT(members[0]->owned_parts(), ElementsAre(0, 1));
   EXPECT_THAT(members[1]->owned_parts(), ElementsAre(2, 3, 4));
   EXPECT_THAT(members[2]->owned_parts(), ElementsAre(5, 6, 7));
@@ -153,9 +154,9 @@ TEST_F(ConsumerTest, EveryItemIsAcknowledgedExactlyOnceInItsOwnPart) {
   Produce("g", 3000);
   auto a = Start(Options("g", Recorder("g")));
   auto b = Start(Options("g", Recorder("g")));
-  ASSERT_TRUE(WaitFor(
-      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-      absl::Seconds(60)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+              absl::Seconds(60)));
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 3000);
   EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM results"), 3000);
   // The part handed to the handler is the one whose range holds the id.
@@ -173,12 +174,16 @@ TEST_F(ConsumerTest, AJoinMovesOnlyThePartsThatMustAndOthersNeverPause) {
   auto a = Start(Options("g", Recorder("g")));
   auto b = Start(Options("g", Recorder("g")));
   ASSERT_TRUE(WaitFor(
-      [&] { return OwnedAsTargeted("g", 8, {a.get(), b.get()}); },
+      [&] {
+        return OwnedAsTargeted("g", 8, {a.get(), b.get()});
+      },
       absl::Seconds(10)));
   const auto before = Owners("g");
   auto c = Start(Options("g", Recorder("g")));
   ASSERT_TRUE(WaitFor(
-      [&] { return OwnedAsTargeted("g", 8, {a.get(), b.get(), c.get()}); },
+      [&] {
+        return OwnedAsTargeted("g", 8, {a.get(), b.get(), c.get()});
+      },
       absl::Seconds(10)));
   const auto after = Owners("g");
   int moved = 0;
@@ -199,7 +204,9 @@ TEST_F(ConsumerTest, AGracefulLeaveFreesItsPartsWithinARebalancePeriod) {
   auto a = Start(Options("g", Recorder("g")));
   auto b = Start(Options("g", Recorder("g")));
   ASSERT_TRUE(WaitFor(
-      [&] { return OwnedAsTargeted("g", 8, {a.get(), b.get()}); },
+      [&] {
+        return OwnedAsTargeted("g", 8, {a.get(), b.get()});
+      },
       absl::Seconds(10)));
   ASSERT_TRUE(b->Stop().ok());
   const absl::Time left = absl::Now();
@@ -251,9 +258,9 @@ TEST_F(ConsumerTest, AThrowingHandlerIsAFailureNotACrash) {
     if (calls.fetch_add(1) == 0) throw std::runtime_error("kaput");
     return absl::OkStatus();
   }));
-  ASSERT_TRUE(WaitFor(
-      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-      absl::Seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+              absl::Seconds(10)));
   EXPECT_EQ(calls.load(), 2);
   EXPECT_EQ(a->stats().failed, 1);
   EXPECT_EQ(a->stats().acked, 1);
@@ -279,18 +286,19 @@ TEST_F(ConsumerTest, AZombieWhoseSessionExpiredCannotAcknowledge) {
   // the session is expired now.
   {
     pqxx::work tx(*conn_);
-    tx.exec("UPDATE sqlgroup.sessions SET heartbeated_at = "
-            "heartbeated_at - interval '1 hour'");
+    tx.exec(
+        "UPDATE sqlgroup.sessions SET heartbeated_at = "
+        "heartbeated_at - interval '1 hour'");
     tx.commit();
   }
   release.Notify();
   // The zombie's ack is refused; the member notices, rejoins with a new
   // session and processes the item under it, exactly once.
-  ASSERT_TRUE(WaitFor([&] { return a->stats().lost_claims == 1; },
-                      absl::Seconds(10)));
-  ASSERT_TRUE(WaitFor(
-      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-      absl::Seconds(15)));
+  ASSERT_TRUE(
+      WaitFor([&] { return a->stats().lost_claims == 1; }, absl::Seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+              absl::Seconds(15)));
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
   EXPECT_GE(a->stats().sessions_lost, 1);
   EXPECT_EQ(calls.load(), 2);
@@ -305,17 +313,18 @@ TEST_F(ConsumerTest, TheBatchHandlerAcknowledgesManyItemsInOneTransaction) {
                               AckTransaction& ack) {
     ++batches;
     for (const Item& item : items) {
-      ack.work().exec_params("INSERT INTO results (id, part) VALUES "
-                             "($1::uuid, $2)",
-                             item.id, item.part);
+      ack.work().exec_params(
+          "INSERT INTO results (id, part) VALUES "
+          "($1::uuid, $2)",
+          item.id, item.part);
     }
     return absl::OkStatus();
   };
   options.claim_batch = 100;
   auto a = Start(std::move(options));
-  ASSERT_TRUE(WaitFor(
-      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-      absl::Seconds(30)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+              absl::Seconds(30)));
   EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM results"), 1000);
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 1000);
   EXPECT_LT(batches.load(), 100);  // ~10 per part, not 1000
@@ -328,9 +337,9 @@ TEST_F(ConsumerTest, TwoGroupsNeverSeeEachOthersItemsOrSessions) {
   Produce("g2", 200);
   auto a = Start(Options("g1", Recorder("g1")));
   auto b = Start(Options("g2", Recorder("g2")));
-  ASSERT_TRUE(WaitFor(
-      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-      absl::Seconds(30)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+              absl::Seconds(30)));
   EXPECT_EQ(Count("SELECT count(*) FROM results WHERE grp = 'g1'"), 300);
   EXPECT_EQ(Count("SELECT count(*) FROM results WHERE grp = 'g2'"), 200);
   EXPECT_EQ(a->stats().acked, 300);
@@ -360,12 +369,11 @@ TEST_F(ConsumerTest, BadOptionsAndMissingGroupsAreRefusedAtCreate) {
 TEST_F(ConsumerTest, DeletingTheGroupStopsItsMembersWithAClearError) {
   CreateGroup("g", 2);
   auto a = Start(Options("g", Recorder("g")));
-  ASSERT_TRUE(WaitFor([&] { return a->owned_parts().size() == 2; },
-                      absl::Seconds(10)));
+  ASSERT_TRUE(
+      WaitFor([&] { return a->owned_parts().size() == 2; }, absl::Seconds(10)));
   ASSERT_TRUE(admin_->DeleteGroup("g").ok());
-  ASSERT_TRUE(WaitFor(
-      [&] { return a->state() == Consumer::State::kFailed; },
-      absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor([&] { return a->state() == Consumer::State::kFailed; },
+                      absl::Seconds(10)));
   const absl::Status s = a->Stop();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(s.message(), HasSubstr("does not exist"));

@@ -20,9 +20,9 @@
 namespace sqlgroup {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::ChildProcess;
 using testing::CliPath;
+using ::testing::HasSubstr;
 using testing::RunCli;
 using testing::TestDatabase;
 using testing::WaitFor;
@@ -37,9 +37,9 @@ class FleetTest : public ::testing::Test {
                ("sqlgroup-fleet-" + db_.name());
     std::filesystem::create_directories(log_dir_);
     ASSERT_EQ(RunCli({"migrate", "--dsn", db_.dsn()}).exit_code, 0);
-    const auto r = RunCli({"group", "create", "g", "--parts",
-                           std::to_string(kParts), "--ttl", "2s",
-                           "--heartbeat", "400ms", "--dsn", db_.dsn()});
+    const auto r =
+        RunCli({"group", "create", "g", "--parts", std::to_string(kParts),
+                "--ttl", "2s", "--heartbeat", "400ms", "--dsn", db_.dsn()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     conn_ = std::make_unique<pqxx::connection>(db_.dsn());
   }
@@ -64,10 +64,10 @@ class FleetTest : public ::testing::Test {
   }
 
   void Produce(int count, const std::string& rate = "0") {
-    const auto r = RunCli({"produce", "--dsn", db_.dsn(), "--group", "g",
-                           "--count", std::to_string(count), "--keys", "100",
-                           "--rate", rate},
-                          {}, absl::Seconds(120));
+    const auto r =
+        RunCli({"produce", "--dsn", db_.dsn(), "--group", "g", "--count",
+                std::to_string(count), "--keys", "100", "--rate", rate},
+               {}, absl::Seconds(120));
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
 
@@ -81,10 +81,10 @@ class FleetTest : public ::testing::Test {
   bool SettledOn(std::vector<std::string> instances) {
     pqxx::nontransaction tx(*conn_);
     std::vector<std::string> ids, names;
-    for (const auto& row : tx.exec(
-             "SELECT s.id::text, s.instance FROM sqlgroup.sessions s JOIN "
-             "sqlgroup.groups g ON g.name = s.group_name WHERE "
-             "s.heartbeated_at > clock_timestamp() - g.session_ttl")) {
+    for (const auto& row :
+         tx.exec("SELECT s.id::text, s.instance FROM sqlgroup.sessions s JOIN "
+                 "sqlgroup.groups g ON g.name = s.group_name WHERE "
+                 "s.heartbeated_at > clock_timestamp() - g.session_ttl")) {
       ids.push_back(row[0].as<std::string>());
       names.push_back(row[1].as<std::string>());
     }
@@ -96,8 +96,7 @@ class FleetTest : public ::testing::Test {
     for (const auto& row : tx.exec("SELECT part, session_id::text FROM "
                                    "sqlgroup.session_parts")) {
       const int p = row[0].as<int>();
-      if (p >= kParts || row[1].as<std::string>() !=
-                             a.sessions[a.owner[p]]) {
+      if (p >= kParts || row[1].as<std::string>() != a.sessions[a.owner[p]]) {
         return false;
       }
       ++matched;
@@ -126,17 +125,23 @@ TEST_F(FleetTest, AKilledMembersPartsAreOwnedAgainWithinTtlPlusAPeriod) {
   StartMember("m1");
   StartMember("m2");
   StartMember("m3");
-  ASSERT_TRUE(WaitFor([&] { return SettledOn({"m1", "m2", "m3"}); },
-                      absl::Seconds(15)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return SettledOn({"m1", "m2", "m3"});
+      },
+      absl::Seconds(15)));
   members_["m2"]->Signal(SIGKILL);
   const absl::Time killed = absl::Now();
-  ASSERT_TRUE(WaitFor([&] { return SettledOn({"m1", "m3"}); },
-                      absl::Seconds(15)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return SettledOn({"m1", "m3"});
+      },
+      absl::Seconds(15)));
   const absl::Duration took = absl::Now() - killed;
-  std::printf("kill -9: parts owned by their new targets after %.0f ms "
-              "(TTL %.0f ms)\n",
-              absl::ToDoubleMilliseconds(took),
-              absl::ToDoubleMilliseconds(kTtl));
+  std::printf(
+      "kill -9: parts owned by their new targets after %.0f ms "
+      "(TTL %.0f ms)\n",
+      absl::ToDoubleMilliseconds(took), absl::ToDoubleMilliseconds(kTtl));
   // TTL, then at most one heartbeat until a survivor reaps, then one
   // rebalance period (500 ms); a second of slack for a loaded machine.
   EXPECT_LT(took, kTtl + absl::Milliseconds(400 + 500 + 1000));
@@ -149,22 +154,28 @@ TEST_F(FleetTest, AMemberPausedPastItsTtlNeverAcknowledgesAndRejoins) {
   ChildProcess& zombie = StartMember("zombie", "count:20ms");
   StartMember("steady", "count:20ms");
   ASSERT_TRUE(WaitFor(
-      [&] { return Count("SELECT coalesce(sum(n), 0) FROM "
-                         "sqlgroup_demo.counters") > 100; },
+      [&] {
+        return Count(
+                   "SELECT coalesce(sum(n), 0) FROM "
+                   "sqlgroup_demo.counters") > 100;
+      },
       absl::Seconds(20)));
   zombie.Signal(SIGSTOP);
   // The survivor reaps the zombie and takes every part, even though the
   // zombie may hold a counter's row lock: the server ends its idle
   // transaction after the TTL.
-  ASSERT_TRUE(WaitFor([&] { return SettledOn({"steady"}); },
-                      absl::Seconds(20)));
+  ASSERT_TRUE(
+      WaitFor([&] { return SettledOn({"steady"}); }, absl::Seconds(20)));
   absl::SleepFor(kTtl);  // paused well past its TTL
   zombie.Signal(SIGCONT);
-  ASSERT_TRUE(WaitFor([&] { return SettledOn({"steady", "zombie"}); },
-                      absl::Seconds(20)));
   ASSERT_TRUE(WaitFor(
-      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-      absl::Seconds(120)));
+      [&] {
+        return SettledOn({"steady", "zombie"});
+      },
+      absl::Seconds(20)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+              absl::Seconds(120)));
   ExpectCountersExact();
   zombie.Signal(SIGTERM);
   ASSERT_EQ(zombie.Wait(absl::Seconds(20)), 0);
@@ -193,15 +204,18 @@ TEST_F(FleetTest, TwentyThousandItemsExactlyOnceThroughJoinsLeavesAndDeaths) {
   members_["m3"]->Signal(SIGKILL);
   StartMember("m5");
   ASSERT_EQ(producer.Wait(absl::Seconds(60)), 0) << producer.Log();
-  ASSERT_TRUE(WaitFor(
-      [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-      absl::Seconds(120)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+              absl::Seconds(120)));
   EXPECT_EQ(Count("SELECT coalesce(sum(n), 0) FROM sqlgroup_demo.produced"),
             20000);
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
   ExpectCountersExact();
-  EXPECT_TRUE(WaitFor([&] { return SettledOn({"m4", "m5"}); },
-                      absl::Seconds(15)));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return SettledOn({"m4", "m5"});
+      },
+      absl::Seconds(15)));
 }
 
 }  // namespace

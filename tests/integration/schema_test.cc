@@ -54,8 +54,8 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
   EXPECT_THAT(r->applied, ElementsAre("001_init.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
-  for (const char* table : {"groups.", "sessions.", "session_parts.",
-                            "items.", "dead_items.", "schema_migrations."}) {
+  for (const char* table : {"groups.", "sessions.", "session_parts.", "items.",
+                            "dead_items.", "schema_migrations."}) {
     EXPECT_THAT(schema, HasSubstr(table));
   }
 }
@@ -99,8 +99,9 @@ TEST(Schema, NewerRecordedVersionIsRefusedWithAClearMessage) {
   {
     pqxx::connection conn(db.dsn());
     pqxx::work tx(conn);
-    tx.exec("INSERT INTO sqlgroup.schema_migrations (version, name) "
-            "VALUES (999, '999_future.sql')");
+    tx.exec(
+        "INSERT INTO sqlgroup.schema_migrations (version, name) "
+        "VALUES (999, '999_future.sql')");
     tx.commit();
   }
   const std::string before = SchemaFingerprint(db.dsn());
@@ -108,8 +109,7 @@ TEST(Schema, NewerRecordedVersionIsRefusedWithAClearMessage) {
   ASSERT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(r.status().message(), HasSubstr("version 999"));
   EXPECT_THAT(r.status().message(), HasSubstr("upgrade"));
-  EXPECT_EQ(admin->CheckSchema().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(admin->CheckSchema().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(SchemaFingerprint(db.dsn()), before);
 }
 
@@ -156,20 +156,24 @@ class OwnershipTest : public ::testing::Test {
     ASSERT_TRUE(admin->CreateGroup({.name = "g", .parts = 8}).ok());
     conn_ = std::make_unique<pqxx::connection>(db_.dsn());
     pqxx::work tx(*conn_);
-    tx.exec_params("INSERT INTO sqlgroup.sessions (id, group_name) VALUES "
-                   "($1, 'g'), ($2, 'g')",
-                   kA, kB);
-    epoch_ = tx.exec_params1("INSERT INTO sqlgroup.session_parts (group_name, "
-                             "part, session_id) VALUES ('g', 0, $1) "
-                             "RETURNING epoch",
-                             kA)[0]
+    tx.exec_params(
+        "INSERT INTO sqlgroup.sessions (id, group_name) VALUES "
+        "($1, 'g'), ($2, 'g')",
+        kA, kB);
+    epoch_ = tx.exec_params1(
+                   "INSERT INTO sqlgroup.session_parts (group_name, "
+                   "part, session_id) VALUES ('g', 0, $1) "
+                   "RETURNING epoch",
+                   kA)[0]
                  .as<int64_t>();
-    tx.exec_params("INSERT INTO sqlgroup.items (group_name, id) VALUES "
-                   "('g', $1)",
-                   kItem);
-    tx.exec_params("UPDATE sqlgroup.items SET claim_session = $1, "
-                   "claim_part = 0, claim_epoch = $2 WHERE id = $3",
-                   kA, epoch_, kItem);
+    tx.exec_params(
+        "INSERT INTO sqlgroup.items (group_name, id) VALUES "
+        "('g', $1)",
+        kItem);
+    tx.exec_params(
+        "UPDATE sqlgroup.items SET claim_session = $1, "
+        "claim_part = 0, claim_epoch = $2 WHERE id = $3",
+        kA, epoch_, kItem);
     tx.commit();
   }
 
@@ -191,8 +195,9 @@ class OwnershipTest : public ::testing::Test {
 TEST_F(OwnershipTest, DroppingThePartReleasesItsClaims) {
   EXPECT_EQ(Claim(), std::string(kA) + "/0/" + std::to_string(epoch_));
   pqxx::work tx(*conn_);
-  tx.exec("DELETE FROM sqlgroup.session_parts WHERE group_name = 'g' AND "
-          "part = 0");
+  tx.exec(
+      "DELETE FROM sqlgroup.session_parts WHERE group_name = 'g' AND "
+      "part = 0");
   tx.commit();
   EXPECT_EQ(Claim(), "null");
 }
@@ -203,9 +208,9 @@ TEST_F(OwnershipTest, ReapingTheSessionDropsItsPartsAndReleasesClaims) {
   tx.commit();
   EXPECT_EQ(Claim(), "null");
   pqxx::nontransaction check(*conn_);
-  EXPECT_EQ(check.exec1("SELECT count(*) FROM sqlgroup.session_parts")[0]
-                .as<int>(),
-            0);
+  EXPECT_EQ(
+      check.exec1("SELECT count(*) FROM sqlgroup.session_parts")[0].as<int>(),
+      0);
 }
 
 TEST_F(OwnershipTest, TheDatabaseRefusesASecondOwnerOfAPart) {
@@ -234,9 +239,10 @@ TEST_F(OwnershipTest, RetakingAPartGivesAFreshEpochThatOldClaimsCannotUse) {
   pqxx::work tx(*conn_);
   tx.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
   const int64_t again =
-      tx.exec_params1("INSERT INTO sqlgroup.session_parts (group_name, part, "
-                      "session_id) VALUES ('g', 0, $1) RETURNING epoch",
-                      kA)[0]
+      tx.exec_params1(
+            "INSERT INTO sqlgroup.session_parts (group_name, part, "
+            "session_id) VALUES ('g', 0, $1) RETURNING epoch",
+            kA)[0]
           .as<int64_t>();
   EXPECT_GT(again, epoch_);
   // An acknowledgement fenced on the old epoch deletes nothing.

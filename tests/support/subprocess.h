@@ -37,8 +37,6 @@ ProcessResult RunCli(
 
 }  // namespace sqlgroup::testing
 
-
-
 namespace sqlgroup::testing {
 
 // A long-running child (e.g. `sqlgroup consume`) with its output in a log

@@ -22,8 +22,7 @@ TEST(HandlerSpec, MalformedSpecsNameTheAcceptedForms) {
   for (const char* bad : {"", "nop", "noop:1", "sleep", "sleep:soon",
                           "sleep:-1s", "fail:2", "fail:x", "count:x"}) {
     const auto spec = ParseHandlerSpec(bad);
-    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument)
-        << bad;
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(spec.status().message(), HasSubstr("use noop, count")) << bad;
   }
 }
@@ -32,8 +31,8 @@ TEST(DescribeFormat, JsonEscapesAndCarriesEveryField) {
   GroupDescription d;
   d.config = {.name = "g", .parts = 1};
   d.members.push_back({.session_id = "s1", .instance = "a\"b\n", .pid = 7});
-  d.parts.push_back({.part = 0, .owner_session = "s1", .epoch = 3,
-                     .waiting_items = 5});
+  d.parts.push_back(
+      {.part = 0, .owner_session = "s1", .epoch = 3, .waiting_items = 5});
   const std::string json = DescriptionJson(d);
   EXPECT_THAT(json, HasSubstr(R"("instance":"a\"b\n")"));
   EXPECT_THAT(json, HasSubstr(R"("part_count":1)"));

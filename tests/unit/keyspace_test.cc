@@ -39,8 +39,8 @@ TEST(Keyspace, EveryPartCountUpTo4096PartitionsTheSpaceExactly) {
   // All counts up to 512, then every count whose neighbours are awkward
   // (primes, powers of two and their neighbours) up to the maximum.
   for (int parts = 1; parts <= 512; ++parts) ExpectPartitionsTheSpace(parts);
-  for (int parts : {1000, 1023, 1024, 1025, 2047, 2048, 3001, 4093, 4095,
-                    4096}) {
+  for (int parts :
+       {1000, 1023, 1024, 1025, 2047, 2048, 3001, 4093, 4095, 4096}) {
     ExpectPartitionsTheSpace(parts);
   }
 }

@@ -56,10 +56,9 @@ TEST(LexicalAssignor, EightPartsThreeSessionsMatchesTheSeedExample) {
 }
 
 TEST(LexicalAssignor, EightPartsTwoSessionsSplitInHalves) {
-  const Assignment a = AssignChecked(
-      {"c11f8e9b-1d67-493a-98d1-a7a3f645ab2a",
-       "b4b3722f-ac65-4495-afca-5883da1ff861"},
-      8);
+  const Assignment a = AssignChecked({"c11f8e9b-1d67-493a-98d1-a7a3f645ab2a",
+                                      "b4b3722f-ac65-4495-afca-5883da1ff861"},
+                                     8);
   EXPECT_THAT(a.parts_of("b4b3722f-ac65-4495-afca-5883da1ff861"),
               ElementsAre(0, 1, 2, 3));
   EXPECT_THAT(a.parts_of("c11f8e9b-1d67-493a-98d1-a7a3f645ab2a"),
@@ -112,8 +111,8 @@ TEST(LexicalAssignor, SeededRandomSweepKeepsEveryInvariant) {
     for (int i = 0; i < n; ++i) {
       sessions.push_back(absl::StrFormat("%08x", static_cast<unsigned>(rng())));
     }
-    SCOPED_TRACE(absl::StrFormat("round %d: %d parts, %d sessions", round,
-                                 parts, n));
+    SCOPED_TRACE(
+        absl::StrFormat("round %d: %d parts, %d sessions", round, parts, n));
     AssignChecked(sessions, parts);
     if (HasFatalFailure() || HasNonfatalFailure()) return;
   }

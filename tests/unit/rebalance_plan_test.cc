@@ -6,9 +6,9 @@
 namespace sqlgroup {
 namespace {
 
+using store::Owner;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
-using store::Owner;
 
 Assignment Lexical(std::vector<std::string> sessions, int parts) {
   return LexicalRangeAssignor().Assign(std::move(sessions), parts);
@@ -18,14 +18,13 @@ TEST(RebalancePlan, AJoinerTakesOnlyFreePartsAndWaitsForTheRest) {
   // b joins a: a still owns everything.
   std::vector<Owner> owners;
   for (int p = 0; p < 4; ++p) owners.push_back({p, "a", 10 + p});
-  const RebalancePlan b = PlanRebalance("b", Lexical({"a", "b"}, 4), owners,
-                                        {});
+  const RebalancePlan b =
+      PlanRebalance("b", Lexical({"a", "b"}, 4), owners, {});
   EXPECT_THAT(b.target, ElementsAre(2, 3));
   EXPECT_THAT(b.take, IsEmpty());
   EXPECT_FALSE(b.converged);
-  const RebalancePlan a = PlanRebalance(
-      "a", Lexical({"a", "b"}, 4), owners,
-      {{0, 10}, {1, 11}, {2, 12}, {3, 13}});
+  const RebalancePlan a = PlanRebalance("a", Lexical({"a", "b"}, 4), owners,
+                                        {{0, 10}, {1, 11}, {2, 12}, {3, 13}});
   EXPECT_THAT(a.drop, ElementsAre(2, 3));
   EXPECT_THAT(a.lost, IsEmpty());
   EXPECT_FALSE(a.converged);
@@ -38,17 +37,17 @@ TEST(RebalancePlan, FreePartsOfTheTargetAreTaken) {
 }
 
 TEST(RebalancePlan, PartsGoneOrReEpochedAreLost) {
-  const RebalancePlan p = PlanRebalance(
-      "a", Lexical({"a"}, 3), {{0, "a", 5}, {1, "a", 9}},
-      {{0, 5}, {1, 6}, {2, 7}});
+  const RebalancePlan p =
+      PlanRebalance("a", Lexical({"a"}, 3), {{0, "a", 5}, {1, "a", 9}},
+                    {{0, 5}, {1, 6}, {2, 7}});
   EXPECT_THAT(p.lost, ElementsAre(1, 2));
   EXPECT_EQ(p.adopt.at(1), 9);
   EXPECT_THAT(p.take, ElementsAre(2));
 }
 
 TEST(RebalancePlan, StableOwnershipIsConvergedAndDoesNothing) {
-  const RebalancePlan p = PlanRebalance(
-      "a", Lexical({"a", "b"}, 2), {{0, "a", 1}, {1, "b", 2}}, {{0, 1}});
+  const RebalancePlan p = PlanRebalance("a", Lexical({"a", "b"}, 2),
+                                        {{0, "a", 1}, {1, "b", 2}}, {{0, 1}});
   EXPECT_TRUE(p.converged);
   EXPECT_THAT(p.drop, IsEmpty());
   EXPECT_THAT(p.take, IsEmpty());
