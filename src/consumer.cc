@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "consumer_stats.h"
+#include "metrics.h"
 #include "member_loop.h"
 #include "migrations.h"
 #include "part_scheduler.h"
@@ -38,6 +38,9 @@ absl::Status ConsumerOptions::Validate() const {
   }
   if (max_attempts < 1) {
     return bad(absl::StrCat("max_attempts must be >= 1, got ", max_attempts));
+  }
+  if (lag_interval < absl::ZeroDuration()) {
+    return bad("lag_interval must be >= 0");
   }
   if (rebalance_poll < absl::Milliseconds(10) ||
       idle_poll < absl::Milliseconds(1)) {
@@ -71,12 +74,26 @@ const char* StateName(Consumer::State state) {
   return "?";
 }
 
+namespace {
+
+// host:pid, when no instance name is given.
+std::string DefaultInstance() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return absl::StrCat(host, ":", getpid());
+}
+
+}  // namespace
+
 class Consumer::Impl {
  public:
   Impl(ConsumerOptions options, store::GroupSettings settings)
       : options_(std::move(options)),
         settings_(settings),
-        scheduler_(options_.idle_poll) {
+        metrics_(options_.metrics, options_.group,
+                 options_.instance.empty() ? DefaultInstance()
+                                           : options_.instance),
+        scheduler_(options_.idle_poll, options_.lag_interval) {
     log_ =
         options_.logger
             ? options_.logger
@@ -104,7 +121,7 @@ class Consumer::Impl {
     member.use_notify = options_.use_notify;
     member.assignor = options_.assignor;
     member.listener = options_.listener;
-    loop_ = std::make_unique<MemberLoop>(member, settings_, scheduler_, stats_,
+    loop_ = std::make_unique<MemberLoop>(member, settings_, scheduler_, metrics_,
                                          log_);
     WorkerConfig worker;
     worker.dsn = options_.dsn;
@@ -119,7 +136,7 @@ class Consumer::Impl {
     worker.idle_in_transaction_timeout = settings_.ttl;
     for (int i = 0; i < options_.workers; ++i) {
       workers_.push_back(
-          std::make_unique<PartWorker>(i, worker, scheduler_, stats_, log_));
+          std::make_unique<PartWorker>(i, worker, scheduler_, metrics_, log_));
     }
     for (auto& w : workers_) {
       threads_.emplace_back([w = w.get()] { w->Run(); });
@@ -168,13 +185,13 @@ class Consumer::Impl {
   std::vector<int> owned_parts() const {
     return loop_ ? loop_->owned_parts() : std::vector<int>();
   }
-  ConsumerStats stats() const { return stats_.Snapshot(); }
+  ConsumerStats stats() const { return metrics_.Snapshot(); }
 
  private:
   ConsumerOptions options_;
   const store::GroupSettings settings_;
   std::shared_ptr<spdlog::logger> log_;
-  internal::AtomicStats stats_;
+  MemberMetrics metrics_;
   PartScheduler scheduler_;
   std::unique_ptr<MemberLoop> loop_;
   std::vector<std::unique_ptr<PartWorker>> workers_;

@@ -66,11 +66,11 @@ class MemberLoop::Listener : public pqxx::notification_receiver {
 };
 
 MemberLoop::MemberLoop(MemberConfig config, store::GroupSettings settings,
-                       PartScheduler& scheduler, internal::AtomicStats& stats,
+                       PartScheduler& scheduler, MemberMetrics& metrics,
                        std::shared_ptr<spdlog::logger> logger)
     : config_(std::move(config)),
       scheduler_(scheduler),
-      stats_(stats),
+      metrics_(metrics),
       log_(std::move(logger)),
       settings_(settings) {}
 
@@ -118,6 +118,7 @@ void MemberLoop::SetPhase(Phase next) {
 }
 
 void MemberLoop::PublishOwned() {
+  metrics_.Owned(session_, local_);
   std::vector<int> owned = Keys(local_);
   absl::MutexLock lock(&mu_);
   public_owned_ = std::move(owned);
@@ -259,6 +260,7 @@ void MemberLoop::HeartbeatAndReap() {
   }
   settings_ = **beat;
   last_heartbeat_ok_ = start;
+  metrics_.Heartbeat(absl::Now() - start);
   next_heartbeat_ = start + settings_.heartbeat;
   auto reaped = store::ReapExpired(*conn_, config_.group, config_.use_notify);
   if (!reaped.ok()) {
@@ -268,8 +270,22 @@ void MemberLoop::HeartbeatAndReap() {
   if (!reaped->empty()) {
     log_->info("group={} session={} reaped expired session(s) {}",
                config_.group, session_, absl::StrJoin(*reaped, ","));
+    reaped_since_rebalance_ = true;
     rebalance_now_ = true;
   }
+}
+
+// Why the target changed: this member rejoined after losing its session,
+// someone joined, someone was reaped (expired), or someone left.
+std::string MemberLoop::RebalanceReason(
+    const std::vector<std::string>& live) const {
+  if (rejoined_after_loss_) return "lost";
+  for (const std::string& s : live) {
+    if (!std::binary_search(last_live_.begin(), last_live_.end(), s)) {
+      return "join";
+    }
+  }
+  return reaped_since_rebalance_ ? "expiry" : "leave";
 }
 
 void MemberLoop::Rebalance() {
@@ -291,14 +307,18 @@ void MemberLoop::Rebalance() {
       config_.assignor->Assign(view->live_sessions, settings_.parts);
   const RebalancePlan plan =
       PlanRebalance(session_, assignment, view->owners, local_);
+  metrics_.Members(static_cast<int>(view->live_sessions.size()));
   if (plan.target != last_target_) {
-    ++stats_.rebalances;
+    metrics_.RebalanceStarted(RebalanceReason(view->live_sessions));
+    rejoined_after_loss_ = false;
     rebalance_started_ = now;
     log_->info("group={} session={} {} live member(s); target parts {}",
                config_.group, session_, view->live_sessions.size(),
                Parts(plan.target));
     last_target_ = plan.target;
   }
+  last_live_ = view->live_sessions;
+  reaped_since_rebalance_ = false;
   if (!plan.lost.empty()) {
     for (int part : plan.lost) {
       scheduler_.Remove(part);
@@ -360,7 +380,7 @@ void MemberLoop::Rebalance() {
   for (int part : plan.target) converged &= local_.count(part) > 0;
   if (converged && rebalance_started_) {
     const absl::Duration took = absl::Now() - *rebalance_started_;
-    stats_.last_rebalance_us = absl::ToInt64Microseconds(took);
+    metrics_.RebalanceDone(took);
     log_->info("group={} session={} rebalance done in {:.1f} ms, owning {}",
                config_.group, session_, absl::ToDoubleMilliseconds(took),
                Parts(Keys(local_)));
@@ -403,7 +423,8 @@ void MemberLoop::FinishDrains(bool force) {
 }
 
 void MemberLoop::LoseSession(const std::string& why) {
-  ++stats_.sessions_lost;
+  metrics_.SessionLost();
+  rejoined_after_loss_ = true;
   const std::vector<int> parts = Keys(local_);
   log_->warn("group={} session={} lost: {}; parts {} are void, rejoining",
              config_.group, session_, why, Parts(parts));

@@ -20,7 +20,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "consumer_stats.h"
+#include "metrics.h"
 #include "part_scheduler.h"
 #include "sqlgroup/consumer.h"
 #include "store/member_store.h"
@@ -48,7 +48,7 @@ class MemberLoop {
   enum class Phase { kJoining, kActive, kLeaving, kLeft, kFailed };
 
   MemberLoop(MemberConfig config, store::GroupSettings settings,
-             PartScheduler& scheduler, internal::AtomicStats& stats,
+             PartScheduler& scheduler, MemberMetrics& metrics,
              std::shared_ptr<spdlog::logger> logger);
   ~MemberLoop();
 
@@ -74,6 +74,7 @@ class MemberLoop {
   bool Join();
   void HeartbeatAndReap();
   void Rebalance();
+  std::string RebalanceReason(const std::vector<std::string>& live) const;
   void FinishDrains(bool force);
   void LoseSession(const std::string& why);
   void Leave();
@@ -84,7 +85,7 @@ class MemberLoop {
 
   const MemberConfig config_;
   PartScheduler& scheduler_;
-  internal::AtomicStats& stats_;
+  MemberMetrics& metrics_;
   std::shared_ptr<spdlog::logger> log_;
 
   // Control thread only.
@@ -97,6 +98,9 @@ class MemberLoop {
   std::map<int, int64_t> local_;        // parts run, with epochs
   std::map<int, absl::Time> revoking_;  // part -> drain deadline
   std::vector<int> last_target_;
+  std::vector<std::string> last_live_;  // sessions at the last rebalance
+  bool reaped_since_rebalance_ = false;
+  bool rejoined_after_loss_ = false;
   std::optional<absl::Time> rebalance_started_;
   absl::Time next_heartbeat_;
   absl::Time next_rebalance_;

@@ -4,8 +4,12 @@
 
 namespace sqlgroup {
 
-PartScheduler::PartScheduler(absl::Duration idle_poll)
-    : idle_poll_(idle_poll), last_probe_(absl::Now()) {}
+PartScheduler::PartScheduler(absl::Duration idle_poll,
+                             absl::Duration lag_interval)
+    : idle_poll_(idle_poll),
+      lag_interval_(lag_interval),
+      last_probe_(absl::Now()),
+      last_lag_(absl::Now()) {}
 
 void PartScheduler::Enqueue(int part, Entry& e) {
   if (e.queued || e.busy || e.revoked) return;
@@ -52,7 +56,7 @@ bool PartScheduler::AnyBusy() const {
   for (const auto& [part, e] : parts_) {
     if (e.busy) return true;
   }
-  return probing_;
+  return probing_ || measuring_;
 }
 
 void PartScheduler::WakeIdle() {
@@ -74,8 +78,22 @@ bool PartScheduler::ProbeDue(absl::Time now) const {
   return any_idle && (wake_ || now - last_probe_ >= idle_poll_);
 }
 
+bool PartScheduler::LagDue(absl::Time now) const {
+  return lag_interval_ > absl::ZeroDuration() && !measuring_ &&
+         !parts_.empty() && now - last_lag_ >= lag_interval_;
+}
+
+absl::Time PartScheduler::NextTimedTask() const {
+  absl::Time next = last_probe_ + idle_poll_;
+  if (lag_interval_ > absl::ZeroDuration()) {
+    next = std::min(next, last_lag_ + lag_interval_);
+  }
+  return next;
+}
+
 bool PartScheduler::HasTask() const {
   if (shutdown_) return true;
+  if (LagDue(absl::Now())) return true;
   for (int part : run_queue_) {
     auto it = parts_.find(part);
     if (it != parts_.end() && it->second.queued) return true;
@@ -86,10 +104,22 @@ bool PartScheduler::HasTask() const {
 PartTask PartScheduler::Next() {
   absl::MutexLock lock(&mu_);
   while (true) {
-    // Wake at the latest when the periodic probe falls due.
+    // Wake at the latest when a periodic task falls due.
     mu_.AwaitWithDeadline(absl::Condition(this, &PartScheduler::HasTask),
-                          last_probe_ + idle_poll_);
+                          NextTimedTask());
     if (shutdown_) return PartTask{};
+    if (LagDue(absl::Now())) {
+      PartTask task;
+      task.kind = PartTask::Kind::kMeasureLag;
+      for (const auto& [part, e] : parts_) {
+        if (e.revoked) continue;
+        task.probe_parts.push_back(part);
+        task.probe_ranges.push_back(e.range);
+      }
+      measuring_ = true;
+      last_lag_ = absl::Now();
+      return task;
+    }
     while (!run_queue_.empty()) {
       const int part = run_queue_.front();
       run_queue_.pop_front();
@@ -147,6 +177,11 @@ void PartScheduler::FinishProbe(const std::vector<int>& due) {
     auto it = parts_.find(part);
     if (it != parts_.end()) Enqueue(part, it->second);
   }
+}
+
+void PartScheduler::FinishLag() {
+  absl::MutexLock lock(&mu_);
+  measuring_ = false;
 }
 
 void PartScheduler::AbandonProbe() {

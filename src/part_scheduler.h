@@ -21,21 +21,23 @@
 namespace sqlgroup {
 
 struct PartTask {
-  enum class Kind { kClaim, kProbe, kStop };
+  enum class Kind { kClaim, kProbe, kMeasureLag, kStop };
   Kind kind = Kind::kStop;
   // kClaim: the take to claim under, its range and the sweep cursor.
   store::ClaimRef ref;
   KeyRange range{};
   Uuid128 cursor = 0;
   bool release_first = false;  // a broken batch left claims behind
-  // kProbe: the idle parts to look at.
+  // kProbe: the idle parts to look at; kMeasureLag: every owned part.
   std::vector<int> probe_parts;
   std::vector<KeyRange> probe_ranges;
 };
 
 class PartScheduler {
  public:
-  explicit PartScheduler(absl::Duration idle_poll);
+  // Idle parts are probed every `idle_poll`; the lag of owned parts is
+  // measured every `lag_interval` (zero: never).
+  PartScheduler(absl::Duration idle_poll, absl::Duration lag_interval);
 
   // Control thread. Add starts serving a new take at once; Revoke stops
   // handing the part out (a batch in flight finishes); Remove forgets it (a
@@ -60,6 +62,7 @@ class PartScheduler {
   void FinishProbe(const std::vector<int>& due);
   // A probe failed: idle parts stay idle until the next one.
   void AbandonProbe();
+  void FinishLag();
   // True when the worker should stop processing this take's batch: the
   // part was revoked, lost or the member is stopping.
   bool ShouldYield(int part, int64_t epoch) const;
@@ -77,9 +80,12 @@ class PartScheduler {
 
   bool HasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ProbeDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool LagDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time NextTimedTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(int part, Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration idle_poll_;
+  const absl::Duration lag_interval_;
 
   mutable absl::Mutex mu_;
   std::map<int, Entry> parts_ ABSL_GUARDED_BY(mu_);
@@ -87,6 +93,8 @@ class PartScheduler {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool probing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_probe_ ABSL_GUARDED_BY(mu_);
+  bool measuring_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time last_lag_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "backoff.h"
 #include "spdlog/spdlog.h"
 #include "store/connection.h"
@@ -32,12 +33,12 @@ Uuid128 After(const std::vector<Item>& items, const KeyRange& range) {
 }  // namespace
 
 PartWorker::PartWorker(int index, WorkerConfig config, PartScheduler& scheduler,
-                       internal::AtomicStats& stats,
+                       MemberMetrics& metrics,
                        std::shared_ptr<spdlog::logger> logger)
     : index_(index),
       config_(std::move(config)),
       scheduler_(scheduler),
-      stats_(stats),
+      metrics_(metrics),
       log_(std::move(logger)) {}
 
 void PartWorker::Run() {
@@ -51,6 +52,9 @@ void PartWorker::Run() {
         break;
       case PartTask::Kind::kProbe:
         RunProbe(task);
+        break;
+      case PartTask::Kind::kMeasureLag:
+        RunMeasureLag(task);
         break;
     }
   }
@@ -107,6 +111,25 @@ void PartWorker::RunProbe(const PartTask& task) {
   scheduler_.FinishProbe(*due);
 }
 
+void PartWorker::RunMeasureLag(const PartTask& task) {
+  if (!EnsureConnected()) {
+    scheduler_.FinishLag();
+    return;
+  }
+  // Exact below this many keys per part, estimated above.
+  constexpr int kExactUpTo = 10000;
+  auto lag = store::MeasureLag(*conn_, config_.group, task.probe_parts,
+                               task.probe_ranges, kExactUpTo);
+  if (!lag.ok()) {
+    if (absl::IsUnavailable(lag.status())) Disconnect(lag.status());
+  } else {
+    for (const store::PartLagRow& row : *lag) {
+      metrics_.PartLag(row.part, row.items, row.oldest);
+    }
+  }
+  scheduler_.FinishLag();
+}
+
 void PartWorker::RunClaim(const PartTask& task) {
   const store::ClaimRef& ref = task.ref;
   const int64_t epoch = ref.epoch;
@@ -126,6 +149,7 @@ void PartWorker::RunClaim(const PartTask& task) {
   // Sweep from the cursor; at the end of the range, wrap once to its start
   // so every item is reached within one pass.
   Uuid128 from = task.cursor;
+  const absl::Time claim_start = absl::Now();
   auto items = store::ClaimItems(*conn_, ref, from, task.range.last,
                                  config_.claim_batch);
   if (items.ok() && items->empty() && from != task.range.first) {
@@ -146,7 +170,8 @@ void PartWorker::RunClaim(const PartTask& task) {
     scheduler_.FinishClaim(ref.part, epoch, false, task.range.first, false);
     return;
   }
-  stats_.claimed += static_cast<int64_t>(items->size());
+  metrics_.Claimed(static_cast<int64_t>(items->size()),
+                   absl::Now() - claim_start);
   const bool clean = ProcessItems(ref, *items);
   scheduler_.FinishClaim(ref.part, epoch, true, After(*items, task.range),
                          !clean);
@@ -180,6 +205,7 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   for (const Item& item : items) ids.push_back(item.id);
   absl::Status verdict;
   int64_t deleted = -1;
+  absl::Time ack_start;
   try {
     AckTransaction ack(*conn_);
     verdict = RunHandler([&] {
@@ -187,6 +213,7 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
                                    : config_.handler(items.front(), ack);
     });
     if (verdict.ok()) {
+      ack_start = absl::Now();
       deleted = store::DeleteClaimed(ack.work(), ref, ids);
       if (deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
       // Otherwise the transaction rolls back as `ack` goes out of scope.
@@ -210,10 +237,10 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   }
   if (verdict.ok()) {
     if (deleted == static_cast<int64_t>(ids.size())) {
-      stats_.acked += deleted;
+      metrics_.Acked(deleted, absl::Now() - ack_start);
       return Outcome::kAcked;
     }
-    stats_.lost_claims += static_cast<int64_t>(ids.size());
+    metrics_.LostClaims(static_cast<int64_t>(ids.size()));
     log_->warn("part={} epoch={} lost claim on {} item(s): not acknowledged",
                ref.part, ref.epoch, ids.size());
     return Outcome::kLost;
@@ -236,7 +263,7 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
 PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
                                      const Item& item,
                                      const std::string& error) {
-  ++stats_.failed;
+  metrics_.Failed();
   const bool dead = item.attempt >= config_.max_attempts;
   absl::StatusOr<bool> done =
       dead ? store::DeadLetter(*conn_, ref, item.id, error)
@@ -255,10 +282,11 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
   }
   if (!*done) return Outcome::kLost;
   if (dead) {
-    ++stats_.dead_lettered;
+    metrics_.DeadLettered();
     log_->warn("part={} epoch={} item={} dead-lettered after {} attempts: {}",
                ref.part, ref.epoch, item.id, item.attempt, error);
   } else {
+    metrics_.Retried();
     log_->debug("part={} epoch={} item={} attempt {} failed: {}", ref.part,
                 ref.epoch, item.id, item.attempt, error);
   }

@@ -9,7 +9,7 @@
 #include <pqxx/connection>
 #include <string>
 
-#include "consumer_stats.h"
+#include "metrics.h"
 #include "part_scheduler.h"
 #include "sqlgroup/consumer.h"
 
@@ -36,7 +36,7 @@ struct WorkerConfig {
 class PartWorker {
  public:
   PartWorker(int index, WorkerConfig config, PartScheduler& scheduler,
-             internal::AtomicStats& stats,
+             MemberMetrics& metrics,
              std::shared_ptr<spdlog::logger> logger);
 
   // The thread body: returns when the scheduler shuts down.
@@ -48,6 +48,7 @@ class PartWorker {
   bool EnsureConnected();
   void RunClaim(const PartTask& task);
   void RunProbe(const PartTask& task);
+  void RunMeasureLag(const PartTask& task);
   // Items of one claim; stops early when the part must yield.
   bool ProcessItems(const store::ClaimRef& ref, const std::vector<Item>& items);
   Outcome HandleOne(const store::ClaimRef& ref, const Item& item);
@@ -62,7 +63,7 @@ class PartWorker {
   const int index_;
   const WorkerConfig config_;
   PartScheduler& scheduler_;
-  internal::AtomicStats& stats_;
+  MemberMetrics& metrics_;
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<pqxx::connection> conn_;
   int connect_failures_ = 0;

@@ -94,6 +94,10 @@ struct ConsumerOptions {
   // Idle parts are re-checked for new items at least this often even
   // without a NOTIFY from a producer. Default 250 ms.
   absl::Duration idle_poll = absl::Milliseconds(250);
+  // How often the lag of the owned parts is measured for the metrics
+  // (sqlgroup_part_lag_items, ..._oldest_item_age_seconds). Zero: never.
+  // Default 5 s.
+  absl::Duration lag_interval = absl::Seconds(5);
   // On a revoke or a graceful stop, how long in-flight items may run before
   // ownership is released anyway. Default 5 s.
   absl::Duration drain_deadline = absl::Seconds(5);

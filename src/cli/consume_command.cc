@@ -65,15 +65,7 @@ absl::Status RunConsume(const Args&) {
     options.handler = handler;
   }
   if (spec.kind == HandlerSpec::Kind::kCount) {
-    try {
-      pqxx::connection conn(options.dsn);
-      pqxx::work tx(conn);
-      tx.exec(kDemoTablesSql);
-      tx.commit();
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot create the count handler's tables: ", e.what()));
-    }
+    RETURN_IF_ERROR(EnsureDemoTables(options.dsn));
   }
   ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(options)));
   RETURN_IF_ERROR(consumer->Start());

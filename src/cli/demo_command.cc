@@ -155,12 +155,8 @@ class Demo {
                              .parts = kParts,
                              .session_ttl = absl::Seconds(3),
                              .heartbeat_interval = absl::Milliseconds(500)}));
+    RETURN_IF_ERROR(EnsureDemoTables(dsn_));
     checker_ = std::make_unique<pqxx::connection>(dsn_);
-    {
-      pqxx::work tx(*checker_);
-      tx.exec(kDemoTablesSql);
-      tx.commit();
-    }
     Say(absl::StrFormat(
         "group %s: %d parts, ttl 3s, heartbeat 500ms; producing %.0f items/s "
         "over %d keys; count handler",

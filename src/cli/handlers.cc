@@ -1,5 +1,6 @@
 #include "cli/handlers.h"
 
+#include <pqxx/pqxx>
 #include <thread>
 
 #include "absl/random/random.h"
@@ -54,6 +55,27 @@ absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text) {
     return spec;
   }
   return BadSpec(text, "unknown handler");
+}
+
+absl::Status EnsureDemoTables(const std::string& dsn) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      pqxx::connection conn(dsn);
+      pqxx::work tx(conn);
+      tx.exec(kDemoTablesSql);
+      tx.commit();
+      return absl::OkStatus();
+    } catch (const pqxx::unique_violation& e) {
+      // Another process created it meanwhile; the next try sees it.
+      if (attempt == 3) {
+        return absl::UnavailableError(absl::StrCat(
+            "cannot create the tables of the count handler: ", e.what()));
+      }
+    } catch (const std::exception& e) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot create the tables of the count handler: ", e.what()));
+    }
+  }
 }
 
 Handler MakeHandler(const HandlerSpec& spec) {

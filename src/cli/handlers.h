@@ -27,7 +27,10 @@ absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text);
 // tests (counters must end at what was produced per key).
 Handler MakeHandler(const HandlerSpec& spec);
 
-// Creates sqlgroup_demo.counters and .produced if missing.
+// Creates sqlgroup_demo.counters and .produced if missing; members
+// starting together race on this, so it retries a duplicate-name error.
+absl::Status EnsureDemoTables(const std::string& dsn);
+
 inline constexpr char kDemoTablesSql[] =
     "CREATE SCHEMA IF NOT EXISTS sqlgroup_demo;"
     "CREATE TABLE IF NOT EXISTS sqlgroup_demo.counters "

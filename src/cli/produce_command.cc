@@ -35,11 +35,7 @@ absl::Status RunProduce(const Args&) {
                    Producer::Create({.dsn = dsn, .group = group}));
   checked.reset();
   ASSIGN_OR_RETURN(auto conn, store::Connect(dsn, {}));
-  if (keys > 0) {
-    pqxx::work tx(*conn);
-    tx.exec(kDemoTablesSql);
-    tx.commit();
-  }
+  if (keys > 0) RETURN_IF_ERROR(EnsureDemoTables(dsn));
   // Paced: a batch every 50 ms; unpaced: batches of 500.
   const int64_t batch =
       rate > 0 ? std::max<int64_t>(1, static_cast<int64_t>(rate / 20)) : 500;

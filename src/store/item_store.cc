@@ -1,6 +1,7 @@
 #include "store/item_store.h"
 
 #include <algorithm>
+#include <map>
 #include <pqxx/pqxx>
 
 #include "absl/random/random.h"
@@ -87,6 +88,30 @@ constexpr char kProbeSql[] =
     "  AND i.claim_session IS NULL AND i.id BETWEEN b.lo AND b.hi "
     "  AND i.not_before <= clock_timestamp())";
 
+// $1 group, $2 parts, $3 first keys, $4 last keys, $5 cap. Per part: how
+// many of its first `cap` keys exist, the last of them, and the oldest of
+// them.
+constexpr char kLag[] = "sqlgroup_lag";
+constexpr char kLagSql[] =
+    "SELECT b.part, c.n, c.last, "
+    "  coalesce((extract(epoch from clock_timestamp() - c.oldest) "
+    "    * 1000000)::bigint, 0) "
+    "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) AS b(part, lo, hi) "
+    "CROSS JOIN LATERAL (SELECT count(*) AS n, max(s.id)::text AS last, "
+    "  min(s.enqueued_at) AS oldest FROM (SELECT i.id, i.enqueued_at "
+    "  FROM sqlgroup.items i WHERE i.group_name = $1 "
+    "  AND i.id BETWEEN b.lo AND b.hi ORDER BY i.id LIMIT $5) s) c";
+
+// $1 group, $2 parts, $3 first keys, $4 last keys. For parts past the cap:
+// the oldest waiting item, found in items_waiting_since (time order).
+constexpr char kLagOldest[] = "sqlgroup_lag_oldest";
+constexpr char kLagOldestSql[] =
+    "SELECT b.part, coalesce((SELECT (extract(epoch from clock_timestamp() "
+    "  - i.enqueued_at) * 1000000)::bigint FROM sqlgroup.items i "
+    "  WHERE i.group_name = $1 AND i.claim_session IS NULL "
+    "  AND i.id BETWEEN b.lo AND b.hi ORDER BY i.enqueued_at LIMIT 1), 0) "
+    "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) AS b(part, lo, hi)";
+
 std::string UuidArray(const std::vector<std::string>& ids) {
   return absl::StrCat("{", absl::StrJoin(ids, ","), "}");
 }
@@ -111,6 +136,8 @@ void PrepareItemStatements(pqxx::connection& conn) {
   conn.prepare(kDeadLetter, kDeadLetterSql);
   conn.prepare(kReleaseAll, kReleaseAllSql);
   conn.prepare(kProbe, kProbeSql);
+  conn.prepare(kLag, kLagSql);
+  conn.prepare(kLagOldest, kLagOldestSql);
 }
 
 absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
@@ -201,6 +228,59 @@ absl::StatusOr<std::vector<int>> PartsWithDueItems(
       due.push_back(row[0].as<int>());
     }
     return due;
+  });
+}
+
+absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
+    pqxx::connection& conn, const std::string& group,
+    const std::vector<int>& parts, const std::vector<KeyRange>& ranges,
+    int cap) {
+  return GuardOr<std::vector<PartLagRow>>("measure lag", [&] {
+    std::vector<std::string> firsts, lasts;
+    std::map<int, KeyRange> by_part;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      firsts.push_back(FormatUuid(ranges[i].first));
+      lasts.push_back(FormatUuid(ranges[i].last));
+      by_part[parts[i]] = ranges[i];
+    }
+    pqxx::nontransaction tx(conn);
+    std::vector<PartLagRow> rows;
+    std::vector<int> big;
+    std::vector<std::string> big_firsts, big_lasts;
+    for (const pqxx::row& row :
+         tx.exec_prepared(kLag, group, IntArray(parts), UuidArray(firsts),
+                          UuidArray(lasts), cap)) {
+      PartLagRow lag;
+      lag.part = row[0].as<int>();
+      lag.items = row[1].as<int64_t>();
+      lag.oldest = absl::Microseconds(row[3].as<int64_t>());
+      if (lag.items >= cap && !row[2].is_null()) {
+        // The first `cap` keys span [first, last] of the part's range;
+        // random keys fill the rest at the same density.
+        const KeyRange& r = by_part[lag.part];
+        const Uuid128 last = *ParseUuid(row[2].as<std::string>());
+        const double spanned = static_cast<double>(last - r.first) + 1;
+        const double whole = static_cast<double>(r.last - r.first) + 1;
+        lag.items = static_cast<int64_t>(cap * (whole / spanned));
+        big.push_back(lag.part);
+        big_firsts.push_back(FormatUuid(r.first));
+        big_lasts.push_back(FormatUuid(r.last));
+      }
+      rows.push_back(lag);
+    }
+    if (!big.empty()) {
+      std::map<int, absl::Duration> oldest;
+      for (const pqxx::row& row :
+           tx.exec_prepared(kLagOldest, group, IntArray(big),
+                            UuidArray(big_firsts), UuidArray(big_lasts))) {
+        oldest[row[0].as<int>()] = absl::Microseconds(row[1].as<int64_t>());
+      }
+      for (PartLagRow& lag : rows) {
+        auto it = oldest.find(lag.part);
+        if (it != oldest.end()) lag.oldest = std::max(lag.oldest, it->second);
+      }
+    }
+    return rows;
   });
 }
 

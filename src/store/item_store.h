@@ -67,6 +67,21 @@ absl::StatusOr<std::vector<int>> PartsWithDueItems(
     pqxx::connection& conn, const std::string& group,
     const std::vector<int>& parts, const std::vector<KeyRange>& ranges);
 
+struct PartLagRow {
+  int part = 0;
+  int64_t items = 0;      // exact below `cap`, estimated above
+  absl::Duration oldest;  // age of the oldest waiting item; 0 if none
+};
+
+// Lag of each of `parts`: counts at most `cap` keys per part (the rest is
+// estimated from how much of the key range those keys span, exact in
+// expectation for random keys), so the cost is O(parts x cap) at any
+// backlog.
+absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
+    pqxx::connection& conn, const std::string& group,
+    const std::vector<int>& parts, const std::vector<KeyRange>& ranges,
+    int cap);
+
 // Enqueues `items` in `tx` with fresh random v4 ids; returns the ids.
 // INVALID_ARGUMENT for an oversized payload (nothing is written).
 absl::StatusOr<std::vector<std::string>> InsertItems(

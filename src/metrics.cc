@@ -1,0 +1,304 @@
+#include "metrics.h"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace sqlgroup {
+namespace {
+
+using prometheus::Counter;
+using prometheus::Family;
+using prometheus::Gauge;
+using prometheus::Histogram;
+
+// Latencies from 0.5 ms to 10 s; rebalances from 10 ms to 2 min.
+const Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* const kBuckets = new Histogram::BucketBoundaries{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+      0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+  return *kBuckets;
+}
+const Histogram::BucketBoundaries& RebalanceBuckets() {
+  static const auto* const kBuckets = new Histogram::BucketBoundaries{
+      0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120};
+  return *kBuckets;
+}
+
+}  // namespace
+
+struct MemberMetrics::Families {
+  explicit Families(prometheus::Registry& r)
+      : members(prometheus::BuildGauge()
+                    .Name("sqlgroup_group_members")
+                    .Help("Live sessions in the group, as this member last "
+                          "read them")
+                    .Register(r)),
+        owned_parts(prometheus::BuildGauge()
+                        .Name("sqlgroup_owned_parts")
+                        .Help("Parts this member owns now")
+                        .Register(r)),
+        part_owner(prometheus::BuildGauge()
+                       .Name("sqlgroup_part_owner")
+                       .Help("1 for the member that owns the part now "
+                             "(labels part, instance, session)")
+                       .Register(r)),
+        lag_items(prometheus::BuildGauge()
+                      .Name("sqlgroup_part_lag_items")
+                      .Help("Items waiting in the part (not yet "
+                            "acknowledged), reported by its owner; exact up "
+                            "to 10000, estimated from key density above")
+                      .Register(r)),
+        lag_age(prometheus::BuildGauge()
+                    .Name("sqlgroup_part_oldest_item_age_seconds")
+                    .Help("Age of the part's oldest waiting item, reported "
+                          "by its owner")
+                    .Register(r)),
+        items(prometheus::BuildCounter()
+                  .Name("sqlgroup_items_total")
+                  .Help("Items by outcome: claimed, acked, failed (handler "
+                        "failures), retried, dead_lettered, lost_claim "
+                        "(acks refused by the fence)")
+                  .Register(r)),
+        rebalances(prometheus::BuildCounter()
+                       .Name("sqlgroup_rebalances_total")
+                       .Help("Changes of this member's target parts, by "
+                             "reason: join, leave, expiry, lost")
+                       .Register(r)),
+        rebalance_seconds(prometheus::BuildHistogram()
+                              .Name("sqlgroup_rebalance_duration_seconds")
+                              .Help("From a change of target until this "
+                                    "member owned exactly its target parts")
+                              .Register(r)),
+        heartbeat_seconds(prometheus::BuildHistogram()
+                              .Name("sqlgroup_heartbeat_seconds")
+                              .Help("Heartbeat round trip")
+                              .Register(r)),
+        sessions_lost(prometheus::BuildCounter()
+                          .Name("sqlgroup_sessions_lost_total")
+                          .Help("Sessions this member lost (expired or "
+                                "reaped) and replaced")
+                          .Register(r)),
+        claim_seconds(prometheus::BuildHistogram()
+                          .Name("sqlgroup_claim_seconds")
+                          .Help("Latency of one claim query")
+                          .Register(r)),
+        ack_seconds(prometheus::BuildHistogram()
+                        .Name("sqlgroup_ack_seconds")
+                        .Help("Latency of the fenced delete and commit of "
+                              "one acknowledging transaction")
+                        .Register(r)) {}
+
+  Family<Gauge>& members;
+  Family<Gauge>& owned_parts;
+  Family<Gauge>& part_owner;
+  Family<Gauge>& lag_items;
+  Family<Gauge>& lag_age;
+  Family<Counter>& items;
+  Family<Counter>& rebalances;
+  Family<Histogram>& rebalance_seconds;
+  Family<Histogram>& heartbeat_seconds;
+  Family<Counter>& sessions_lost;
+  Family<Histogram>& claim_seconds;
+  Family<Histogram>& ack_seconds;
+
+  // Fixed series, labelled group and instance.
+  Gauge* members_gauge = nullptr;
+  Counter* claimed = nullptr;
+  Counter* acked = nullptr;
+  Counter* failed = nullptr;
+  Counter* retried = nullptr;
+  Counter* dead = nullptr;
+  Counter* lost = nullptr;
+  Counter* sessions_lost_counter = nullptr;
+  Histogram* rebalance = nullptr;
+  Histogram* heartbeat = nullptr;
+  Histogram* claim = nullptr;
+  Histogram* ack = nullptr;
+};
+
+MemberMetrics::MemberMetrics(prometheus::Registry* registry,
+                             std::string group, std::string instance)
+    : group_(std::move(group)), instance_(std::move(instance)) {
+  if (registry == nullptr) return;
+  families_ = std::make_unique<Families>(*registry);
+  Families& f = *families_;
+  const prometheus::Labels base = {{"group", group_}, {"instance", instance_}};
+  auto with = [&](const char* outcome) {
+    prometheus::Labels l = base;
+    l["outcome"] = outcome;
+    return l;
+  };
+  f.members_gauge = &f.members.Add(base);
+  f.claimed = &f.items.Add(with("claimed"));
+  f.acked = &f.items.Add(with("acked"));
+  f.failed = &f.items.Add(with("failed"));
+  f.retried = &f.items.Add(with("retried"));
+  f.dead = &f.items.Add(with("dead_lettered"));
+  f.lost = &f.items.Add(with("lost_claim"));
+  f.sessions_lost_counter = &f.sessions_lost.Add(base);
+  f.rebalance = &f.rebalance_seconds.Add(base, RebalanceBuckets());
+  f.heartbeat = &f.heartbeat_seconds.Add(base, LatencyBuckets());
+  f.claim = &f.claim_seconds.Add(base, LatencyBuckets());
+  f.ack = &f.ack_seconds.Add(base, LatencyBuckets());
+  for (const char* reason : {"join", "leave", "expiry", "lost"}) {
+    prometheus::Labels l = base;
+    l["reason"] = reason;
+    f.rebalances.Add(l);  // present from the start, at 0
+  }
+}
+
+MemberMetrics::~MemberMetrics() {
+  if (!families_) return;
+  // The registry outlives us; take our series out of later scrapes.
+  absl::MutexLock lock(&mu_);
+  Families& f = *families_;
+  for (auto& [part, g] : owner_) f.part_owner.Remove(g);
+  for (auto& [part, g] : lag_) {
+    f.lag_items.Remove(g.first);
+    f.lag_age.Remove(g.second);
+  }
+  if (owned_ != nullptr) f.owned_parts.Remove(owned_);
+}
+
+void MemberMetrics::Claimed(int64_t items, absl::Duration took) {
+  claimed_ += items;
+  if (!families_) return;
+  families_->claimed->Increment(static_cast<double>(items));
+  families_->claim->Observe(absl::ToDoubleSeconds(took));
+}
+
+void MemberMetrics::Acked(int64_t items, absl::Duration took) {
+  acked_ += items;
+  if (!families_) return;
+  families_->acked->Increment(static_cast<double>(items));
+  families_->ack->Observe(absl::ToDoubleSeconds(took));
+}
+
+void MemberMetrics::Failed() {
+  ++failed_;
+  if (families_) families_->failed->Increment();
+}
+
+void MemberMetrics::Retried() {
+  if (families_) families_->retried->Increment();
+}
+
+void MemberMetrics::DeadLettered() {
+  ++dead_;
+  if (families_) families_->dead->Increment();
+}
+
+void MemberMetrics::LostClaims(int64_t items) {
+  lost_claims_ += items;
+  if (families_) families_->lost->Increment(static_cast<double>(items));
+}
+
+void MemberMetrics::PartLag(int part, int64_t items, absl::Duration oldest) {
+  if (!families_) return;
+  absl::MutexLock lock(&mu_);
+  auto it = lag_.find(part);
+  if (it == lag_.end()) {
+    if (!owner_.count(part)) return;  // dropped meanwhile
+    const prometheus::Labels l = {{"group", group_},
+                                  {"part", absl::StrCat(part)}};
+    it = lag_.emplace(part, std::make_pair(&families_->lag_items.Add(l),
+                                           &families_->lag_age.Add(l)))
+             .first;
+  }
+  it->second.first->Set(static_cast<double>(items));
+  it->second.second->Set(absl::ToDoubleSeconds(oldest));
+}
+
+void MemberMetrics::Heartbeat(absl::Duration round_trip) {
+  if (families_) {
+    families_->heartbeat->Observe(absl::ToDoubleSeconds(round_trip));
+  }
+}
+
+void MemberMetrics::SessionLost() {
+  ++sessions_lost_;
+  if (families_) families_->sessions_lost_counter->Increment();
+}
+
+void MemberMetrics::Members(int live) {
+  if (families_) families_->members_gauge->Set(live);
+}
+
+void MemberMetrics::RebalanceStarted(const std::string& reason) {
+  ++rebalances_;
+  if (!families_) return;
+  families_->rebalances
+      .Add({{"group", group_}, {"instance", instance_}, {"reason", reason}})
+      .Increment();
+}
+
+void MemberMetrics::RebalanceDone(absl::Duration took) {
+  last_rebalance_us_ = absl::ToInt64Microseconds(took);
+  if (families_) families_->rebalance->Observe(absl::ToDoubleSeconds(took));
+}
+
+void MemberMetrics::Owned(const std::string& session,
+                          const std::map<int, int64_t>& parts) {
+  if (!families_) return;
+  Families& f = *families_;
+  absl::MutexLock lock(&mu_);
+  if (session != owner_session_) {
+    // A new session relabels everything it owns.
+    if (owned_ != nullptr) f.owned_parts.Remove(owned_);
+    owned_ = nullptr;
+    for (auto& [part, g] : owner_) f.part_owner.Remove(g);
+    owner_.clear();
+    owner_session_ = session;
+    if (!session.empty()) {
+      owned_ = &f.owned_parts.Add(
+          {{"group", group_}, {"instance", instance_}, {"session", session}});
+    }
+  }
+  if (owned_ != nullptr) owned_->Set(static_cast<double>(parts.size()));
+  for (auto it = owner_.begin(); it != owner_.end();) {
+    if (parts.count(it->first)) {
+      ++it;
+    } else {
+      f.part_owner.Remove(it->second);
+      it = owner_.erase(it);
+    }
+  }
+  for (const auto& [part, epoch] : parts) {
+    if (owner_.count(part)) continue;
+    Gauge& g = f.part_owner.Add({{"group", group_},
+                                 {"part", absl::StrCat(part)},
+                                 {"instance", instance_},
+                                 {"session", session}});
+    g.Set(1);
+    owner_[part] = &g;
+  }
+  for (auto it = lag_.begin(); it != lag_.end();) {
+    if (parts.count(it->first)) {
+      ++it;
+      continue;
+    }
+    f.lag_items.Remove(it->second.first);
+    f.lag_age.Remove(it->second.second);
+    it = lag_.erase(it);
+  }
+}
+
+ConsumerStats MemberMetrics::Snapshot() const {
+  ConsumerStats s;
+  s.claimed = claimed_.load();
+  s.acked = acked_.load();
+  s.failed = failed_.load();
+  s.dead_lettered = dead_.load();
+  s.lost_claims = lost_claims_.load();
+  s.sessions_lost = sessions_lost_.load();
+  s.rebalances = rebalances_.load();
+  s.last_rebalance = absl::Microseconds(last_rebalance_us_.load());
+  return s;
+}
+
+}  // namespace sqlgroup

@@ -1,0 +1,83 @@
+// Everything a member counts and measures, in one place: the counters
+// behind Consumer::stats() and, when a prometheus::Registry is given, every
+// sqlgroup_* metric family (docs/METRICS.md lists them). The member's
+// threads report events here; nothing here touches the database.
+//
+// Thread safety: every method is safe to call from any thread.
+#ifndef SQLGROUP_METRICS_H_
+#define SQLGROUP_METRICS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "sqlgroup/consumer.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace sqlgroup {
+
+class MemberMetrics {
+ public:
+  // `registry` may be null (counters only). `instance` labels this member's
+  // series; every series carries group=`group`.
+  MemberMetrics(prometheus::Registry* registry, std::string group,
+                std::string instance);
+  ~MemberMetrics();
+
+  // Workers.
+  void Claimed(int64_t items, absl::Duration took);
+  void Acked(int64_t items, absl::Duration took);
+  void Failed();
+  void Retried();
+  void DeadLettered();
+  void LostClaims(int64_t items);
+  // The lag of one owned part; `oldest` is the age of its oldest item.
+  void PartLag(int part, int64_t items, absl::Duration oldest);
+
+  // Control thread.
+  void Heartbeat(absl::Duration round_trip);
+  void SessionLost();
+  void Members(int live);
+  // reason: "join", "leave", "expiry" or "lost".
+  void RebalanceStarted(const std::string& reason);
+  void RebalanceDone(absl::Duration took);
+  // The session and parts owned now; replaces the owner series.
+  void Owned(const std::string& session, const std::map<int, int64_t>& parts);
+
+  ConsumerStats Snapshot() const;
+
+ private:
+  struct Families;
+
+  const std::string group_;
+  const std::string instance_;
+  std::unique_ptr<Families> families_;  // null without a registry
+
+  std::atomic<int64_t> claimed_{0}, acked_{0}, failed_{0}, dead_{0},
+      lost_claims_{0}, sessions_lost_{0}, rebalances_{0},
+      last_rebalance_us_{0};
+
+  absl::Mutex mu_;
+  // Series that come and go with ownership.
+  std::map<int, prometheus::Gauge*> owner_ ABSL_GUARDED_BY(mu_);
+  std::map<int, std::pair<prometheus::Gauge*, prometheus::Gauge*>> lag_
+      ABSL_GUARDED_BY(mu_);
+  prometheus::Gauge* owned_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::string owner_session_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_METRICS_H_
