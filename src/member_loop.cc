@@ -192,6 +192,20 @@ bool MemberLoop::EnsureConnected() {
   return true;
 }
 
+void MemberLoop::SleepUnlessStopped(absl::Duration d) {
+  const absl::Time until = absl::Now() + d;
+  while (absl::Now() < until && !StopRequested()) {
+    absl::SleepFor(std::min(kWaitSlice, until - absl::Now()));
+  }
+}
+
+bool MemberLoop::HeartbeatIfDue() {
+  if (conn_ && !session_.empty() && absl::Now() >= next_heartbeat_) {
+    HeartbeatAndReap();
+  }
+  return conn_ && !session_.empty() && phase() != Phase::kFailed;
+}
+
 void MemberLoop::Disconnect(const absl::Status& why) {
   log_->warn("group={} session={} control connection dropped: {}",
              config_.group, session_, std::string(why.message()));
@@ -201,7 +215,10 @@ void MemberLoop::Disconnect(const absl::Status& why) {
 
 void MemberLoop::Handle(const absl::Status& s) {
   if (s.ok()) return;
-  if (absl::IsNotFound(s)) {
+  // The group is gone, the schema is wrong or we may not use it: retrying
+  // cannot help, so the member stops and says why.
+  if (absl::IsNotFound(s) || absl::IsFailedPrecondition(s) ||
+      absl::IsPermissionDenied(s)) {
     log_->error("group={} {}", config_.group, std::string(s.message()));
     for (const auto& [part, epoch] : local_) scheduler_.Remove(part);
     local_.clear();
@@ -228,8 +245,12 @@ bool MemberLoop::Join() {
                                    config_.use_notify);
   if (!id.ok()) {
     Handle(id.status());
-    return phase() != Phase::kFailed;
+    if (phase() == Phase::kFailed) return false;
+    SleepUnlessStopped(Backoff(++join_failures_, absl::Milliseconds(100),
+                               absl::Seconds(5)));
+    return true;
   }
+  join_failures_ = 0;
   session_ = *id;
   const absl::Time now = absl::Now();
   last_heartbeat_ok_ = now;
@@ -352,12 +373,16 @@ void MemberLoop::Rebalance() {
       ++it;
     }
   }
+  // Each phase below is a statement bounded by TTL/4; the heartbeat must
+  // not wait for all of them.
+  if (!HeartbeatIfDue()) return;
   if (!drop_now.empty()) {
     Handle(store::DropParts(*conn_, config_.group, session_, drop_now,
                             config_.use_notify)
                .status());
   }
-  if (!plan.take.empty() && conn_) {
+  if (!HeartbeatIfDue()) return;
+  if (!plan.take.empty()) {
     auto taken = store::TakeParts(*conn_, config_.group, session_, plan.take,
                                   config_.use_notify);
     if (!taken.ok()) {
@@ -375,7 +400,8 @@ void MemberLoop::Rebalance() {
       if (config_.listener) config_.listener->OnPartsAssigned(parts);
     }
   }
-  if (conn_) FinishDrains(false);
+  if (!HeartbeatIfDue()) return;
+  FinishDrains(false);
   bool converged = revoking_.empty();
   for (int part : plan.target) converged &= local_.count(part) > 0;
   if (converged && rebalance_started_) {
@@ -463,6 +489,12 @@ void MemberLoop::Leave() {
   for (const auto& [part, epoch] : local_) scheduler_.Revoke(part);
   const absl::Time deadline = absl::Now() + config_.drain_deadline;
   while (scheduler_.AnyBusy() && absl::Now() < deadline) {
+    // In-flight acks are fenced on this session being alive: keep it so.
+    if (conn_ && !session_.empty() && absl::Now() >= next_heartbeat_) {
+      auto beat = store::Heartbeat(*conn_, session_);
+      if (!beat.ok()) Handle(beat.status());
+      next_heartbeat_ = absl::Now() + settings_.heartbeat;
+    }
     absl::SleepFor(kDrainCheck);
   }
   if (config_.listener && !local_.empty()) {

@@ -79,6 +79,10 @@ class MemberLoop {
   void LoseSession(const std::string& why);
   void Leave();
   void WaitForWork(absl::Time until);
+  void SleepUnlessStopped(absl::Duration d);
+  // Heartbeats now if one is due; false when the member cannot go on with
+  // its current session (lost, disconnected or failed).
+  bool HeartbeatIfDue();
   void PublishOwned();
   // UNAVAILABLE drops the connection; NOT_FOUND of the group is fatal.
   void Handle(const absl::Status& s);
@@ -93,6 +97,7 @@ class MemberLoop {
   std::unique_ptr<pqxx::connection> conn_;
   std::unique_ptr<Listener> listener_;
   int connect_failures_ = 0;
+  int join_failures_ = 0;
   std::string session_;
   absl::Time last_heartbeat_ok_;
   std::map<int, int64_t> local_;        // parts run, with epochs

@@ -12,17 +12,20 @@ PartScheduler::PartScheduler(absl::Duration idle_poll,
       last_lag_(absl::Now()) {}
 
 void PartScheduler::Enqueue(int part, Entry& e) {
-  if (e.queued || e.busy || e.revoked) return;
+  if (e.queued || e.revoked || in_flight_.count(part)) return;
   e.queued = true;
   run_queue_.push_back(part);
+}
+
+bool PartScheduler::Idle(int part, const Entry& e) const {
+  return !e.queued && !e.revoked && !in_flight_.count(part);
 }
 
 void PartScheduler::Add(const store::ClaimRef& ref, KeyRange range) {
   absl::MutexLock lock(&mu_);
   Entry& e = parts_[ref.part];
-  const bool busy = e.busy;  // a worker may still finish an older take
   e = Entry{ref, range, range.first};
-  e.busy = busy;
+  // Queued now, or when a worker still on an older take finishes it.
   Enqueue(ref.part, e);
 }
 
@@ -47,16 +50,12 @@ void PartScheduler::Remove(int part) {
 
 bool PartScheduler::Busy(int part) const {
   absl::MutexLock lock(&mu_);
-  auto it = parts_.find(part);
-  return it != parts_.end() && it->second.busy;
+  return in_flight_.count(part) > 0;
 }
 
 bool PartScheduler::AnyBusy() const {
   absl::MutexLock lock(&mu_);
-  for (const auto& [part, e] : parts_) {
-    if (e.busy) return true;
-  }
-  return probing_ || measuring_;
+  return !in_flight_.empty() || probing_ || measuring_;
 }
 
 void PartScheduler::WakeIdle() {
@@ -72,9 +71,7 @@ void PartScheduler::Shutdown() {
 bool PartScheduler::ProbeDue(absl::Time now) const {
   if (probing_) return false;
   bool any_idle = false;
-  for (const auto& [part, e] : parts_) {
-    any_idle |= !e.queued && !e.busy && !e.revoked;
-  }
+  for (const auto& [part, e] : parts_) any_idle |= Idle(part, e);
   return any_idle && (wake_ || now - last_probe_ >= idle_poll_);
 }
 
@@ -83,9 +80,16 @@ bool PartScheduler::LagDue(absl::Time now) const {
          !parts_.empty() && now - last_lag_ >= lag_interval_;
 }
 
+// When a periodic task can next fall due without anything else changing
+// under mu_ (which re-evaluates the wait by itself). Only tasks that can run
+// count: a deadline in the past that leads nowhere would spin.
 absl::Time PartScheduler::NextTimedTask() const {
-  absl::Time next = last_probe_ + idle_poll_;
-  if (lag_interval_ > absl::ZeroDuration()) {
+  absl::Time next = absl::InfiniteFuture();
+  bool any_idle = false;
+  for (const auto& [part, e] : parts_) any_idle |= Idle(part, e);
+  if (any_idle && !probing_) next = last_probe_ + idle_poll_;
+  if (lag_interval_ > absl::ZeroDuration() && !measuring_ &&
+      !parts_.empty()) {
     next = std::min(next, last_lag_ + lag_interval_);
   }
   return next;
@@ -127,7 +131,7 @@ PartTask PartScheduler::Next() {
       if (it == parts_.end() || !it->second.queued) continue;  // stale
       Entry& e = it->second;
       e.queued = false;
-      e.busy = true;
+      in_flight_.insert(part);
       PartTask task;
       task.kind = PartTask::Kind::kClaim;
       task.ref = e.ref;
@@ -141,7 +145,7 @@ PartTask PartScheduler::Next() {
       PartTask task;
       task.kind = PartTask::Kind::kProbe;
       for (const auto& [part, e] : parts_) {
-        if (e.queued || e.busy || e.revoked) continue;
+        if (!Idle(part, e)) continue;
         task.probe_parts.push_back(part);
         task.probe_ranges.push_back(e.range);
       }
@@ -156,10 +160,10 @@ PartTask PartScheduler::Next() {
 void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
                                 Uuid128 next_cursor, bool release_needed) {
   absl::MutexLock lock(&mu_);
+  in_flight_.erase(part);
   auto it = parts_.find(part);
   if (it == parts_.end()) return;
   Entry& e = it->second;
-  e.busy = false;
   if (e.ref.epoch != epoch) {
     // Re-taken while we worked: the new take starts fresh.
     Enqueue(part, e);

@@ -10,6 +10,7 @@
 
 #include <deque>
 #include <map>
+#include <set>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -73,7 +74,6 @@ class PartScheduler {
     KeyRange range{};
     Uuid128 cursor = 0;
     bool queued = false;  // in run_queue_
-    bool busy = false;    // a worker holds it
     bool revoked = false;
     bool release_needed = false;
   };
@@ -83,12 +83,18 @@ class PartScheduler {
   bool LagDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time NextTimedTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(int part, Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Idle(int part, const Entry& e) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration idle_poll_;
   const absl::Duration lag_interval_;
 
   mutable absl::Mutex mu_;
   std::map<int, Entry> parts_ ABSL_GUARDED_BY(mu_);
+  // Parts a worker is on, whatever the take: kept apart from parts_ so that
+  // removing a part and taking it back while a worker still finishes the
+  // old take never puts a second worker on the part.
+  std::set<int> in_flight_ ABSL_GUARDED_BY(mu_);
   std::deque<int> run_queue_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool probing_ ABSL_GUARDED_BY(mu_) = false;

@@ -13,11 +13,26 @@
 namespace sqlgroup {
 namespace {
 
-// The handler's verdict; an exception is a failure with its message.
+// Serialization failures, deadlocks and lock timeouts say nothing about the
+// item: it is retried without counting an attempt.
+bool IsTransient(const pqxx::sql_error& e) {
+  const std::string& state = e.sqlstate();
+  return state == "40001" || state == "40P01" || state == "55P03";
+}
+
+// The handler's verdict; an exception is a failure with its message, except
+// a broken connection or a transient conflict, which the caller handles.
 template <typename F>
 absl::Status RunHandler(F&& f) {
   try {
     return f();
+  } catch (const pqxx::broken_connection&) {
+    throw;
+  } catch (const pqxx::transaction_rollback&) {
+    throw;
+  } catch (const pqxx::sql_error& e) {
+    if (IsTransient(e)) throw;
+    return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
   } catch (...) {
@@ -116,11 +131,16 @@ void PartWorker::RunMeasureLag(const PartTask& task) {
     scheduler_.FinishLag();
     return;
   }
-  // Exact below this many keys per part, estimated above.
-  constexpr int kExactUpTo = 10000;
+  // Exact up to this many keys per part, estimated above: at most about
+  // 100,000 index entries per measurement, whatever P and the backlog.
+  const int cap = std::clamp(
+      100000 / std::max<int>(1, static_cast<int>(task.probe_parts.size())),
+      100, 1000);
   auto lag = store::MeasureLag(*conn_, config_.group, task.probe_parts,
-                               task.probe_ranges, kExactUpTo);
+                               task.probe_ranges, cap);
   if (!lag.ok()) {
+    log_->warn("group={} measuring lag failed: {}", config_.group,
+               std::string(lag.status().message()));
     if (absl::IsUnavailable(lag.status())) Disconnect(lag.status());
   } else {
     for (const store::PartLagRow& row : *lag) {
@@ -159,11 +179,18 @@ void PartWorker::RunClaim(const PartTask& task) {
   }
   if (!items.ok()) {
     // ABORTED: the foreign key refused the claim, the take is gone; the
-    // control thread will see the loss. UNAVAILABLE: reconnect.
-    if (absl::IsUnavailable(items.status())) Disconnect(items.status());
+    // control thread will see the loss. Anything else may have committed
+    // (a commit in doubt) or left the connection unusable: reconnect, and
+    // release whatever the claim may have taken before claiming again.
     log_->debug("part={} epoch={} claim failed: {}", ref.part, epoch,
                 std::string(items.status().message()));
-    scheduler_.FinishClaim(ref.part, epoch, false, from, false);
+    if (absl::IsAborted(items.status())) {
+      scheduler_.FinishClaim(ref.part, epoch, false, from, false);
+    } else {
+      Disconnect(items.status());
+      SleepBackoff();
+      scheduler_.FinishClaim(ref.part, epoch, true, from, true);
+    }
     return;
   }
   if (items->empty()) {
@@ -179,17 +206,19 @@ void PartWorker::RunClaim(const PartTask& task) {
 
 bool PartWorker::ProcessItems(const store::ClaimRef& ref,
                               const std::vector<Item>& items) {
+  // Whenever this stops before the last item, the rest stay claimed under
+  // the take: report "not clean" so the next task on it releases them first
+  // (a revoke can be undone, and then nobody else would).
   if (config_.batch_handler) {
-    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return true;
-    return HandleBatch(ref, items) != Outcome::kBroken;
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return false;
+    const Outcome o = HandleBatch(ref, items);
+    return o != Outcome::kBroken && o != Outcome::kRetryLater;
   }
-  for (const Item& item : items) {
-    // Items not reached stay claimed under this take; dropping the part or
-    // leaving releases them.
-    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return true;
-    const Outcome o = HandleOne(ref, item);
-    if (o == Outcome::kBroken) return false;
-    if (o == Outcome::kLost) return true;  // the whole take is void
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return false;
+    const Outcome o = HandleOne(ref, items[i]);
+    if (o == Outcome::kBroken || o == Outcome::kRetryLater) return false;
+    if (o == Outcome::kLost) return i + 1 == items.size();
   }
   return true;
 }
@@ -221,6 +250,10 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   } catch (const pqxx::broken_connection&) {
     Disconnect(absl::UnavailableError("connection lost during ack"));
     return Outcome::kBroken;
+  } catch (const pqxx::transaction_rollback& e) {
+    log_->info("part={} epoch={} transient conflict, retrying: {}", ref.part,
+               ref.epoch, e.what());
+    return Outcome::kRetryLater;
   } catch (const pqxx::in_doubt_error& e) {
     // The commit may or may not have happened; the claims stay until the
     // take is released, so the item is never lost or acked twice.
@@ -228,6 +261,13 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
                 ref.epoch, e.what());
     Disconnect(absl::UnknownError("commit in doubt"));
     return Outcome::kBroken;
+  } catch (const pqxx::sql_error& e) {
+    if (IsTransient(e)) {
+      log_->info("part={} epoch={} transient conflict, retrying: {}",
+                 ref.part, ref.epoch, e.what());
+      return Outcome::kRetryLater;
+    }
+    verdict = store::StatusFromCurrentException("acknowledge");
   } catch (...) {
     verdict = store::StatusFromCurrentException("acknowledge");
     if (absl::IsUnavailable(verdict)) {
@@ -251,9 +291,9 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
                ref.part, ref.epoch, items.size(),
                std::string(verdict.message()));
     for (const Item& item : items) {
-      if (scheduler_.ShouldYield(ref.part, ref.epoch)) return Outcome::kLost;
+      if (scheduler_.ShouldYield(ref.part, ref.epoch)) return Outcome::kRetryLater;
       const Outcome o = HandleBatch(ref, {item});
-      if (o == Outcome::kBroken || o == Outcome::kLost) return o;
+      if (o != Outcome::kAcked && o != Outcome::kFailed) return o;
     }
     return Outcome::kFailed;
   }

@@ -43,7 +43,10 @@ class PartWorker {
   void Run();
 
  private:
-  enum class Outcome { kAcked, kFailed, kLost, kBroken };
+  // kRetryLater: a transient conflict; the item stays claimed and is
+  // released (without counting an attempt) before the part is claimed from
+  // again.
+  enum class Outcome { kAcked, kFailed, kLost, kBroken, kRetryLater };
 
   bool EnsureConnected();
   void RunClaim(const PartTask& task);

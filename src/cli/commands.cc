@@ -124,12 +124,17 @@ const std::map<std::string, Command>& Commands() {
         RunProduce}},
       {"consume",
        {"consume --group NAME [--handler noop|count|sleep:D|fail:RATE] "
-        "[--instance NAME] [--workers 4] [--batch]",
+        "[--instance NAME] [--workers 4] [--batch] "
+        "[--metrics_addr 127.0.0.1:9464]",
         {"group", "handler", "instance", "workers", "claim_batch",
-         "max_attempts", "batch", "notify"},
+         "max_attempts", "batch", "notify", "metrics_addr"},
         0,
         RunConsume}},
       {"demo", {"demo [--duration 60s]", {"duration"}, 0, RunDemo}},
+      {"postgres",
+       {"postgres [--durable]  (a private PostgreSQL until SIGINT/SIGTERM; "
+        "prints its DSN)",
+        {"durable"}, 0, RunPostgres}},
   };
   return *kCommands;
 }

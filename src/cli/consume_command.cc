@@ -2,7 +2,8 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <pqxx/pqxx>
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -66,6 +67,25 @@ absl::Status RunConsume(const Args&) {
   }
   if (spec.kind == HandlerSpec::Kind::kCount) {
     RETURN_IF_ERROR(EnsureDemoTables(options.dsn));
+  }
+  auto registry = std::make_shared<prometheus::Registry>();
+  std::unique_ptr<prometheus::Exposer> exposer;
+  const std::string addr = absl::GetFlag(FLAGS_metrics_addr);
+  if (!addr.empty()) {
+    try {
+      exposer = std::make_unique<prometheus::Exposer>(addr);
+    } catch (const std::exception& e) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot serve metrics on ", addr, ": ", e.what(),
+          "; pass another --metrics_addr (port 0 lets the OS pick one) or "
+          "--metrics_addr='' for none"));
+    }
+    exposer->RegisterCollectable(registry);
+    const std::string host = addr.substr(0, addr.rfind(':'));
+    for (int port : exposer->GetListeningPorts()) {
+      CliLogger()->info("metrics on http://{}:{}/metrics", host, port);
+    }
+    options.metrics = registry.get();
   }
   ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(options)));
   RETURN_IF_ERROR(consumer->Start());

@@ -166,6 +166,7 @@ class Demo {
     fleet_ = std::make_unique<Fleet>(
         std::vector<std::string>{"--dsn=" + dsn_, "--group=demo",
                                  "--handler=count", "--workers=2",
+                                 "--metrics_addr=127.0.0.1:0",
                                  "--log_level=info"},
         log_dir_);
     start_ = absl::Now();

@@ -32,6 +32,8 @@ ABSL_DECLARE_FLAG(int64_t, count);
 ABSL_DECLARE_FLAG(int32_t, keys);
 ABSL_DECLARE_FLAG(int32_t, payload_bytes);
 ABSL_DECLARE_FLAG(double, rate);
+ABSL_DECLARE_FLAG(std::string, metrics_addr);
+ABSL_DECLARE_FLAG(bool, durable);
 
 namespace sqlgroup::cli {
 

@@ -19,6 +19,7 @@ using Args = std::vector<std::string>;
 absl::Status RunConsume(const Args& args);
 absl::Status RunProduce(const Args& args);
 absl::Status RunDemo(const Args& args);
+absl::Status RunPostgres(const Args& args);
 
 // The CLI's logger: stderr, level from --log_level.
 std::shared_ptr<spdlog::logger> CliLogger();

@@ -56,12 +56,14 @@ constexpr char kReleaseSql[] =
     "AND claim_part = $4 AND claim_epoch = $5";
 
 // $1 group, $2 id, $3 session, $4 part, $5 epoch, $6 error. Moves the
-// item in one statement, fenced like an ack.
+// item in one statement, fenced like an ack (claim and session liveness).
 constexpr char kDeadLetter[] = "sqlgroup_dead_letter";
 constexpr char kDeadLetterSql[] =
     "WITH dead AS (DELETE FROM sqlgroup.items WHERE group_name = $1 "
     "  AND id = $2::uuid AND claim_session = $3::uuid AND claim_part = $4 "
-    "  AND claim_epoch = $5 "
+    "  AND claim_epoch = $5 AND EXISTS (SELECT 1 FROM sqlgroup.sessions s "
+    "    JOIN sqlgroup.groups g ON g.name = s.group_name WHERE s.id = $3::uuid "
+    "    AND s.heartbeated_at > clock_timestamp() - g.session_ttl) "
     "  RETURNING group_name, id, key, payload, enqueued_at, attempts + 1 "
     "  AS attempts) "
     "INSERT INTO sqlgroup.dead_items (group_name, id, key, payload, "
@@ -97,7 +99,7 @@ constexpr char kLagSql[] =
     "  coalesce((extract(epoch from clock_timestamp() - c.oldest) "
     "    * 1000000)::bigint, 0) "
     "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) AS b(part, lo, hi) "
-    "CROSS JOIN LATERAL (SELECT count(*) AS n, max(s.id)::text AS last, "
+    "CROSS JOIN LATERAL (SELECT count(*) AS n, max(s.id::text) AS last, "
     "  min(s.enqueued_at) AS oldest FROM (SELECT i.id, i.enqueued_at "
     "  FROM sqlgroup.items i WHERE i.group_name = $1 "
     "  AND i.id BETWEEN b.lo AND b.hi ORDER BY i.id LIMIT $5) s) c";

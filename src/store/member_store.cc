@@ -113,21 +113,45 @@ absl::StatusOr<std::optional<GroupSettings>> Heartbeat(
 absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
                                                      const std::string& group,
                                                      bool notify) {
-  return GuardOr<std::vector<std::string>>("reap expired sessions", [&] {
-    pqxx::work tx(conn);
-    std::vector<std::string> reaped;
+  std::vector<std::string> expired;
+  absl::Status s = Guard("find expired sessions", [&] {
+    pqxx::nontransaction tx(conn);
     for (const pqxx::row& row : tx.exec_params(
-             "DELETE FROM sqlgroup.sessions s USING sqlgroup.groups g "
-             "WHERE s.group_name = $1 AND g.name = s.group_name "
-             "AND s.heartbeated_at <= clock_timestamp() - g.session_ttl "
-             "RETURNING s.id::text",
+             "SELECT s.id::text FROM sqlgroup.sessions s "
+             "JOIN sqlgroup.groups g ON g.name = s.group_name "
+             "WHERE s.group_name = $1 "
+             "AND s.heartbeated_at <= clock_timestamp() - g.session_ttl",
              group)) {
-      reaped.push_back(row[0].as<std::string>());
+      expired.push_back(row[0].as<std::string>());
     }
-    if (!reaped.empty() && notify) Notify(tx, MembershipChanged(group));
-    tx.commit();
-    return reaped;
   });
+  if (!s.ok()) return s;
+  // One statement per session: a zombie whose open transaction still locks
+  // one of its items delays (lock_timeout) only its own reaping.
+  std::vector<std::string> reaped;
+  absl::Status first_error;
+  for (const std::string& id : expired) {
+    s = Guard("reap expired session", [&] {
+      pqxx::work tx(conn);
+      const bool gone =
+          !tx.exec_params(
+                 "DELETE FROM sqlgroup.sessions s USING sqlgroup.groups g "
+                 "WHERE s.id = $1::uuid AND g.name = s.group_name "
+                 "AND s.heartbeated_at <= clock_timestamp() - g.session_ttl "
+                 "RETURNING s.id",
+                 id)
+               .empty();
+      if (gone && notify) Notify(tx, MembershipChanged(group));
+      tx.commit();
+      if (gone) reaped.push_back(id);
+    });
+    if (!s.ok()) {
+      if (absl::IsUnavailable(s)) return s;
+      if (first_error.ok()) first_error = s;
+    }
+  }
+  if (reaped.empty() && !first_error.ok()) return first_error;
+  return reaped;
 }
 
 absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,

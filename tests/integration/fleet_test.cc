@@ -58,7 +58,8 @@ class FleetTest : public ::testing::Test {
     members_[name] = std::make_unique<ChildProcess>(
         std::vector<std::string>{CliPath(), "consume", "--dsn", db_.dsn(),
                                  "--group", "g", "--handler", handler,
-                                 "--workers", "2", "--instance", name},
+                                 "--workers", "2", "--instance", name,
+                                 "--metrics_addr", "127.0.0.1:0"},
         (log_dir_ / (name + ".log")).string());
     return *members_[name];
   }

@@ -1,0 +1,32 @@
+// `sqlgroup postgres`: a private PostgreSQL for development and for test
+// scripts, until SIGINT or SIGTERM. Prints "dsn: ..." on stdout once it
+// accepts connections.
+#include <signal.h>
+
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "cli/flags.h"
+#include "cli/subcommands.h"
+#include "sqlgroup/private_postgres.h"
+#include "status_macros.h"
+
+namespace sqlgroup::cli {
+
+absl::Status RunPostgres(const Args&) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  PrivatePostgresOptions options;
+  options.durable = absl::GetFlag(FLAGS_durable);
+  ASSIGN_OR_RETURN(auto pg, PrivatePostgres::Start(options));
+  std::printf("dsn: %s\n", pg->Dsn().c_str());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  return pg->Stop();
+}
+
+}  // namespace sqlgroup::cli

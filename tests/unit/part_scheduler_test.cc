@@ -1,0 +1,119 @@
+#include "part_scheduler.h"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <time.h>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/time/clock.h"
+
+namespace sqlgroup {
+namespace {
+
+constexpr absl::Duration kLong = absl::Hours(1);
+
+store::ClaimRef Ref(int part, int64_t epoch) {
+  return {"g", "s", part, epoch};
+}
+
+TEST(PartScheduler, OwnedPartsAreServedRoundRobin) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  s.Add(Ref(0, 1), PartRange(0, 2));
+  s.Add(Ref(1, 2), PartRange(1, 2));
+  PartTask a = s.Next();
+  ASSERT_EQ(a.kind, PartTask::Kind::kClaim);
+  EXPECT_EQ(a.ref.part, 0);
+  s.FinishClaim(0, 1, /*found=*/true, a.range.first, false);
+  EXPECT_EQ(s.Next().ref.part, 1);  // part 0 went to the back
+}
+
+TEST(PartScheduler, AReTakenPartIsNeverHandedToASecondWorker) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  s.Add(Ref(3, 1), PartRange(3, 8));
+  const PartTask w1 = s.Next();  // worker 1 on take 1
+  s.Remove(3);                   // dropped at the drain deadline
+  EXPECT_TRUE(s.Busy(3));
+  s.Add(Ref(3, 2), PartRange(3, 8));  // and taken back
+  EXPECT_TRUE(s.ShouldYield(3, 1));
+  std::atomic<bool> got{false};
+  std::thread w2([&] {
+    const PartTask t = s.Next();
+    got = true;
+    EXPECT_EQ(t.ref.epoch, 2);
+    s.FinishClaim(3, 2, false, t.range.first, false);
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(got) << "take 2 handed out while take 1 is still in flight";
+  s.FinishClaim(3, w1.ref.epoch, true, w1.range.first, false);
+  w2.join();
+  EXPECT_TRUE(got);
+}
+
+TEST(PartScheduler, ABatchLeftClaimedIsReleasedBeforeTheNextClaim) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  s.Add(Ref(0, 7), PartRange(0, 1));
+  s.Revoke(0);
+  s.Unrevoke(0);  // the revoke was undone while a batch was in flight
+  const PartTask t = s.Next();
+  s.FinishClaim(0, 7, true, t.range.first, /*release_needed=*/true);
+  EXPECT_TRUE(s.Next().release_first);
+}
+
+TEST(PartScheduler, IdlePartsAreProbedAllTogetherOnAWakeUp) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  for (int p = 0; p < 3; ++p) {
+    s.Add(Ref(p, p + 1), PartRange(p, 3));
+    const PartTask t = s.Next();
+    s.FinishClaim(t.ref.part, t.ref.epoch, /*found=*/false, t.range.first,
+                  false);
+  }
+  s.WakeIdle();
+  const PartTask probe = s.Next();
+  ASSERT_EQ(probe.kind, PartTask::Kind::kProbe);
+  EXPECT_EQ(probe.probe_parts, (std::vector<int>{0, 1, 2}));
+  s.FinishProbe({2});
+  const PartTask next = s.Next();
+  EXPECT_EQ(next.kind, PartTask::Kind::kClaim);
+  EXPECT_EQ(next.ref.part, 2);
+}
+
+TEST(PartScheduler, LagIsMeasuredForEveryOwnedPartWhenDue) {
+  PartScheduler s(kLong, absl::Milliseconds(20));
+  s.Add(Ref(0, 1), PartRange(0, 2));
+  s.Add(Ref(1, 2), PartRange(1, 2));
+  s.Next();  // part 0, in flight
+  s.Next();  // part 1, in flight
+  const PartTask lag = s.Next();  // waits for the interval
+  ASSERT_EQ(lag.kind, PartTask::Kind::kMeasureLag);
+  EXPECT_EQ(lag.probe_parts, (std::vector<int>{0, 1}));
+}
+
+// CPU time a thread has used, read from outside it.
+absl::Duration ThreadCpu(std::thread& t) {
+  clockid_t clock;
+  pthread_getcpuclockid(t.native_handle(), &clock);
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return absl::DurationFromTimespec(ts);
+}
+
+TEST(PartScheduler, AWorkerWithNothingToDoSleepsInsteadOfSpinning) {
+  // Probes would be due every millisecond, but the only part is in flight,
+  // so there is nothing to probe and nothing else to do.
+  PartScheduler s(absl::Milliseconds(1), absl::ZeroDuration());
+  s.Add(Ref(0, 1), PartRange(0, 1));
+  s.Next();
+  std::thread idle([&] { EXPECT_EQ(s.Next().kind, PartTask::Kind::kStop); });
+  absl::SleepFor(absl::Milliseconds(20));
+  const absl::Duration before = ThreadCpu(idle);
+  absl::SleepFor(absl::Milliseconds(300));
+  const absl::Duration used = ThreadCpu(idle) - before;
+  s.Shutdown();
+  idle.join();
+  EXPECT_LT(used, absl::Milliseconds(30));
+}
+
+}  // namespace
+}  // namespace sqlgroup
