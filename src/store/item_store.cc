@@ -35,12 +35,17 @@ constexpr char kClaimSql[] =
 
 // $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch. Deletes only
 // while the claim is this take's and the session is alive by the database
-// clock: a zombie past its TTL cannot ack even before it is reaped.
+// clock: a zombie past its TTL cannot ack even before it is reaped. Rows are
+// found by primary key and the fence is a filter on them (IS NOT DISTINCT
+// FROM is not indexable, on purpose): fenced as equalities, the planner
+// scanned every items_claims entry of the take, dead ones included, which
+// grows with the take's age.
 constexpr char kAck[] = "sqlgroup_ack";
 constexpr char kAckSql[] =
     "DELETE FROM sqlgroup.items WHERE group_name = $1 "
-    "AND id = ANY($2::uuid[]) AND claim_session = $3::uuid "
-    "AND claim_part = $4 AND claim_epoch = $5 "
+    "AND id = ANY($2::uuid[]) "
+    "AND (claim_session, claim_part, claim_epoch) IS NOT DISTINCT FROM "
+    "  ($3::uuid, $4::int, $5::bigint) "
     "AND EXISTS (SELECT 1 FROM sqlgroup.sessions s "
     "  JOIN sqlgroup.groups g ON g.name = s.group_name "
     "  WHERE s.id = $3::uuid "
