@@ -45,7 +45,7 @@ struct MemberMetrics::Families {
         part_owner(prometheus::BuildGauge()
                        .Name("sqlgroup_part_owner")
                        .Help("1 for the member that owns the part now "
-                             "(labels part, instance, session)")
+                             "(labels part, member, session)")
                        .Register(r)),
         lag_items(prometheus::BuildGauge()
                       .Name("sqlgroup_part_lag_items")
@@ -127,7 +127,7 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry,
   if (registry == nullptr) return;
   families_ = std::make_unique<Families>(*registry);
   Families& f = *families_;
-  const prometheus::Labels base = {{"group", group_}, {"instance", instance_}};
+  const prometheus::Labels base = {{"group", group_}, {"member", instance_}};
   auto with = [&](const char* outcome) {
     prometheus::Labels l = base;
     l["outcome"] = outcome;
@@ -233,7 +233,7 @@ void MemberMetrics::RebalanceStarted(const std::string& reason) {
   ++rebalances_;
   if (!families_) return;
   families_->rebalances
-      .Add({{"group", group_}, {"instance", instance_}, {"reason", reason}})
+      .Add({{"group", group_}, {"member", instance_}, {"reason", reason}})
       .Increment();
 }
 
@@ -256,7 +256,7 @@ void MemberMetrics::Owned(const std::string& session,
     owner_session_ = session;
     if (!session.empty()) {
       owned_ = &f.owned_parts.Add(
-          {{"group", group_}, {"instance", instance_}, {"session", session}});
+          {{"group", group_}, {"member", instance_}, {"session", session}});
     }
   }
   if (owned_ != nullptr) owned_->Set(static_cast<double>(parts.size()));
@@ -272,7 +272,7 @@ void MemberMetrics::Owned(const std::string& session,
     if (owner_.count(part)) continue;
     Gauge& g = f.part_owner.Add({{"group", group_},
                                  {"part", absl::StrCat(part)},
-                                 {"instance", instance_},
+                                 {"member", instance_},
                                  {"session", session}});
     g.Set(1);
     owner_[part] = &g;

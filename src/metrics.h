@@ -30,8 +30,9 @@ namespace sqlgroup {
 
 class MemberMetrics {
  public:
-  // `registry` may be null (counters only). `instance` labels this member's
-  // series; every series carries group=`group`.
+  // `registry` may be null (counters only). `instance` (the member's name)
+  // is the `member` label of its series, since Prometheus reserves
+  // `instance` for the scrape target; every series carries group=`group`.
   MemberMetrics(prometheus::Registry* registry, std::string group,
                 std::string instance);
   ~MemberMetrics();
