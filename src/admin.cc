@@ -9,6 +9,7 @@
 #include "store/connection.h"
 #include "store/errors.h"
 #include "store/interval.h"
+#include "store/member_store.h"
 #include "store/migrator.h"
 
 namespace sqlgroup {
@@ -32,27 +33,9 @@ bool ValidGroupName(const std::string& name) {
   return true;
 }
 
-const std::string& GroupColumns() {
-  static const std::string* const kColumns =
-      new std::string(absl::StrCat("name, parts, ", MicrosOf("session_ttl"),
-                                   ", ", MicrosOf("heartbeat_interval")));
-  return *kColumns;
-}
-
-GroupConfig GroupFromRow(const pqxx::row& row) {
-  GroupConfig g;
-  g.name = row[0].as<std::string>();
-  g.parts = row[1].as<int>();
-  g.session_ttl = absl::Microseconds(row[2].as<int64_t>());
-  g.heartbeat_interval = absl::Microseconds(row[3].as<int64_t>());
-  return g;
-}
-
-absl::Status GroupNotFound(const std::string& name) {
-  return absl::NotFoundError(
-      absl::StrCat("consumer group '", name,
-                   "' does not exist; create it with `sqlgroup group create ",
-                   name, " --parts P` (see `sqlgroup group list`)"));
+GroupConfig ConfigOf(const std::string& name,
+                     const store::GroupSettings& settings) {
+  return {name, settings.parts, settings.ttl, settings.heartbeat};
 }
 
 // "{a,b,c}": a PostgreSQL array literal of plain tokens.
@@ -163,17 +146,9 @@ absl::Status Admin::CreateGroup(const GroupConfig& config) {
 
 absl::StatusOr<GroupConfig> Admin::GetGroup(const std::string& name) {
   RETURN_IF_ERROR(CheckSchema());
-  std::optional<GroupConfig> found;
-  RETURN_IF_ERROR(Guard("read group", [&] {
-    pqxx::nontransaction tx(*impl_->conn);
-    const pqxx::result r =
-        tx.exec_params(absl::StrCat("SELECT ", GroupColumns(),
-                                    " FROM sqlgroup.groups WHERE name = $1"),
-                       name);
-    if (!r.empty()) found = GroupFromRow(r[0]);
-  }));
-  if (!found) return GroupNotFound(name);
-  return *found;
+  ASSIGN_OR_RETURN(store::GroupSettings settings,
+                   store::ReadGroup(*impl_->conn, name));
+  return ConfigOf(name, settings);
 }
 
 absl::Status Admin::AlterGroup(
@@ -195,7 +170,7 @@ absl::Status Admin::AlterGroup(
                   .affected_rows() == 1;
     tx.commit();
   }));
-  return updated ? absl::OkStatus() : GroupNotFound(name);
+  return updated ? absl::OkStatus() : store::GroupNotFound(name);
 }
 
 absl::Status Admin::DeleteGroup(const std::string& name) {
@@ -213,21 +188,17 @@ absl::Status Admin::DeleteGroup(const std::string& name) {
             .affected_rows() == 1;
     tx.commit();
   }));
-  return deleted ? absl::OkStatus() : GroupNotFound(name);
+  return deleted ? absl::OkStatus() : store::GroupNotFound(name);
 }
 
 absl::StatusOr<std::vector<GroupConfig>> Admin::ListGroups() {
   RETURN_IF_ERROR(CheckSchema());
-  return GuardOr<std::vector<GroupConfig>>("list groups", [&] {
-    pqxx::nontransaction tx(*impl_->conn);
-    std::vector<GroupConfig> groups;
-    for (const pqxx::row& row :
-         tx.exec(absl::StrCat("SELECT ", GroupColumns(),
-                              " FROM sqlgroup.groups ORDER BY name"))) {
-      groups.push_back(GroupFromRow(row));
-    }
-    return groups;
-  });
+  ASSIGN_OR_RETURN(auto groups, store::ListGroups(*impl_->conn));
+  std::vector<GroupConfig> configs;
+  for (const auto& [name, settings] : groups) {
+    configs.push_back(ConfigOf(name, settings));
+  }
+  return configs;
 }
 
 absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name) {

@@ -8,8 +8,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "metrics.h"
 #include "member_loop.h"
+#include "metrics.h"
 #include "migrations.h"
 #include "part_scheduler.h"
 #include "part_worker.h"
@@ -90,9 +90,9 @@ class Consumer::Impl {
   Impl(ConsumerOptions options, store::GroupSettings settings)
       : options_(std::move(options)),
         settings_(settings),
-        metrics_(options_.metrics, options_.group,
-                 options_.instance.empty() ? DefaultInstance()
-                                           : options_.instance),
+        metrics_(
+            options_.metrics, options_.group,
+            options_.instance.empty() ? DefaultInstance() : options_.instance),
         scheduler_(options_.idle_poll, options_.lag_interval) {
     log_ =
         options_.logger
@@ -121,8 +121,8 @@ class Consumer::Impl {
     member.use_notify = options_.use_notify;
     member.assignor = options_.assignor;
     member.listener = options_.listener;
-    loop_ = std::make_unique<MemberLoop>(member, settings_, scheduler_, metrics_,
-                                         log_);
+    loop_ = std::make_unique<MemberLoop>(member, settings_, scheduler_,
+                                         metrics_, log_);
     WorkerConfig worker;
     worker.dsn = options_.dsn;
     worker.group = options_.group;

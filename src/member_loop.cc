@@ -246,8 +246,8 @@ bool MemberLoop::Join() {
   if (!id.ok()) {
     Handle(id.status());
     if (phase() == Phase::kFailed) return false;
-    SleepUnlessStopped(Backoff(++join_failures_, absl::Milliseconds(100),
-                               absl::Seconds(5)));
+    SleepUnlessStopped(
+        Backoff(++join_failures_, absl::Milliseconds(100), absl::Seconds(5)));
     return true;
   }
   join_failures_ = 0;

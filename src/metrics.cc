@@ -121,8 +121,8 @@ struct MemberMetrics::Families {
   Histogram* ack = nullptr;
 };
 
-MemberMetrics::MemberMetrics(prometheus::Registry* registry,
-                             std::string group, std::string instance)
+MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
+                             std::string instance)
     : group_(std::move(group)), instance_(std::move(instance)) {
   if (registry == nullptr) return;
   families_ = std::make_unique<Families>(*registry);

@@ -67,8 +67,7 @@ class MemberMetrics {
   std::unique_ptr<Families> families_;  // null without a registry
 
   std::atomic<int64_t> claimed_{0}, acked_{0}, failed_{0}, dead_{0},
-      lost_claims_{0}, sessions_lost_{0}, rebalances_{0},
-      last_rebalance_us_{0};
+      lost_claims_{0}, sessions_lost_{0}, rebalances_{0}, last_rebalance_us_{0};
 
   absl::Mutex mu_;
   // Series that come and go with ownership.

@@ -88,8 +88,7 @@ absl::Time PartScheduler::NextTimedTask() const {
   bool any_idle = false;
   for (const auto& [part, e] : parts_) any_idle |= Idle(part, e);
   if (any_idle && !probing_) next = last_probe_ + idle_poll_;
-  if (lag_interval_ > absl::ZeroDuration() && !measuring_ &&
-      !parts_.empty()) {
+  if (lag_interval_ > absl::ZeroDuration() && !measuring_ && !parts_.empty()) {
     next = std::min(next, last_lag_ + lag_interval_);
   }
   return next;

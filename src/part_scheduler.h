@@ -83,8 +83,7 @@ class PartScheduler {
   bool LagDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time NextTimedTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(int part, Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool Idle(int part, const Entry& e) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool Idle(int part, const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration idle_poll_;
   const absl::Duration lag_interval_;

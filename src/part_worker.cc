@@ -134,8 +134,8 @@ void PartWorker::RunMeasureLag(const PartTask& task) {
   // Exact up to this many keys per part, estimated above: at most about
   // 100,000 index entries per measurement, whatever P and the backlog.
   const int cap = std::clamp(
-      100000 / std::max<int>(1, static_cast<int>(task.probe_parts.size())),
-      100, 1000);
+      100000 / std::max<int>(1, static_cast<int>(task.probe_parts.size())), 100,
+      1000);
   auto lag = store::MeasureLag(*conn_, config_.group, task.probe_parts,
                                task.probe_ranges, cap);
   if (!lag.ok()) {
@@ -263,8 +263,8 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     return Outcome::kBroken;
   } catch (const pqxx::sql_error& e) {
     if (IsTransient(e)) {
-      log_->info("part={} epoch={} transient conflict, retrying: {}",
-                 ref.part, ref.epoch, e.what());
+      log_->info("part={} epoch={} transient conflict, retrying: {}", ref.part,
+                 ref.epoch, e.what());
       return Outcome::kRetryLater;
     }
     verdict = store::StatusFromCurrentException("acknowledge");
@@ -291,7 +291,8 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
                ref.part, ref.epoch, items.size(),
                std::string(verdict.message()));
     for (const Item& item : items) {
-      if (scheduler_.ShouldYield(ref.part, ref.epoch)) return Outcome::kRetryLater;
+      if (scheduler_.ShouldYield(ref.part, ref.epoch))
+        return Outcome::kRetryLater;
       const Outcome o = HandleBatch(ref, {item});
       if (o != Outcome::kAcked && o != Outcome::kFailed) return o;
     }

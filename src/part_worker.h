@@ -36,8 +36,7 @@ struct WorkerConfig {
 class PartWorker {
  public:
   PartWorker(int index, WorkerConfig config, PartScheduler& scheduler,
-             MemberMetrics& metrics,
-             std::shared_ptr<spdlog::logger> logger);
+             MemberMetrics& metrics, std::shared_ptr<spdlog::logger> logger);
 
   // The thread body: returns when the scheduler shuts down.
   void Run();

@@ -134,7 +134,9 @@ const std::map<std::string, Command>& Commands() {
       {"postgres",
        {"postgres [--durable]  (a private PostgreSQL until SIGINT/SIGTERM; "
         "prints its DSN)",
-        {"durable"}, 0, RunPostgres}},
+        {"durable"},
+        0,
+        RunPostgres}},
   };
   return *kCommands;
 }

@@ -1,9 +1,9 @@
 // `sqlgroup consume`: one member, until SIGINT or SIGTERM (graceful).
+#include <prometheus/exposer.h>
+#include <prometheus/registry.h>
 #include <signal.h>
 
 #include <cstdio>
-#include <prometheus/exposer.h>
-#include <prometheus/registry.h>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"

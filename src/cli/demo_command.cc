@@ -164,10 +164,9 @@ class Demo {
     log_dir_ = absl::StrCat(pg_->data_dir(), "/../demo-logs");
     std::filesystem::create_directories(log_dir_);
     fleet_ = std::make_unique<Fleet>(
-        std::vector<std::string>{"--dsn=" + dsn_, "--group=demo",
-                                 "--handler=count", "--workers=2",
-                                 "--metrics_addr=127.0.0.1:0",
-                                 "--log_level=info"},
+        std::vector<std::string>{
+            "--dsn=" + dsn_, "--group=demo", "--handler=count", "--workers=2",
+            "--metrics_addr=127.0.0.1:0", "--log_level=info"},
         log_dir_);
     start_ = absl::Now();
     std::thread producer(ProduceUntil, dsn_, std::cref(stop_producing_),

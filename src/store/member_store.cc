@@ -30,13 +30,6 @@ GroupSettings SettingsFrom(const pqxx::row& row, int first) {
   return s;
 }
 
-absl::Status NoSuchGroup(const std::string& group) {
-  return absl::NotFoundError(
-      absl::StrCat("consumer group '", group,
-                   "' does not exist; create it with `sqlgroup group create ",
-                   group, " --parts P`"));
-}
-
 void Notify(pqxx::work& tx, const std::string& payload) {
   tx.exec_params("SELECT pg_notify($1, $2)", kChannel, payload);
 }
@@ -48,6 +41,28 @@ std::string MembershipChanged(const std::string& group) {
 }
 std::string ItemsArrived(const std::string& group) {
   return absl::StrCat("items:", group);
+}
+
+absl::Status GroupNotFound(const std::string& group) {
+  return absl::NotFoundError(
+      absl::StrCat("consumer group '", group,
+                   "' does not exist; create it with `sqlgroup group create ",
+                   group, " --parts P` (see `sqlgroup group list`)"));
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, GroupSettings>>> ListGroups(
+    pqxx::connection& conn) {
+  using Groups = std::vector<std::pair<std::string, GroupSettings>>;
+  return GuardOr<Groups>("list groups", [&] {
+    pqxx::nontransaction tx(conn);
+    Groups groups;
+    for (const pqxx::row& row :
+         tx.exec(absl::StrCat("SELECT g.name, ", SettingsColumns(),
+                              " FROM sqlgroup.groups g ORDER BY g.name"))) {
+      groups.emplace_back(row[0].as<std::string>(), SettingsFrom(row, 1));
+    }
+    return groups;
+  });
 }
 
 std::string IntArray(const std::vector<int>& values) {
@@ -66,7 +81,7 @@ absl::StatusOr<GroupSettings> ReadGroup(pqxx::connection& conn,
     if (!r.empty()) found = SettingsFrom(r[0], 0);
   });
   if (!s.ok()) return s;
-  if (!found) return NoSuchGroup(group);
+  if (!found) return GroupNotFound(group);
   return *found;
 }
 
@@ -88,7 +103,7 @@ absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
     tx.commit();
   });
   if (!s.ok()) return s;
-  if (id.empty()) return NoSuchGroup(group);
+  if (id.empty()) return GroupNotFound(group);
   return id;
 }
 
@@ -185,7 +200,7 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
     tx.commit();
   });
   if (!s.ok()) return s;
-  if (!view) return NoSuchGroup(group);
+  if (!view) return GroupNotFound(group);
   return *view;
 }
 

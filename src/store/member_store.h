@@ -9,6 +9,7 @@
 #include <optional>
 #include <pqxx/connection>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -49,6 +50,13 @@ inline constexpr char kChannel[] = "sqlgroup";
 // NOT_FOUND when the group does not exist.
 absl::StatusOr<GroupSettings> ReadGroup(pqxx::connection& conn,
                                         const std::string& group);
+
+// Every group, by name.
+absl::StatusOr<std::vector<std::pair<std::string, GroupSettings>>> ListGroups(
+    pqxx::connection& conn);
+
+// NOT_FOUND for `group`, saying how to create one.
+absl::Status GroupNotFound(const std::string& group);
 
 // Inserts a session (database clock) and announces it. NOT_FOUND when the
 // group does not exist.

@@ -89,6 +89,13 @@ class ConsumerTest : public ::testing::Test {
     ASSERT_TRUE((*p)->Enqueue(items).ok());
   }
 
+  // Every item acknowledged or dead-lettered within `timeout`.
+  bool Drained(absl::Duration timeout) {
+    return WaitFor(
+        [&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+        timeout);
+  }
+
   int64_t Count(const std::string& sql) {
     pqxx::nontransaction tx(*conn_);
     return tx.exec1(sql)[0].as<int64_t>();
@@ -154,9 +161,7 @@ TEST_F(ConsumerTest, EveryItemIsAcknowledgedExactlyOnceInItsOwnPart) {
   Produce("g", 3000);
   auto a = Start(Options("g", Recorder("g")));
   auto b = Start(Options("g", Recorder("g")));
-  ASSERT_TRUE(
-      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-              absl::Seconds(60)));
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 3000);
   EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM results"), 3000);
   // The part handed to the handler is the one whose range holds the id.
@@ -258,9 +263,7 @@ TEST_F(ConsumerTest, AThrowingHandlerIsAFailureNotACrash) {
     if (calls.fetch_add(1) == 0) throw std::runtime_error("kaput");
     return absl::OkStatus();
   }));
-  ASSERT_TRUE(
-      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-              absl::Seconds(10)));
+  ASSERT_TRUE(Drained(absl::Seconds(10)));
   EXPECT_EQ(calls.load(), 2);
   EXPECT_EQ(a->stats().failed, 1);
   EXPECT_EQ(a->stats().acked, 1);
@@ -296,9 +299,7 @@ TEST_F(ConsumerTest, AZombieWhoseSessionExpiredCannotAcknowledge) {
   // session and processes the item under it, exactly once.
   ASSERT_TRUE(
       WaitFor([&] { return a->stats().lost_claims == 1; }, absl::Seconds(10)));
-  ASSERT_TRUE(
-      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-              absl::Seconds(15)));
+  ASSERT_TRUE(Drained(absl::Seconds(15)));
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
   EXPECT_GE(a->stats().sessions_lost, 1);
   EXPECT_EQ(calls.load(), 2);
@@ -322,9 +323,7 @@ TEST_F(ConsumerTest, TheBatchHandlerAcknowledgesManyItemsInOneTransaction) {
   };
   options.claim_batch = 100;
   auto a = Start(std::move(options));
-  ASSERT_TRUE(
-      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-              absl::Seconds(30)));
+  ASSERT_TRUE(Drained(absl::Seconds(30)));
   EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM results"), 1000);
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 1000);
   EXPECT_LT(batches.load(), 100);  // ~10 per part, not 1000
@@ -337,9 +336,7 @@ TEST_F(ConsumerTest, TwoGroupsNeverSeeEachOthersItemsOrSessions) {
   Produce("g2", 200);
   auto a = Start(Options("g1", Recorder("g1")));
   auto b = Start(Options("g2", Recorder("g2")));
-  ASSERT_TRUE(
-      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
-              absl::Seconds(30)));
+  ASSERT_TRUE(Drained(absl::Seconds(30)));
   EXPECT_EQ(Count("SELECT count(*) FROM results WHERE grp = 'g1'"), 300);
   EXPECT_EQ(Count("SELECT count(*) FROM results WHERE grp = 'g2'"), 200);
   EXPECT_EQ(a->stats().acked, 300);

@@ -14,9 +14,7 @@ namespace {
 
 constexpr absl::Duration kLong = absl::Hours(1);
 
-store::ClaimRef Ref(int part, int64_t epoch) {
-  return {"g", "s", part, epoch};
-}
+store::ClaimRef Ref(int part, int64_t epoch) { return {"g", "s", part, epoch}; }
 
 TEST(PartScheduler, OwnedPartsAreServedRoundRobin) {
   PartScheduler s(kLong, absl::ZeroDuration());
@@ -83,8 +81,8 @@ TEST(PartScheduler, LagIsMeasuredForEveryOwnedPartWhenDue) {
   PartScheduler s(kLong, absl::Milliseconds(20));
   s.Add(Ref(0, 1), PartRange(0, 2));
   s.Add(Ref(1, 2), PartRange(1, 2));
-  s.Next();  // part 0, in flight
-  s.Next();  // part 1, in flight
+  s.Next();                       // part 0, in flight
+  s.Next();                       // part 1, in flight
   const PartTask lag = s.Next();  // waits for the interval
   ASSERT_EQ(lag.kind, PartTask::Kind::kMeasureLag);
   EXPECT_EQ(lag.probe_parts, (std::vector<int>{0, 1}));
