@@ -68,9 +68,13 @@ absl::Status RunConsume(const Args&) {
   if (spec.kind == HandlerSpec::Kind::kCount) {
     RETURN_IF_ERROR(EnsureDemoTables(options.dsn));
   }
+  // The consumer is checked (schema, group) before the port is taken, so a
+  // wrong database is reported as such.
   auto registry = std::make_shared<prometheus::Registry>();
-  std::unique_ptr<prometheus::Exposer> exposer;
   const std::string addr = absl::GetFlag(FLAGS_metrics_addr);
+  if (!addr.empty()) options.metrics = registry.get();
+  ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(options)));
+  std::unique_ptr<prometheus::Exposer> exposer;
   if (!addr.empty()) {
     try {
       exposer = std::make_unique<prometheus::Exposer>(addr);
@@ -85,9 +89,7 @@ absl::Status RunConsume(const Args&) {
     for (int port : exposer->GetListeningPorts()) {
       CliLogger()->info("metrics on http://{}:{}/metrics", host, port);
     }
-    options.metrics = registry.get();
   }
-  ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(options)));
   RETURN_IF_ERROR(consumer->Start());
   CliLogger()->info("consuming group={} handler={} (SIGINT/SIGTERM stops)",
                     absl::GetFlag(FLAGS_group), absl::GetFlag(FLAGS_handler));

@@ -26,6 +26,7 @@ struct BadInput {
 
 TEST(Cli, BadCommandLinesFailWithAClearMessage) {
   TestDatabase db;
+  TestDatabase unmigrated;
   ASSERT_EQ(RunCli({"migrate", "--dsn", db.dsn()}).exit_code, 0);
   const BadInput cases[] = {
       {{}, 2, "no command given"},
@@ -56,6 +57,22 @@ TEST(Cli, BadCommandLinesFailWithAClearMessage) {
        1,
        "migrations folder '/no/such/dir' does not exist"},
       {{"group", "list", "--log_level", "loud"}, 2, "--log_level=loud"},
+      {{"consume", "--group", "g", "--dsn", unmigrated.dsn()}, 1,
+       "no sqlgroup schema: run `sqlgroup migrate`"},
+      {{"group", "list", "--dsn", unmigrated.dsn()}, 1,
+       "run `sqlgroup migrate`"},
+      {{"consume", "--dsn", db.dsn()}, 2, "--group is required"},
+      {{"consume", "--group", "g", "--handler", "explode", "--dsn", db.dsn()},
+       2, "--handler=explode: unknown handler"},
+      {{"consume", "--group", "nope", "--metrics_addr", "", "--dsn",
+        db.dsn()},
+       1, "consumer group 'nope' does not exist"},
+      {{"consume", "--group", "g", "--metrics_addr", "256.1.1.1:99999",
+        "--dsn", db.dsn()},
+       1, "cannot serve metrics on 256.1.1.1:99999"},
+      {{"produce", "--group", "g", "--count", "-1", "--dsn", db.dsn()}, 2,
+       "must not be negative"},
+      {{"demo", "--duration", "1s"}, 2, "--duration must be at least 10s"},
   };
   for (const BadInput& c : cases) {
     const auto r = RunCli(c.args);
