@@ -135,10 +135,12 @@ void MemberLoop::Run() {
     }
     if (absl::Now() >= next_heartbeat_) HeartbeatAndReap();
     if (!conn_ || session_.empty()) continue;
+    if (absl::Now() >= next_reap_) Reap(/*timed=*/true);
+    if (!conn_ || session_.empty()) continue;
     if (rebalance_now_ || absl::Now() >= next_rebalance_) Rebalance();
     if (!conn_ || session_.empty()) continue;
     FinishDrains(false);
-    absl::Time until = std::min(next_heartbeat_, next_rebalance_);
+    absl::Time until = std::min({next_heartbeat_, next_rebalance_, next_reap_});
     if (!revoking_.empty()) until = std::min(until, absl::Now() + kDrainCheck);
     WaitForWork(until);
   }
@@ -283,6 +285,11 @@ void MemberLoop::HeartbeatAndReap() {
   last_heartbeat_ok_ = start;
   metrics_.Heartbeat(absl::Now() - start);
   next_heartbeat_ = start + settings_.heartbeat;
+  Reap(/*timed=*/false);
+}
+
+void MemberLoop::Reap(bool timed) {
+  next_reap_ = absl::InfiniteFuture();  // the next rebalance sets it again
   auto reaped = store::ReapExpired(*conn_, config_.group, config_.use_notify);
   if (!reaped.ok()) {
     Handle(reaped.status());
@@ -292,8 +299,10 @@ void MemberLoop::HeartbeatAndReap() {
     log_->info("group={} session={} reaped expired session(s) {}",
                config_.group, session_, absl::StrJoin(*reaped, ","));
     reaped_since_rebalance_ = true;
-    rebalance_now_ = true;
   }
+  // After a timed reap, re-read the members either way: someone was reaped,
+  // or heartbeated just in time, which moves the next expiry.
+  if (timed || !reaped->empty()) rebalance_now_ = true;
 }
 
 // Why the target changed: this member rejoined after losing its session,
@@ -324,6 +333,12 @@ void MemberLoop::Rebalance() {
     return;
   }
   settings_ = view->settings;
+  for (size_t i = 0; i < view->live_sessions.size(); ++i) {
+    if (view->live_sessions[i] == session_) continue;
+    // A little past the expiry, so the reap's clock agrees it is expired.
+    next_reap_ =
+        std::min(next_reap_, now + view->expires_in[i] + absl::Milliseconds(5));
+  }
   const Assignment assignment =
       config_.assignor->Assign(view->live_sessions, settings_.parts);
   const RebalancePlan plan =

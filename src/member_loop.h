@@ -73,6 +73,9 @@ class MemberLoop {
   // Returns false when the loop must end (fatal error).
   bool Join();
   void HeartbeatAndReap();
+  // Deletes expired sessions of the group; `timed` when called because
+  // another member's expiry fell due.
+  void Reap(bool timed);
   void Rebalance();
   std::string RebalanceReason(const std::vector<std::string>& live) const;
   void FinishDrains(bool force);
@@ -109,6 +112,9 @@ class MemberLoop {
   std::optional<absl::Time> rebalance_started_;
   absl::Time next_heartbeat_;
   absl::Time next_rebalance_;
+  // When the next other member expires unless it heartbeats: reaping right
+  // then moves a dead member's parts after the TTL, not a heartbeat later.
+  absl::Time next_reap_ = absl::InfiniteFuture();
   bool rebalance_now_ = true;
 
   mutable absl::Mutex mu_;

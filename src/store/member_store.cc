@@ -183,12 +183,16 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
     view.emplace();
     view->settings = SettingsFrom(g[0], 0);
     for (const pqxx::row& row : tx.exec_params(
-             absl::StrCat("SELECT s.id::text FROM sqlgroup.sessions s "
+             absl::StrCat("SELECT s.id::text, ",
+                          MicrosOf("s.heartbeated_at + g.session_ttl - "
+                                   "clock_timestamp()"),
+                          " FROM sqlgroup.sessions s "
                           "JOIN sqlgroup.groups g ON g.name = s.group_name "
                           "WHERE s.group_name = $1 AND ",
                           kAlive, " ORDER BY s.id"),
              group)) {
       view->live_sessions.push_back(row[0].as<std::string>());
+      view->expires_in.push_back(absl::Microseconds(row[1].as<int64_t>()));
     }
     for (const pqxx::row& row : tx.exec_params(
              "SELECT part, session_id::text, epoch FROM sqlgroup.session_parts "

@@ -33,6 +33,9 @@ struct Owner {
 struct GroupView {
   GroupSettings settings;
   std::vector<std::string> live_sessions;
+  // For each live session (same order): how long until it expires unless
+  // it heartbeats, by the database clock.
+  std::vector<absl::Duration> expires_in;
   std::vector<Owner> owners;
 };
 

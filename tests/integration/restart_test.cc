@@ -44,8 +44,8 @@ TEST(DatabaseRestart, MembersReconnectAndEveryItemIsAcknowledgedOnce) {
                     "--heartbeat", "400ms", "--dsn", dsn})
                 .exit_code,
             0);
-  ASSERT_EQ(RunCli({"produce", "--dsn", dsn, "--group", "g", "--count",
-                    "3000", "--keys", "50"})
+  ASSERT_EQ(RunCli({"produce", "--dsn", dsn, "--group", "g", "--count", "3000",
+                    "--keys", "50"})
                 .exit_code,
             0);
   const std::filesystem::path logs =
@@ -54,16 +54,16 @@ TEST(DatabaseRestart, MembersReconnectAndEveryItemIsAcknowledgedOnce) {
   std::vector<std::unique_ptr<ChildProcess>> members;
   for (const char* name : {"m1", "m2"}) {
     members.push_back(std::make_unique<ChildProcess>(
-        std::vector<std::string>{CliPath(), "consume", "--dsn", dsn,
-                                 "--group", "g", "--handler", "count:2ms",
-                                 "--workers", "2", "--instance", name,
-                                 "--metrics_addr", ""},
+        std::vector<std::string>{CliPath(), "consume", "--dsn", dsn, "--group",
+                                 "g", "--handler", "count:2ms", "--workers",
+                                 "2", "--instance", name, "--metrics_addr", ""},
         (logs / (std::string(name) + ".log")).string()));
   }
   ASSERT_TRUE(WaitFor(
       [&] {
-        return Count(dsn, "SELECT coalesce(sum(n), 0) FROM "
-                          "sqlgroup_demo.counters") > 300;
+        return Count(dsn,
+                     "SELECT coalesce(sum(n), 0) FROM "
+                     "sqlgroup_demo.counters") > 300;
       },
       absl::Seconds(30)));
   ASSERT_TRUE((*pg)->Restart(/*immediate=*/true).ok());
