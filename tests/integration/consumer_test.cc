@@ -376,5 +376,72 @@ TEST_F(ConsumerTest, DeletingTheGroupStopsItsMembersWithAClearError) {
   EXPECT_THAT(s.message(), HasSubstr("does not exist"));
 }
 
+TEST_F(ConsumerTest, AMemberOwningManyPartsStaysWithinItsConnectionBound) {
+  CreateGroup("g", 256);
+  auto options = Options("g", Recorder("g"));
+  options.workers = 3;
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(WaitFor([&] { return a->owned_parts().size() == 256; },
+                      absl::Seconds(15)));
+  Produce("g", 3000);
+  // One control connection and one per worker, however many parts.
+  int64_t most = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        most = std::max(most, Count("SELECT count(*) FROM pg_stat_activity "
+                                    "WHERE datname = current_database() "
+                                    "AND (application_name = "
+                                    "'sqlgroup-control' OR application_name "
+                                    "LIKE 'sqlgroup-worker-%')"));
+        return Count("SELECT count(*) FROM sqlgroup.items") == 0;
+      },
+      absl::Seconds(60)));
+  std::printf("256 parts, 3 workers: at most %lld connections\n",
+              static_cast<long long>(most));
+  EXPECT_LE(most, 1 + 3);
+  EXPECT_GE(most, 2);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM results"), 3000);
+}
+
+TEST_F(ConsumerTest, APartWithAHugeBacklogDoesNotStarveTheOthers) {
+  CreateGroup("g", 4);
+  {
+    // 4000 items in part 0 (keys 0x0..., below 0x4000...), then one in each
+    // of parts 1, 2 and 3.
+    pqxx::work tx(*conn_);
+    tx.exec(
+        "INSERT INTO sqlgroup.items (group_name, id) SELECT 'g', "
+        "('0' || substr(gen_random_uuid()::text, 2))::uuid "
+        "FROM generate_series(1, 4000)");
+    tx.exec(
+        "INSERT INTO sqlgroup.items (group_name, id) VALUES "
+        "('g', '50000000-0000-4000-8000-000000000000'), "
+        "('g', 'a0000000-0000-4000-8000-000000000000'), "
+        "('g', 'e0000000-0000-4000-8000-000000000000')");
+    tx.commit();
+  }
+  auto options = Options("g", [](const Item& item, AckTransaction& ack) {
+    absl::SleepFor(absl::Milliseconds(1));
+    ack.work().exec_params(
+        "INSERT INTO results (id, part) VALUES ($1::uuid, $2)", item.id,
+        item.part);
+    return absl::OkStatus();
+  });
+  options.workers = 1;  // one worker for all four parts
+  options.claim_batch = 20;
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM results WHERE part > 0") == 3; },
+      absl::Seconds(30)));
+  const int64_t part0_done =
+      Count("SELECT count(*) FROM results WHERE part = 0");
+  std::printf("the three small parts were done after %lld of part 0's 4000\n",
+              static_cast<long long>(part0_done));
+  // Round-robin: each small part waits for at most a batch or two of the
+  // big one, not for its whole backlog.
+  EXPECT_LT(part0_done, 200);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+}
+
 }  // namespace
 }  // namespace sqlgroup
