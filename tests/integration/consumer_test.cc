@@ -9,6 +9,7 @@
 #include <atomic>
 #include <map>
 #include <pqxx/pqxx>
+#include <set>
 
 #include "absl/synchronization/notification.h"
 #include "keyspace.h"
@@ -374,6 +375,67 @@ TEST_F(ConsumerTest, DeletingTheGroupStopsItsMembersWithAClearError) {
   const absl::Status s = a->Stop();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(s.message(), HasSubstr("does not exist"));
+}
+
+// Records every callback, for the listener test.
+class RecordingListener : public RebalanceListener {
+ public:
+  void OnPartsAssigned(const std::vector<int>& parts) override {
+    Add(assigned_, parts);
+  }
+  void OnPartsRevoked(const std::vector<int>& parts) override {
+    Add(revoked_, parts);
+  }
+  void OnPartsLost(const std::vector<int>& parts) override {
+    Add(lost_, parts);
+  }
+  std::set<int> assigned() { return Get(assigned_); }
+  std::set<int> revoked() { return Get(revoked_); }
+  std::set<int> lost() { return Get(lost_); }
+
+ private:
+  void Add(std::set<int>& to, const std::vector<int>& parts) {
+    absl::MutexLock lock(&mu_);
+    to.insert(parts.begin(), parts.end());
+  }
+  std::set<int> Get(const std::set<int>& from) {
+    absl::MutexLock lock(&mu_);
+    return from;
+  }
+  absl::Mutex mu_;
+  std::set<int> assigned_, revoked_, lost_;
+};
+
+TEST_F(ConsumerTest, TheListenerHearsOfAssignedRevokedAndLostParts) {
+  CreateGroup("g", 8);
+  RecordingListener heard;
+  auto options = Options("g", Recorder("g"));
+  options.listener = &heard;
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(
+      WaitFor([&] { return heard.assigned().size() == 8; }, absl::Seconds(10)));
+  auto b = Start(Options("g", Recorder("g")));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return OwnedAsTargeted("g", 8, {a.get(), b.get()});
+      },
+      absl::Seconds(10)));
+  const std::vector<int> moved = b->owned_parts();
+  EXPECT_EQ(heard.revoked(), std::set<int>(moved.begin(), moved.end()));
+  EXPECT_TRUE(heard.lost().empty());
+  const std::vector<int> kept = a->owned_parts();
+  {
+    pqxx::work tx(*conn_);
+    tx.exec_params(
+        "UPDATE sqlgroup.sessions SET heartbeated_at = "
+        "heartbeated_at - interval '1 hour' WHERE id = $1::uuid",
+        a->session_id());
+    tx.commit();
+  }
+  ASSERT_TRUE(
+      WaitFor([&] { return !heard.lost().empty(); }, absl::Seconds(10)));
+  EXPECT_EQ(heard.lost(), std::set<int>(kept.begin(), kept.end()));
+  EXPECT_GE(a->stats().sessions_lost, 1);
 }
 
 TEST_F(ConsumerTest, AMemberOwningManyPartsStaysWithinItsConnectionBound) {
