@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -76,11 +77,15 @@ const char* StateName(Consumer::State state) {
 
 namespace {
 
-// host:pid, when no instance name is given.
+// host:pid when no instance name is given; host:pid/N for the second and
+// later consumers of one process, so their metric series stay apart.
 std::string DefaultInstance() {
+  static std::atomic<int> created{0};
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
-  return absl::StrCat(host, ":", getpid());
+  const int n = created.fetch_add(1);
+  return n == 0 ? absl::StrCat(host, ":", getpid())
+                : absl::StrCat(host, ":", getpid(), "/", n + 1);
 }
 
 }  // namespace

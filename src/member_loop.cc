@@ -289,8 +289,12 @@ void MemberLoop::HeartbeatAndReap() {
 }
 
 void MemberLoop::Reap(bool timed) {
-  next_reap_ = absl::InfiniteFuture();  // the next rebalance sets it again
-  auto reaped = store::ReapExpired(*conn_, config_.group, config_.use_notify);
+  // Only the timer's own firing clears it; the next view sets it again.
+  if (timed) next_reap_ = absl::InfiniteFuture();
+  // Stop at the next heartbeat: several reaps blocked by zombies' locks
+  // must not cost this member its own session.
+  auto reaped = store::ReapExpired(*conn_, config_.group, config_.use_notify,
+                                   next_heartbeat_);
   if (!reaped.ok()) {
     Handle(reaped.status());
     return;
@@ -333,9 +337,11 @@ void MemberLoop::Rebalance() {
     return;
   }
   settings_ = view->settings;
+  // Reap the next member to expire right when it does (a little past, so
+  // the reap's clock agrees), or now if some already has.
+  next_reap_ = view->expired_sessions > 0 ? now : absl::InfiniteFuture();
   for (size_t i = 0; i < view->live_sessions.size(); ++i) {
     if (view->live_sessions[i] == session_) continue;
-    // A little past the expiry, so the reap's clock agrees it is expired.
     next_reap_ =
         std::min(next_reap_, now + view->expires_in[i] + absl::Milliseconds(5));
   }

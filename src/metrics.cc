@@ -49,9 +49,10 @@ struct MemberMetrics::Families {
                        .Register(r)),
         lag_items(prometheus::BuildGauge()
                       .Name("sqlgroup_part_lag_items")
-                      .Help("Items waiting in the part (not yet "
-                            "acknowledged), reported by its owner; exact up "
-                            "to 10000, estimated from key density above")
+                      .Help("Items in the part not yet acknowledged, "
+                            "reported by its owner; exact up to a cap of "
+                            "100..1000 per part, estimated from key density "
+                            "above it")
                       .Register(r)),
         lag_age(prometheus::BuildGauge()
                     .Name("sqlgroup_part_oldest_item_age_seconds")
@@ -62,7 +63,9 @@ struct MemberMetrics::Families {
                   .Name("sqlgroup_items_total")
                   .Help("Items by outcome: claimed, acked, failed (handler "
                         "failures), retried, dead_lettered, lost_claim "
-                        "(acks refused by the fence)")
+                        "(acks refused by the fence), conflict (released "
+                        "after a serialization failure, deadlock or lock "
+                        "timeout)")
                   .Register(r)),
         rebalances(prometheus::BuildCounter()
                        .Name("sqlgroup_rebalances_total")
@@ -114,6 +117,7 @@ struct MemberMetrics::Families {
   Counter* retried = nullptr;
   Counter* dead = nullptr;
   Counter* lost = nullptr;
+  Counter* conflict = nullptr;
   Counter* sessions_lost_counter = nullptr;
   Histogram* rebalance = nullptr;
   Histogram* heartbeat = nullptr;
@@ -140,6 +144,7 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
   f.retried = &f.items.Add(with("retried"));
   f.dead = &f.items.Add(with("dead_lettered"));
   f.lost = &f.items.Add(with("lost_claim"));
+  f.conflict = &f.items.Add(with("conflict"));
   f.sessions_lost_counter = &f.sessions_lost.Add(base);
   f.rebalance = &f.rebalance_seconds.Add(base, RebalanceBuckets());
   f.heartbeat = &f.heartbeat_seconds.Add(base, LatencyBuckets());
@@ -188,6 +193,10 @@ void MemberMetrics::Retried() {
   if (families_) families_->retried->Increment();
 }
 
+void MemberMetrics::Conflicted() {
+  if (families_) families_->conflict->Increment();
+}
+
 void MemberMetrics::DeadLettered() {
   ++dead_;
   if (families_) families_->dead->Increment();
@@ -204,8 +213,10 @@ void MemberMetrics::PartLag(int part, int64_t items, absl::Duration oldest) {
   auto it = lag_.find(part);
   if (it == lag_.end()) {
     if (!owner_.count(part)) return;  // dropped meanwhile
-    const prometheus::Labels l = {{"group", group_},
-                                  {"part", absl::StrCat(part)}};
+    // Labelled by member too: two consumers in one process may share a
+    // registry, and a series one of them removes must not be the other's.
+    const prometheus::Labels l = {
+        {"group", group_}, {"part", absl::StrCat(part)}, {"member", instance_}};
     it = lag_.emplace(part, std::make_pair(&families_->lag_items.Add(l),
                                            &families_->lag_age.Add(l)))
              .first;

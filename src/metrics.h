@@ -42,6 +42,8 @@ class MemberMetrics {
   void Acked(int64_t items, absl::Duration took);
   void Failed();
   void Retried();
+  // Released after a serialization failure, deadlock or lock timeout.
+  void Conflicted();
   void DeadLettered();
   void LostClaims(int64_t items);
   // The lag of one owned part; `oldest` is the age of its oldest item.

@@ -251,9 +251,7 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     Disconnect(absl::UnavailableError("connection lost during ack"));
     return Outcome::kBroken;
   } catch (const pqxx::transaction_rollback& e) {
-    log_->info("part={} epoch={} transient conflict, retrying: {}", ref.part,
-               ref.epoch, e.what());
-    return Outcome::kRetryLater;
+    return Conflict(ref, items, e.what());
   } catch (const pqxx::in_doubt_error& e) {
     // The commit may or may not have happened; the claims stay until the
     // take is released, so the item is never lost or acked twice.
@@ -262,11 +260,7 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     Disconnect(absl::UnknownError("commit in doubt"));
     return Outcome::kBroken;
   } catch (const pqxx::sql_error& e) {
-    if (IsTransient(e)) {
-      log_->info("part={} epoch={} transient conflict, retrying: {}", ref.part,
-                 ref.epoch, e.what());
-      return Outcome::kRetryLater;
-    }
+    if (IsTransient(e)) return Conflict(ref, items, e.what());
     verdict = store::StatusFromCurrentException("acknowledge");
   } catch (...) {
     verdict = store::StatusFromCurrentException("acknowledge");
@@ -301,6 +295,32 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   return Fail(ref, items.front(), std::string(verdict.message()));
 }
 
+PartWorker::Outcome PartWorker::Conflict(const store::ClaimRef& ref,
+                                         const std::vector<Item>& items,
+                                         const std::string& error) {
+  // Runs after the acknowledging transaction has rolled back. The items go
+  // back with a short backoff, so a conflict that persists does not spin;
+  // no attempt is counted, the items did nothing wrong.
+  log_->info(
+      "part={} epoch={} transient conflict on {} item(s), retrying "
+      "after a backoff: {}",
+      ref.part, ref.epoch, items.size(), error);
+  for (const Item& item : items) {
+    metrics_.Conflicted();
+    auto released = store::ReleaseForRetry(
+        *conn_, ref, item.id, error,
+        Backoff(1, config_.backoff_initial, config_.backoff_max),
+        /*count_attempt=*/false);
+    if (!released.ok()) {
+      if (absl::IsUnavailable(released.status())) {
+        Disconnect(released.status());
+      }
+      return Outcome::kBroken;  // ReleaseAll runs before the next claim
+    }
+  }
+  return Outcome::kFailed;
+}
+
 PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
                                      const Item& item,
                                      const std::string& error) {
@@ -311,7 +331,8 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
            : store::ReleaseForRetry(
                  *conn_, ref, item.id, error,
                  Backoff(item.attempt, config_.backoff_initial,
-                         config_.backoff_max));
+                         config_.backoff_max),
+                 /*count_attempt=*/true);
   if (!done.ok()) {
     if (absl::IsUnavailable(done.status())) {
       Disconnect(done.status());

@@ -56,6 +56,10 @@ class PartWorker {
   Outcome HandleOne(const store::ClaimRef& ref, const Item& item);
   Outcome HandleBatch(const store::ClaimRef& ref,
                       const std::vector<Item>& items);
+  // A serialization failure, deadlock or lock timeout: release `items` with
+  // a backoff, counting no attempt.
+  Outcome Conflict(const store::ClaimRef& ref, const std::vector<Item>& items,
+                   const std::string& error);
   // The handler failed on `item`: retry later or dead-letter.
   Outcome Fail(const store::ClaimRef& ref, const Item& item,
                const std::string& error);

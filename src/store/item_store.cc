@@ -51,11 +51,12 @@ constexpr char kAckSql[] =
     "  WHERE s.id = $3::uuid "
     "  AND s.heartbeated_at > clock_timestamp() - g.session_ttl)";
 
-// $1 group, $2 id, $3 session, $4 part, $5 epoch, $6 error, $7 backoff.
+// $1 group, $2 id, $3 session, $4 part, $5 epoch, $6 error, $7 backoff,
+// $8 attempts to add (0 or 1).
 constexpr char kRelease[] = "sqlgroup_release";
 constexpr char kReleaseSql[] =
     "UPDATE sqlgroup.items SET claim_session = NULL, claim_part = NULL, "
-    "  claim_epoch = NULL, claimed_at = NULL, attempts = attempts + 1, "
+    "  claim_epoch = NULL, claimed_at = NULL, attempts = attempts + $8, "
     "  last_error = $6, not_before = clock_timestamp() + $7::interval "
     "WHERE group_name = $1 AND id = $2::uuid AND claim_session = $3::uuid "
     "AND claim_part = $4 AND claim_epoch = $5";
@@ -109,15 +110,14 @@ constexpr char kLagSql[] =
     "  FROM sqlgroup.items i WHERE i.group_name = $1 "
     "  AND i.id BETWEEN b.lo AND b.hi ORDER BY i.id LIMIT $5) s) c";
 
-// $1 group, $2 parts, $3 first keys, $4 last keys. For parts past the cap:
-// the oldest waiting item, found in items_waiting_since (time order).
-constexpr char kLagOldest[] = "sqlgroup_lag_oldest";
-constexpr char kLagOldestSql[] =
-    "SELECT b.part, coalesce((SELECT (extract(epoch from clock_timestamp() "
-    "  - i.enqueued_at) * 1000000)::bigint FROM sqlgroup.items i "
-    "  WHERE i.group_name = $1 AND i.claim_session IS NULL "
-    "  AND i.id BETWEEN b.lo AND b.hi ORDER BY i.enqueued_at LIMIT 1), 0) "
-    "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) AS b(part, lo, hi)";
+// $1 group, $2 limit. The group's oldest waiting items, in time order from
+// items_waiting_since: a bounded read that finds the oldest item of every
+// part whose backlog reaches back that far.
+constexpr char kOldestWaiting[] = "sqlgroup_oldest_waiting";
+constexpr char kOldestWaitingSql[] =
+    "SELECT id::text, (extract(epoch from clock_timestamp() - enqueued_at) "
+    "  * 1000000)::bigint FROM sqlgroup.items WHERE group_name = $1 "
+    "AND claim_session IS NULL ORDER BY enqueued_at LIMIT $2";
 
 std::string UuidArray(const std::vector<std::string>& ids) {
   return absl::StrCat("{", absl::StrJoin(ids, ","), "}");
@@ -144,7 +144,7 @@ void PrepareItemStatements(pqxx::connection& conn) {
   conn.prepare(kReleaseAll, kReleaseAllSql);
   conn.prepare(kProbe, kProbeSql);
   conn.prepare(kLag, kLagSql);
-  conn.prepare(kLagOldest, kLagOldestSql);
+  conn.prepare(kOldestWaiting, kOldestWaitingSql);
 }
 
 absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
@@ -185,12 +185,14 @@ int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
 absl::StatusOr<bool> ReleaseForRetry(pqxx::connection& conn,
                                      const ClaimRef& ref, const std::string& id,
                                      const std::string& error,
-                                     absl::Duration backoff) {
+                                     absl::Duration backoff,
+                                     bool count_attempt) {
   return GuardOr<bool>("release item for retry", [&] {
     pqxx::work tx(conn);
     const bool released =
         tx.exec_prepared(kRelease, ref.group, id, ref.session, ref.part,
-                         ref.epoch, error, ToInterval(backoff))
+                         ref.epoch, error, ToInterval(backoff),
+                         count_attempt ? 1 : 0)
             .affected_rows() == 1;
     tx.commit();
     return released;
@@ -250,10 +252,11 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
       lasts.push_back(FormatUuid(ranges[i].last));
       by_part[parts[i]] = ranges[i];
     }
-    pqxx::nontransaction tx(conn);
+    // A bounded read, but never one that holds back vacuum for long.
+    pqxx::work tx(conn);
+    tx.exec("SET LOCAL statement_timeout = 5000");
     std::vector<PartLagRow> rows;
-    std::vector<int> big;
-    std::vector<std::string> big_firsts, big_lasts;
+    std::map<Uuid128, int> big;  // first key -> part, for parts at the cap
     for (const pqxx::row& row :
          tx.exec_prepared(kLag, group, IntArray(parts), UuidArray(firsts),
                           UuidArray(lasts), cap)) {
@@ -263,30 +266,37 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
       lag.oldest = absl::Microseconds(row[3].as<int64_t>());
       if (lag.items >= cap && !row[2].is_null()) {
         // The first `cap` keys span [first, last] of the part's range;
-        // random keys fill the rest at the same density.
+        // random keys fill the rest at the same density. (Keys that are not
+        // random can make this large; it is clamped, never undefined.)
         const KeyRange& r = by_part[lag.part];
         const Uuid128 last = *ParseUuid(row[2].as<std::string>());
         const double spanned = static_cast<double>(last - r.first) + 1;
         const double whole = static_cast<double>(r.last - r.first) + 1;
-        lag.items = static_cast<int64_t>(cap * (whole / spanned));
-        big.push_back(lag.part);
-        big_firsts.push_back(FormatUuid(r.first));
-        big_lasts.push_back(FormatUuid(r.last));
+        lag.items =
+            static_cast<int64_t>(std::min(cap * (whole / spanned), 1e15));
+        big[r.first] = lag.part;
       }
       rows.push_back(lag);
     }
     if (!big.empty()) {
+      // The first key of `big` at or below `key` names its part (if `key`
+      // is within that part's range).
       std::map<int, absl::Duration> oldest;
       for (const pqxx::row& row :
-           tx.exec_prepared(kLagOldest, group, IntArray(big),
-                            UuidArray(big_firsts), UuidArray(big_lasts))) {
-        oldest[row[0].as<int>()] = absl::Microseconds(row[1].as<int64_t>());
+           tx.exec_prepared(kOldestWaiting, group, 10 * cap)) {
+        const Uuid128 key = *ParseUuid(row[0].as<std::string>());
+        auto it = big.upper_bound(key);
+        if (it == big.begin()) continue;
+        --it;
+        if (key > by_part[it->second].last) continue;
+        oldest.emplace(it->second, absl::Microseconds(row[1].as<int64_t>()));
       }
       for (PartLagRow& lag : rows) {
         auto it = oldest.find(lag.part);
         if (it != oldest.end()) lag.oldest = std::max(lag.oldest, it->second);
       }
     }
+    tx.commit();
     return rows;
   });
 }

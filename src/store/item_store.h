@@ -44,12 +44,13 @@ absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
 int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
                       const std::vector<std::string>& ids);
 
-// Gives a failed item back with attempts + 1, not before now + backoff.
-// False when the claim was already lost.
+// Gives a claimed item back, not before now + backoff, with attempts + 1
+// when `count_attempt`. False when the claim was already lost.
 absl::StatusOr<bool> ReleaseForRetry(pqxx::connection& conn,
                                      const ClaimRef& ref, const std::string& id,
                                      const std::string& error,
-                                     absl::Duration backoff);
+                                     absl::Duration backoff,
+                                     bool count_attempt);
 
 // Moves a claimed item to dead_items with its last error, in one
 // transaction. False when the claim was already lost.
@@ -69,13 +70,17 @@ absl::StatusOr<std::vector<int>> PartsWithDueItems(
 
 struct PartLagRow {
   int part = 0;
-  int64_t items = 0;      // exact below `cap`, estimated above
-  absl::Duration oldest;  // age of the oldest waiting item; 0 if none
+  int64_t items = 0;  // exact below `cap`, estimated above
+  // Age of the oldest item not yet acknowledged; 0 if none. Exact below
+  // `cap`; above, exact when the part's oldest is among the group's
+  // 10 x cap oldest waiting items, else a lower bound.
+  absl::Duration oldest;
 };
 
 // Lag of each of `parts`: counts at most `cap` keys per part (the rest is
 // estimated from how much of the key range those keys span, exact in
-// expectation for random keys), so the cost is O(parts x cap) at any
+// expectation for random keys) and reads at most 10 x cap of the group's
+// oldest waiting items, so the cost is O((parts + 10) x cap) at any
 // backlog.
 absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
     pqxx::connection& conn, const std::string& group,

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "store/errors.h"
 #include "store/interval.h"
 
@@ -127,7 +128,8 @@ absl::StatusOr<std::optional<GroupSettings>> Heartbeat(
 
 absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
                                                      const std::string& group,
-                                                     bool notify) {
+                                                     bool notify,
+                                                     absl::Time deadline) {
   std::vector<std::string> expired;
   absl::Status s = Guard("find expired sessions", [&] {
     pqxx::nontransaction tx(conn);
@@ -146,6 +148,7 @@ absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
   std::vector<std::string> reaped;
   absl::Status first_error;
   for (const std::string& id : expired) {
+    if (absl::Now() > deadline) break;  // the rest wait for the next round
     s = Guard("reap expired session", [&] {
       pqxx::work tx(conn);
       const bool gone =
@@ -194,6 +197,14 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
       view->live_sessions.push_back(row[0].as<std::string>());
       view->expires_in.push_back(absl::Microseconds(row[1].as<int64_t>()));
     }
+    view->expired_sessions =
+        tx.exec_params1(absl::StrCat("SELECT count(*) FROM sqlgroup.sessions s "
+                                     "JOIN sqlgroup.groups g "
+                                     "ON g.name = s.group_name "
+                                     "WHERE s.group_name = $1 AND NOT (",
+                                     kAlive, ")"),
+                        group)[0]
+            .as<int>();
     for (const pqxx::row& row : tx.exec_params(
              "SELECT part, session_id::text, epoch FROM sqlgroup.session_parts "
              "WHERE group_name = $1",

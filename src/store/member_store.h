@@ -36,6 +36,8 @@ struct GroupView {
   // For each live session (same order): how long until it expires unless
   // it heartbeats, by the database clock.
   std::vector<absl::Duration> expires_in;
+  // Sessions of the group that expired and wait to be reaped.
+  int expired_sessions = 0;
   std::vector<Owner> owners;
 };
 
@@ -75,10 +77,11 @@ absl::StatusOr<std::optional<GroupSettings>> Heartbeat(
     pqxx::connection& conn, const std::string& session);
 
 // Deletes the group's expired sessions (their parts and claims go with
-// them) and returns their ids.
-absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
-                                                     const std::string& group,
-                                                     bool notify);
+// them) one statement each, stopping once `deadline` has passed, and
+// returns their ids.
+absl::StatusOr<std::vector<std::string>> ReapExpired(
+    pqxx::connection& conn, const std::string& group, bool notify,
+    absl::Time deadline = absl::InfiniteFuture());
 
 absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
                                         const std::string& group);
