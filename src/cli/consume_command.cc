@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/flags.h"
 #include "cli/handlers.h"
+#include "cli/signals.h"
 #include "cli/subcommands.h"
 #include "dsn.h"
 #include "spdlog/sinks/stdout_sinks.h"
@@ -39,12 +40,8 @@ absl::Status RunConsume(const Args&) {
   RETURN_IF_ERROR(RequireGroupFlag());
   ASSIGN_OR_RETURN(HandlerSpec spec,
                    ParseHandlerSpec(absl::GetFlag(FLAGS_handler)));
-  // Signals are taken synchronously below; every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // Before any thread starts, so that all inherit the mask.
+  const sigset_t signals = BlockStopSignals();
 
   ConsumerOptions options;
   options.dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
@@ -94,9 +91,7 @@ absl::Status RunConsume(const Args&) {
   CliLogger()->info("consuming group={} handler={} (SIGINT/SIGTERM stops)",
                     absl::GetFlag(FLAGS_group), absl::GetFlag(FLAGS_handler));
   while (consumer->state() == Consumer::State::kRunning) {
-    const timespec tick = {0, 200 * 1000 * 1000};
-    const int sig = sigtimedwait(&signals, nullptr, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
+    if (const int sig = TakeStopSignal(signals, absl::Milliseconds(200))) {
       CliLogger()->info("signal {}: stopping gracefully", sig);
       break;
     }

@@ -21,6 +21,7 @@
 #include "cli/flags.h"
 #include "cli/fleet.h"
 #include "cli/handlers.h"
+#include "cli/signals.h"
 #include "cli/subcommands.h"
 #include "sqlgroup/admin.h"
 #include "sqlgroup/assignor.h"
@@ -142,7 +143,8 @@ void ProduceUntil(const std::string& dsn, const std::atomic<bool>& stop,
 
 class Demo {
  public:
-  Demo(absl::Duration duration, bool tty) : duration_(duration), tty_(tty) {}
+  Demo(absl::Duration duration, bool tty)
+      : duration_(duration), tty_(tty), signals_(BlockStopSignals()) {}
 
   absl::Status Run() {
     Say("starting a private PostgreSQL 15...");
@@ -247,7 +249,11 @@ class Demo {
         Draw(d);
         next_draw_ = absl::Now() + absl::Seconds(1);
       }
-      absl::SleepFor(absl::Milliseconds(50));
+      if (const int sig = TakeStopSignal(signals_, absl::Milliseconds(50))) {
+        return absl::CancelledError(
+            absl::StrCat("interrupted by signal ", sig,
+                         "; the members were stopped and the cluster removed"));
+      }
     }
     return absl::OkStatus();
   }
@@ -348,6 +354,8 @@ class Demo {
 
   const absl::Duration duration_;
   const bool tty_;
+  // Ctrl-C ends the demo cleanly: members stopped, cluster removed.
+  const sigset_t signals_;
   std::unique_ptr<PrivatePostgres> pg_;
   std::string dsn_;
   std::string log_dir_;

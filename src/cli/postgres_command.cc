@@ -7,6 +7,7 @@
 
 #include "absl/flags/flag.h"
 #include "cli/flags.h"
+#include "cli/signals.h"
 #include "cli/subcommands.h"
 #include "sqlgroup/private_postgres.h"
 #include "status_macros.h"
@@ -14,18 +15,14 @@
 namespace sqlgroup::cli {
 
 absl::Status RunPostgres(const Args&) {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const sigset_t signals = BlockStopSignals();
   PrivatePostgresOptions options;
   options.durable = absl::GetFlag(FLAGS_durable);
   ASSIGN_OR_RETURN(auto pg, PrivatePostgres::Start(options));
   std::printf("dsn: %s\n", pg->Dsn().c_str());
   std::fflush(stdout);
-  int sig = 0;
-  sigwait(&signals, &sig);
+  while (TakeStopSignal(signals, absl::Hours(1)) == 0) {
+  }
   return pg->Stop();
 }
 
