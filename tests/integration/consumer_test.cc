@@ -431,6 +431,11 @@ TEST_F(ConsumerTest, TheListenerHearsOfAssignedRevokedAndLostParts) {
         return OwnedAsTargeted("g", 8, {a.get(), b.get()});
       },
       absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return a->owned_parts().size() == 4 && b->owned_parts().size() == 4;
+      },
+      absl::Seconds(5)));
   const std::vector<int> moved = b->owned_parts();
   EXPECT_EQ(heard.revoked(), std::set<int>(moved.begin(), moved.end()));
   EXPECT_TRUE(heard.lost().empty());
