@@ -201,7 +201,8 @@ absl::StatusOr<std::vector<GroupConfig>> Admin::ListGroups() {
   return configs;
 }
 
-absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name) {
+absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
+                                                      bool count_lag) {
   GroupDescription d;
   ASSIGN_OR_RETURN(d.config, GetGroup(name));
   const int parts = d.config.parts;
@@ -253,27 +254,29 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name) {
         }
       }
     }
-    const auto first =
-        ArrayLiteral(d.parts, [](const PartInfo& i) { return i.first_key; });
-    const auto last =
-        ArrayLiteral(d.parts, [](const PartInfo& i) { return i.last_key; });
-    const auto nums =
-        ArrayLiteral(numbers, [](int p) { return absl::StrCat(p); });
-    for (const pqxx::row& row :
-         tx.exec_params("SELECT b.part, count(i.id), count(i.claim_session), "
-                        "  coalesce(" +
-                            MicrosOf("clock_timestamp() - min(i.enqueued_at)") +
-                            ", 0) "
-                            "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) "
-                            "  AS b(part, lo, hi) "
-                            "LEFT JOIN sqlgroup.items i ON i.group_name = $1 "
-                            "  AND i.id BETWEEN b.lo AND b.hi "
-                            "GROUP BY b.part",
-                        name, nums, first, last)) {
-      PartInfo& info = d.parts[row[0].as<int>()];
-      info.waiting_items = row[1].as<int64_t>();
-      info.claimed_items = row[2].as<int64_t>();
-      info.oldest_age = absl::Microseconds(row[3].as<int64_t>());
+    if (count_lag) {
+      const auto first =
+          ArrayLiteral(d.parts, [](const PartInfo& i) { return i.first_key; });
+      const auto last =
+          ArrayLiteral(d.parts, [](const PartInfo& i) { return i.last_key; });
+      const auto nums =
+          ArrayLiteral(numbers, [](int p) { return absl::StrCat(p); });
+      for (const pqxx::row& row : tx.exec_params(
+               "SELECT b.part, count(i.id), count(i.claim_session), "
+               "  coalesce(" +
+                   MicrosOf("clock_timestamp() - min(i.enqueued_at)") +
+                   ", 0) "
+                   "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) "
+                   "  AS b(part, lo, hi) "
+                   "LEFT JOIN sqlgroup.items i ON i.group_name = $1 "
+                   "  AND i.id BETWEEN b.lo AND b.hi "
+                   "GROUP BY b.part",
+               name, nums, first, last)) {
+        PartInfo& info = d.parts[row[0].as<int>()];
+        info.waiting_items = row[1].as<int64_t>();
+        info.claimed_items = row[2].as<int64_t>();
+        info.oldest_age = absl::Microseconds(row[3].as<int64_t>());
+      }
     }
     d.dead_items =
         tx.exec_params1(

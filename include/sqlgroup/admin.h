@@ -121,9 +121,12 @@ class Admin {
   absl::Status DeleteGroup(const std::string& name);
   absl::StatusOr<std::vector<GroupConfig>> ListGroups();
   absl::StatusOr<GroupConfig> GetGroup(const std::string& name);
-  // Members, every part's owner, epoch and lag. Counting lag reads the
-  // group's items index, so it costs O(items) on a large backlog.
-  absl::StatusOr<GroupDescription> DescribeGroup(const std::string& name);
+  // Members, every part's owner and epoch, and (when `count_lag`) each
+  // part's lag. Counting lag reads the group's items index, so it costs
+  // O(items) on a large backlog; without it, describe is cheap enough to
+  // poll.
+  absl::StatusOr<GroupDescription> DescribeGroup(const std::string& name,
+                                                 bool count_lag = true);
 
  private:
   struct Impl;  // the connection; keeps pqxx out of this header
