@@ -118,7 +118,7 @@ def measure(b, parts, members):
     b.start_member(group, "m%d" % (members - 1))
     b.wait_settled(group, parts, members)
     join_s = time.monotonic() - start
-    time.sleep(2)  # let the idle state set in
+    time.sleep(8)  # the first claim of every part, then idle
     conns = int(b.sql("SELECT count(*) FROM pg_stat_activity WHERE "
                       "application_name = 'sqlgroup-control' OR "
                       "application_name LIKE 'sqlgroup-worker-%'"))
