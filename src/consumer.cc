@@ -77,12 +77,17 @@ const char* StateName(Consumer::State state) {
 
 namespace {
 
+std::string HostName() {
+  char host[256] = {0};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
 // host:pid when no instance name is given; host:pid/N for the second and
 // later consumers of one process, so their metric series stay apart.
 std::string DefaultInstance() {
   static std::atomic<int> created{0};
-  char host[256] = {0};
-  gethostname(host, sizeof host - 1);
+  const std::string host = HostName();
   const int n = created.fetch_add(1);
   return n == 0 ? absl::StrCat(host, ":", getpid())
                 : absl::StrCat(host, ":", getpid(), "/", n + 1);
@@ -117,9 +122,8 @@ class Consumer::Impl {
     MemberConfig member;
     member.dsn = options_.dsn;
     member.group = options_.group;
-    char host[256] = {0};
-    gethostname(host, sizeof host - 1);
-    member.session = {host, static_cast<int>(getpid()), options_.instance};
+    member.session = {HostName(), static_cast<int>(getpid()),
+                      options_.instance};
     member.rebalance_poll = options_.rebalance_poll;
     member.drain_deadline = options_.drain_deadline;
     member.connect_timeout = options_.connect_timeout;

@@ -133,9 +133,9 @@ void MemberLoop::Run() {
       if (!Join()) return;  // fatal
       continue;
     }
-    if (absl::Now() >= next_heartbeat_) HeartbeatAndReap();
+    if (absl::Now() >= next_heartbeat_) Heartbeat();
     if (!conn_ || session_.empty()) continue;
-    if (absl::Now() >= next_reap_) Reap(/*timed=*/true);
+    if (absl::Now() >= next_reap_) Reap();
     if (!conn_ || session_.empty()) continue;
     if (rebalance_now_ || absl::Now() >= next_rebalance_) Rebalance();
     if (!conn_ || session_.empty()) continue;
@@ -203,7 +203,7 @@ void MemberLoop::SleepUnlessStopped(absl::Duration d) {
 
 bool MemberLoop::HeartbeatIfDue() {
   if (conn_ && !session_.empty() && absl::Now() >= next_heartbeat_) {
-    HeartbeatAndReap();
+    Heartbeat();
   }
   return conn_ && !session_.empty() && phase() != Phase::kFailed;
 }
@@ -263,7 +263,7 @@ bool MemberLoop::Join() {
   return true;
 }
 
-void MemberLoop::HeartbeatAndReap() {
+void MemberLoop::Heartbeat() {
   const absl::Time start = absl::Now();
   auto beat = store::Heartbeat(*conn_, session_);
   if (!beat.ok()) {
@@ -285,12 +285,10 @@ void MemberLoop::HeartbeatAndReap() {
   last_heartbeat_ok_ = start;
   metrics_.Heartbeat(absl::Now() - start);
   next_heartbeat_ = start + settings_.heartbeat;
-  Reap(/*timed=*/false);
 }
 
-void MemberLoop::Reap(bool timed) {
-  // Only the timer's own firing clears it; the next view sets it again.
-  if (timed) next_reap_ = absl::InfiniteFuture();
+void MemberLoop::Reap() {
+  next_reap_ = absl::InfiniteFuture();  // the next view sets it again
   // Stop at the next heartbeat: several reaps blocked by zombies' locks
   // must not cost this member its own session.
   auto reaped = store::ReapExpired(*conn_, config_.group, config_.use_notify,
@@ -304,9 +302,9 @@ void MemberLoop::Reap(bool timed) {
                config_.group, session_, absl::StrJoin(*reaped, ","));
     reaped_since_rebalance_ = true;
   }
-  // After a timed reap, re-read the members either way: someone was reaped,
-  // or heartbeated just in time, which moves the next expiry.
-  if (timed || !reaped->empty()) rebalance_now_ = true;
+  // Re-read the members either way: someone was reaped, or heartbeated just
+  // in time, which moves the next expiry.
+  rebalance_now_ = true;
 }
 
 // Why the target changed: this member rejoined after losing its session,

@@ -72,10 +72,11 @@ class MemberLoop {
   void Disconnect(const absl::Status& why);
   // Returns false when the loop must end (fatal error).
   bool Join();
-  void HeartbeatAndReap();
-  // Deletes expired sessions of the group; `timed` when called because
-  // another member's expiry fell due.
-  void Reap(bool timed);
+  void Heartbeat();
+  // Deletes the group's expired sessions. Runs when the earliest expiry the
+  // last view showed falls due, or at once when a view shows expired ones:
+  // no reap query on every heartbeat.
+  void Reap();
   void Rebalance();
   std::string RebalanceReason(const std::vector<std::string>& live) const;
   void FinishDrains(bool force);

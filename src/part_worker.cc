@@ -216,16 +216,11 @@ bool PartWorker::ProcessItems(const store::ClaimRef& ref,
   }
   for (size_t i = 0; i < items.size(); ++i) {
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) return false;
-    const Outcome o = HandleOne(ref, items[i]);
+    const Outcome o = HandleBatch(ref, {items[i]});
     if (o == Outcome::kBroken || o == Outcome::kRetryLater) return false;
     if (o == Outcome::kLost) return i + 1 == items.size();
   }
   return true;
-}
-
-PartWorker::Outcome PartWorker::HandleOne(const store::ClaimRef& ref,
-                                          const Item& item) {
-  return HandleBatch(ref, {item});
 }
 
 PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,

@@ -53,7 +53,6 @@ class PartWorker {
   void RunMeasureLag(const PartTask& task);
   // Items of one claim; stops early when the part must yield.
   bool ProcessItems(const store::ClaimRef& ref, const std::vector<Item>& items);
-  Outcome HandleOne(const store::ClaimRef& ref, const Item& item);
   Outcome HandleBatch(const store::ClaimRef& ref,
                       const std::vector<Item>& items);
   // A serialization failure, deadlock or lock timeout: release `items` with

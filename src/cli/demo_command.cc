@@ -112,8 +112,7 @@ Totals ReadTotals(pqxx::connection& conn) {
 
 // Keys k0..k99 at kRate items/s, each batch and its tally in one
 // transaction, until `stop`.
-void ProduceUntil(const std::string& dsn, const std::atomic<bool>& stop,
-                  std::atomic<int64_t>& produced) {
+void ProduceUntil(const std::string& dsn, const std::atomic<bool>& stop) {
   pqxx::connection conn(dsn);
   const int batch = static_cast<int>(kRate / 20);
   const absl::Time start = absl::Now();
@@ -136,7 +135,6 @@ void ProduceUntil(const std::string& dsn, const std::atomic<bool>& stop,
     }
     tx.commit();
     sent += batch;
-    produced = sent;
     absl::SleepFor(start + absl::Seconds(sent / kRate) - absl::Now());
   }
 }
@@ -173,8 +171,7 @@ class Demo {
             "--metrics_addr=127.0.0.1:0", "--log_level=info"},
         log_dir_);
     start_ = absl::Now();
-    std::thread producer(ProduceUntil, dsn_, std::cref(stop_producing_),
-                         std::ref(produced_));
+    std::thread producer(ProduceUntil, dsn_, std::cref(stop_producing_));
     absl::Status s = Script();
     stop_producing_ = true;
     producer.join();
@@ -367,7 +364,6 @@ class Demo {
   std::unique_ptr<Fleet> fleet_;
   absl::Time start_;
   std::atomic<bool> stop_producing_{false};
-  std::atomic<int64_t> produced_{0};
   std::vector<Event> events_;
   absl::Time next_draw_;
   absl::Time last_draw_at_ = absl::Now();

@@ -10,6 +10,13 @@
 namespace sqlgroup::cli {
 namespace {
 
+constexpr char kDemoTablesSql[] =
+    "CREATE SCHEMA IF NOT EXISTS sqlgroup_demo;"
+    "CREATE TABLE IF NOT EXISTS sqlgroup_demo.counters "
+    "  (key text PRIMARY KEY, n bigint NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS sqlgroup_demo.produced "
+    "  (key text PRIMARY KEY, n bigint NOT NULL)";
+
 absl::Status BadSpec(const std::string& text, const std::string& why) {
   return absl::InvalidArgumentError(
       absl::StrCat("--handler=", text, ": ", why,

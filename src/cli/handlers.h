@@ -31,13 +31,6 @@ Handler MakeHandler(const HandlerSpec& spec);
 // starting together race on this, so it retries a duplicate-name error.
 absl::Status EnsureDemoTables(const std::string& dsn);
 
-inline constexpr char kDemoTablesSql[] =
-    "CREATE SCHEMA IF NOT EXISTS sqlgroup_demo;"
-    "CREATE TABLE IF NOT EXISTS sqlgroup_demo.counters "
-    "  (key text PRIMARY KEY, n bigint NOT NULL);"
-    "CREATE TABLE IF NOT EXISTS sqlgroup_demo.produced "
-    "  (key text PRIMARY KEY, n bigint NOT NULL)";
-
 }  // namespace sqlgroup::cli
 
 #endif  // SQLGROUP_CLI_HANDLERS_H_

@@ -78,9 +78,4 @@ absl::Status StatusFromCurrentException(std::string_view context) {
   }
 }
 
-bool IsRetryable(const absl::Status& status) {
-  return status.code() == absl::StatusCode::kUnavailable ||
-         status.code() == absl::StatusCode::kAborted;
-}
-
 }  // namespace sqlgroup::store

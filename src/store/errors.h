@@ -41,9 +41,6 @@ absl::StatusOr<T> GuardOr(std::string_view context, F&& f) {
   }
 }
 
-// True for the codes worth retrying after reconnecting or re-running.
-bool IsRetryable(const absl::Status& status);
-
 }  // namespace sqlgroup::store
 
 #endif  // SQLGROUP_STORE_ERRORS_H_

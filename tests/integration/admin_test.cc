@@ -20,10 +20,8 @@ using testing::TestDatabase;
 class AdminTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto admin = Admin::Connect({.dsn = db_.dsn()});
-    ASSERT_TRUE(admin.ok()) << admin.status();
-    admin_ = std::move(*admin);
-    ASSERT_TRUE(admin_->Migrate().ok());
+    admin_ = testing::MigratedAdmin(db_.dsn());
+    ASSERT_NE(admin_, nullptr);
   }
   TestDatabase db_;
   std::unique_ptr<Admin> admin_;

@@ -73,4 +73,13 @@ TestDatabase::~TestDatabase() {
   }
 }
 
+std::unique_ptr<Admin> MigratedAdmin(const std::string& dsn) {
+  auto admin = Admin::Connect({.dsn = dsn});
+  EXPECT_TRUE(admin.ok()) << admin.status();
+  if (!admin.ok()) return nullptr;
+  const auto migrated = (*admin)->Migrate();
+  EXPECT_TRUE(migrated.ok()) << migrated.status();
+  return migrated.ok() ? std::move(*admin) : nullptr;
+}
+
 }  // namespace sqlgroup::testing

@@ -4,8 +4,10 @@
 #ifndef SQLGROUP_TESTS_SUPPORT_PG_FIXTURE_H_
 #define SQLGROUP_TESTS_SUPPORT_PG_FIXTURE_H_
 
+#include <memory>
 #include <string>
 
+#include "sqlgroup/admin.h"
 #include "sqlgroup/private_postgres.h"
 
 namespace sqlgroup::testing {
@@ -31,6 +33,10 @@ class TestDatabase {
   std::string name_;
   std::string dsn_;
 };
+
+// An Admin on `dsn` after Migrate(); fails the test (and returns null) when
+// either step fails.
+std::unique_ptr<Admin> MigratedAdmin(const std::string& dsn);
 
 }  // namespace sqlgroup::testing
 
