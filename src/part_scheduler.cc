@@ -23,10 +23,11 @@ bool PartScheduler::Idle(int part, const Entry& e) const {
 
 void PartScheduler::Add(const store::ClaimRef& ref, KeyRange range) {
   absl::MutexLock lock(&mu_);
-  Entry& e = parts_[ref.part];
-  e = Entry{ref, range, range.first};
-  // Queued now, or when a worker still on an older take finishes it.
-  Enqueue(ref.part, e);
+  // A new take starts idle: one probe finds which of the parts just taken
+  // have work, instead of a claim query per part (a member taking 4,096
+  // parts would otherwise make 4,096 of them).
+  parts_[ref.part] = Entry{ref, range, range.first};
+  wake_ = true;
 }
 
 void PartScheduler::Revoke(int part) {
@@ -130,6 +131,7 @@ PartTask PartScheduler::Next() {
       if (it == parts_.end() || !it->second.queued) continue;  // stale
       Entry& e = it->second;
       e.queued = false;
+      if (e.revoked) continue;  // revoked while queued
       in_flight_.insert(part);
       PartTask task;
       task.kind = PartTask::Kind::kClaim;

@@ -40,7 +40,9 @@ class PartScheduler {
   // measured every `lag_interval` (zero: never).
   PartScheduler(absl::Duration idle_poll, absl::Duration lag_interval);
 
-  // Control thread. Add starts serving a new take at once; Revoke stops
+  // Control thread. Add starts a new take (idle until the next probe, which
+  // it asks for; a take whose part a worker still holds under an older
+  // epoch is served when that worker finishes); Revoke stops
   // handing the part out (a batch in flight finishes); Remove forgets it (a
   // worker still on it sees ShouldYield and stops between items).
   void Add(const store::ClaimRef& ref, KeyRange range);

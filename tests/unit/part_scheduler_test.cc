@@ -16,10 +16,31 @@ constexpr absl::Duration kLong = absl::Hours(1);
 
 store::ClaimRef Ref(int part, int64_t epoch) { return {"g", "s", part, epoch}; }
 
+// New takes start idle: the next task is one probe for all of them; answer
+// it with `due`.
+void ProbeFindsWork(PartScheduler& s, const std::vector<int>& due) {
+  const PartTask probe = s.Next();
+  ASSERT_EQ(probe.kind, PartTask::Kind::kProbe);
+  s.FinishProbe(due);
+}
+
+TEST(PartScheduler, NewTakesAreProbedTogetherNotClaimedOneByOne) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  for (int p = 0; p < 3; ++p) s.Add(Ref(p, p + 1), PartRange(p, 3));
+  const PartTask probe = s.Next();
+  ASSERT_EQ(probe.kind, PartTask::Kind::kProbe);
+  EXPECT_EQ(probe.probe_parts, (std::vector<int>{0, 1, 2}));
+  s.FinishProbe({1});
+  const PartTask claim = s.Next();
+  EXPECT_EQ(claim.kind, PartTask::Kind::kClaim);
+  EXPECT_EQ(claim.ref.part, 1);
+}
+
 TEST(PartScheduler, OwnedPartsAreServedRoundRobin) {
   PartScheduler s(kLong, absl::ZeroDuration());
   s.Add(Ref(0, 1), PartRange(0, 2));
   s.Add(Ref(1, 2), PartRange(1, 2));
+  ProbeFindsWork(s, {0, 1});
   PartTask a = s.Next();
   ASSERT_EQ(a.kind, PartTask::Kind::kClaim);
   EXPECT_EQ(a.ref.part, 0);
@@ -30,6 +51,7 @@ TEST(PartScheduler, OwnedPartsAreServedRoundRobin) {
 TEST(PartScheduler, AReTakenPartIsNeverHandedToASecondWorker) {
   PartScheduler s(kLong, absl::ZeroDuration());
   s.Add(Ref(3, 1), PartRange(3, 8));
+  ProbeFindsWork(s, {3});
   const PartTask w1 = s.Next();  // worker 1 on take 1
   s.Remove(3);                   // dropped at the drain deadline
   EXPECT_TRUE(s.Busy(3));
@@ -52,6 +74,7 @@ TEST(PartScheduler, AReTakenPartIsNeverHandedToASecondWorker) {
 TEST(PartScheduler, ABatchLeftClaimedIsReleasedBeforeTheNextClaim) {
   PartScheduler s(kLong, absl::ZeroDuration());
   s.Add(Ref(0, 7), PartRange(0, 1));
+  ProbeFindsWork(s, {0});
   s.Revoke(0);
   s.Unrevoke(0);  // the revoke was undone while a batch was in flight
   const PartTask t = s.Next();
@@ -61,8 +84,9 @@ TEST(PartScheduler, ABatchLeftClaimedIsReleasedBeforeTheNextClaim) {
 
 TEST(PartScheduler, IdlePartsAreProbedAllTogetherOnAWakeUp) {
   PartScheduler s(kLong, absl::ZeroDuration());
-  for (int p = 0; p < 3; ++p) {
-    s.Add(Ref(p, p + 1), PartRange(p, 3));
+  for (int p = 0; p < 3; ++p) s.Add(Ref(p, p + 1), PartRange(p, 3));
+  ProbeFindsWork(s, {0, 1, 2});
+  for (int p = 0; p < 3; ++p) {  // each claim finds nothing: idle again
     const PartTask t = s.Next();
     s.FinishClaim(t.ref.part, t.ref.epoch, /*found=*/false, t.range.first,
                   false);
@@ -81,6 +105,7 @@ TEST(PartScheduler, LagIsMeasuredForEveryOwnedPartWhenDue) {
   PartScheduler s(kLong, absl::Milliseconds(20));
   s.Add(Ref(0, 1), PartRange(0, 2));
   s.Add(Ref(1, 2), PartRange(1, 2));
+  ProbeFindsWork(s, {0, 1});
   s.Next();                       // part 0, in flight
   s.Next();                       // part 1, in flight
   const PartTask lag = s.Next();  // waits for the interval
@@ -102,6 +127,7 @@ TEST(PartScheduler, AWorkerWithNothingToDoSleepsInsteadOfSpinning) {
   // so there is nothing to probe and nothing else to do.
   PartScheduler s(absl::Milliseconds(1), absl::ZeroDuration());
   s.Add(Ref(0, 1), PartRange(0, 1));
+  ProbeFindsWork(s, {0});
   s.Next();
   std::thread idle([&] { EXPECT_EQ(s.Next().kind, PartTask::Kind::kStop); });
   absl::SleepFor(absl::Milliseconds(20));
