@@ -183,6 +183,8 @@ absl::Status Admin::DeleteGroup(const std::string& name) {
     tx.exec_params("DELETE FROM sqlgroup.items WHERE group_name = $1", name);
     tx.exec_params("DELETE FROM sqlgroup.dead_items WHERE group_name = $1",
                    name);
+    tx.exec_params("DELETE FROM sqlgroup.ownership_log WHERE group_name = $1",
+                   name);
     deleted =
         tx.exec_params("DELETE FROM sqlgroup.groups WHERE name = $1", name)
             .affected_rows() == 1;

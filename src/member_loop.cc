@@ -19,6 +19,10 @@ namespace {
 
 constexpr absl::Duration kWaitSlice = absl::Milliseconds(100);
 constexpr absl::Duration kDrainCheck = absl::Milliseconds(10);
+// The ownership log keeps a day of history. It grows only when membership
+// changes, so it is trimmed at one of those: each join.
+constexpr absl::Duration kOwnershipHistory = absl::Hours(24);
+constexpr int kPruneBatch = 10000;
 
 std::string Parts(const std::vector<int>& parts) {
   return absl::StrCat("[", absl::StrJoin(parts, ","), "]");
@@ -260,6 +264,9 @@ bool MemberLoop::Join() {
   rebalance_now_ = true;
   SetPhase(Phase::kActive);
   PublishOwned();
+  Handle(store::PruneOwnershipLog(*conn_, config_.group, kOwnershipHistory,
+                                  kPruneBatch)
+             .status());
   return true;
 }
 

@@ -13,6 +13,7 @@
 #ifndef SQLGROUP_ITEM_H_
 #define SQLGROUP_ITEM_H_
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <pqxx/connection>
@@ -31,7 +32,12 @@ struct Item {
   std::string payload;             // bytes, as enqueued
   int attempt = 1;                 // 1 on first delivery, +1 per failure
   int part = 0;                    // the part whose range holds `id`
-  absl::Time enqueued_at;          // database clock
+  // The claim this delivery is under: the member's session and the take
+  // (epoch) of `part`, as in sqlgroup.ownership_log. Useful to log, or to
+  // record beside a result for audit.
+  std::string session;
+  int64_t epoch = 0;
+  absl::Time enqueued_at;  // database clock
 };
 
 // The acknowledging transaction. It begins on the first call to work(), so

@@ -123,7 +123,7 @@ const std::map<std::string, Command>& Commands() {
         0,
         RunProduce}},
       {"consume",
-       {"consume --group NAME [--handler noop|count|sleep:D|fail:RATE] "
+       {"consume --group NAME [--handler noop|count|record|sleep:D|fail:RATE] "
         "[--instance NAME] [--workers 4] [--batch] "
         "[--metrics_addr 127.0.0.1:9464]",
         {"group", "handler", "instance", "workers", "claim_batch",

@@ -62,7 +62,8 @@ absl::Status RunConsume(const Args&) {
   } else {
     options.handler = handler;
   }
-  if (spec.kind == HandlerSpec::Kind::kCount) {
+  if (spec.kind == HandlerSpec::Kind::kCount ||
+      spec.kind == HandlerSpec::Kind::kRecord) {
     RETURN_IF_ERROR(EnsureDemoTables(options.dsn));
   }
   // The consumer is checked (schema, group) before the port is taken, so a

@@ -25,7 +25,8 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
           "demo: how long the demo runs");
 ABSL_FLAG(std::string, group, "", "produce/consume: the consumer group");
 ABSL_FLAG(std::string, handler, "noop",
-          "consume: noop, count, sleep:DURATION or fail:RATE");
+          "consume: noop, count[:DURATION], record[:DURATION], "
+          "sleep:DURATION or fail:RATE");
 ABSL_FLAG(std::string, instance, "",
           "consume: a name for this member, shown by describe and metrics");
 ABSL_FLAG(int32_t, workers, 4,

@@ -15,14 +15,20 @@ constexpr char kDemoTablesSql[] =
     "CREATE TABLE IF NOT EXISTS sqlgroup_demo.counters "
     "  (key text PRIMARY KEY, n bigint NOT NULL);"
     "CREATE TABLE IF NOT EXISTS sqlgroup_demo.produced "
-    "  (key text PRIMARY KEY, n bigint NOT NULL)";
+    "  (key text PRIMARY KEY, n bigint NOT NULL);"
+    // No unique constraint, on purpose: an item acknowledged twice shows as
+    // two rows instead of being hidden by an error.
+    "CREATE TABLE IF NOT EXISTS sqlgroup_demo.results "
+    "  (item_id uuid NOT NULL, key text, session_id uuid NOT NULL, "
+    "   part integer NOT NULL, epoch bigint NOT NULL, "
+    "   acked_at timestamptz NOT NULL DEFAULT clock_timestamp())";
 
 absl::Status BadSpec(const std::string& text, const std::string& why) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("--handler=", text, ": ", why,
-                   "; use noop, count, count:DURATION, sleep:DURATION (e.g. "
-                   "sleep:20ms) or fail:RATE "
-                   "(e.g. fail:0.1)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--handler=", text, ": ", why,
+      "; use noop, count, count:DURATION, record, record:DURATION, "
+      "sleep:DURATION (e.g. sleep:20ms) or fail:RATE "
+      "(e.g. fail:0.1)"));
 }
 
 }  // namespace
@@ -37,11 +43,12 @@ absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text) {
     if (colon != std::string::npos) return BadSpec(text, "takes no argument");
     return spec;
   }
-  if (name == "count") {
-    spec.kind = HandlerSpec::Kind::kCount;
+  if (name == "count" || name == "record") {
+    spec.kind = name == "count" ? HandlerSpec::Kind::kCount
+                                : HandlerSpec::Kind::kRecord;
     if (colon != std::string::npos && (!absl::ParseDuration(arg, &spec.sleep) ||
                                        spec.sleep < absl::ZeroDuration())) {
-      return BadSpec(text, "count:DURATION needs a duration");
+      return BadSpec(text, absl::StrCat(name, ":DURATION needs a duration"));
     }
     return spec;
   }
@@ -97,6 +104,18 @@ Handler MakeHandler(const HandlerSpec& spec) {
             item.key.value_or(""));
         // count:D holds the transaction (and the counter's row lock) open
         // for D: a wide window for fault tests to pause a member in.
+        if (d > absl::ZeroDuration()) {
+          std::this_thread::sleep_for(absl::ToChronoMicroseconds(d));
+        }
+        return absl::OkStatus();
+      };
+    case HandlerSpec::Kind::kRecord:
+      return [d = spec.sleep](const Item& item, AckTransaction& ack) {
+        ack.work().exec_params(
+            "INSERT INTO sqlgroup_demo.results "
+            "(item_id, key, session_id, part, epoch) "
+            "VALUES ($1::uuid, $2, $3::uuid, $4, $5)",
+            item.id, item.key, item.session, item.part, item.epoch);
         if (d > absl::ZeroDuration()) {
           std::this_thread::sleep_for(absl::ToChronoMicroseconds(d));
         }

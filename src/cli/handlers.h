@@ -1,5 +1,5 @@
 // The built-in handlers of `sqlgroup consume --handler`: noop, count,
-// sleep:DURATION and fail:RATE. Parsing is pure; building needs nothing
+// record, sleep:DURATION and fail:RATE. Parsing is pure; building needs nothing
 // but the spec.
 #ifndef SQLGROUP_CLI_HANDLERS_H_
 #define SQLGROUP_CLI_HANDLERS_H_
@@ -13,9 +13,9 @@
 namespace sqlgroup::cli {
 
 struct HandlerSpec {
-  enum class Kind { kNoop, kCount, kSleep, kFail };
+  enum class Kind { kNoop, kCount, kRecord, kSleep, kFail };
   Kind kind = Kind::kNoop;
-  absl::Duration sleep;    // kSleep
+  absl::Duration sleep;    // kSleep; kCount and kRecord hold the ack open
   double fail_rate = 0.0;  // kFail, in [0, 1]
 };
 
@@ -24,10 +24,13 @@ absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text);
 
 // `count` adds 1 to sqlgroup_demo.counters(key) for the item's key in the
 // acknowledging transaction: the exactly-once checker of the demo and the
-// tests (counters must end at what was produced per key).
+// tests (counters must end at what was produced per key). `record` writes
+// one row per item into sqlgroup_demo.results (no unique constraint, so a
+// double acknowledgement shows), with the claim it was acknowledged under
+// and the database time: the chaos suite's evidence.
 Handler MakeHandler(const HandlerSpec& spec);
 
-// Creates sqlgroup_demo.counters and .produced if missing; members
+// Creates sqlgroup_demo.counters, .produced and .results if missing; members
 // starting together race on this, so it retries a duplicate-name error.
 absl::Status EnsureDemoTables(const std::string& dsn);
 

@@ -165,6 +165,8 @@ absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
       item.payload = pqxx::binarystring(row[2]).str();
       item.attempt = row[3].as<int>() + 1;
       item.part = ref.part;
+      item.session = ref.session;
+      item.epoch = ref.epoch;
       item.enqueued_at = absl::FromUnixMicros(row[4].as<int64_t>());
       items.push_back(std::move(item));
     }

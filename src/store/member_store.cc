@@ -35,6 +35,21 @@ void Notify(pqxx::work& tx, const std::string& payload) {
   tx.exec_params("SELECT pg_notify($1, $2)", kChannel, payload);
 }
 
+// Stamps the end of every open take of `session` in the ownership log. Run
+// after the statement that removed the session (and, by cascade, its parts)
+// in the same transaction, so the stamp is later than the removal itself.
+void ReleaseSessionHistory(pqxx::work& tx, const std::string& session,
+                           const char* released_by) {
+  tx.exec_params(
+      "UPDATE sqlgroup.ownership_log SET released_at = clock_timestamp(), "
+      "released_by = $2 WHERE session_id = $1::uuid AND released_at IS NULL",
+      session, released_by);
+}
+
+std::string BigintArray(const std::vector<int64_t>& values) {
+  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
+}
+
 }  // namespace
 
 std::string MembershipChanged(const std::string& group) {
@@ -159,6 +174,7 @@ absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
                  "RETURNING s.id",
                  id)
                .empty();
+      if (gone) ReleaseSessionHistory(tx, id, "reap");
       if (gone && notify) Notify(tx, MembershipChanged(group));
       tx.commit();
       if (gone) reaped.push_back(id);
@@ -227,6 +243,8 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
   return GuardOr<std::vector<Owner>>("take parts", [&] {
     pqxx::work tx(conn);
     std::vector<Owner> taken;
+    std::vector<int> taken_parts;
+    std::vector<int64_t> taken_epochs;
     for (const pqxx::row& row : tx.exec_params(
              absl::StrCat("INSERT INTO sqlgroup.session_parts "
                           "  (group_name, part, session_id) "
@@ -239,6 +257,18 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
                           "RETURNING part, epoch"),
              group, session, IntArray(parts))) {
       taken.push_back({row[0].as<int>(), session, row[1].as<int64_t>()});
+      taken_parts.push_back(taken.back().part);
+      taken_epochs.push_back(taken.back().epoch);
+    }
+    if (!taken.empty()) {
+      // A separate statement: its clock_timestamp() is read after the
+      // insert above has waited out any release of these parts.
+      tx.exec_params(
+          "INSERT INTO sqlgroup.ownership_log "
+          "  (group_name, part, epoch, session_id) "
+          "SELECT $1, t.part, t.epoch, $2::uuid "
+          "FROM unnest($3::int[], $4::bigint[]) AS t(part, epoch)",
+          group, session, IntArray(taken_parts), BigintArray(taken_epochs));
     }
     if (!taken.empty() && notify) Notify(tx, MembershipChanged(group));
     tx.commit();
@@ -254,12 +284,21 @@ absl::StatusOr<std::vector<int>> DropParts(pqxx::connection& conn,
   return GuardOr<std::vector<int>>("drop parts", [&] {
     pqxx::work tx(conn);
     std::vector<int> dropped;
+    std::vector<int64_t> epochs;
     for (const pqxx::row& row : tx.exec_params(
              "DELETE FROM sqlgroup.session_parts WHERE group_name = $1 "
              "AND session_id = $2::uuid AND part = ANY($3::int[]) "
-             "RETURNING part",
+             "RETURNING part, epoch",
              group, session, IntArray(parts))) {
       dropped.push_back(row[0].as<int>());
+      epochs.push_back(row[1].as<int64_t>());
+    }
+    if (!dropped.empty()) {
+      tx.exec_params(
+          "UPDATE sqlgroup.ownership_log SET released_at = clock_timestamp(), "
+          "released_by = 'drop' WHERE group_name = $1 "
+          "AND epoch = ANY($2::bigint[]) AND released_at IS NULL",
+          group, BigintArray(epochs));
     }
     if (!dropped.empty() && notify) Notify(tx, MembershipChanged(group));
     tx.commit();
@@ -273,8 +312,28 @@ absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
     pqxx::work tx(conn);
     tx.exec_params("DELETE FROM sqlgroup.sessions WHERE id = $1::uuid",
                    session);
+    ReleaseSessionHistory(tx, session, "leave");
     if (notify) Notify(tx, MembershipChanged(group));
     tx.commit();
+  });
+}
+
+absl::StatusOr<int64_t> PruneOwnershipLog(pqxx::connection& conn,
+                                          const std::string& group,
+                                          absl::Duration retention, int limit) {
+  return GuardOr<int64_t>("prune ownership log", [&] {
+    pqxx::work tx(conn);
+    const int64_t n =
+        tx.exec_params(
+              "DELETE FROM sqlgroup.ownership_log WHERE group_name = $1 "
+              "AND (part, epoch) IN (SELECT part, epoch "
+              "  FROM sqlgroup.ownership_log WHERE group_name = $1 "
+              "  AND released_at < clock_timestamp() - $2::interval "
+              "  ORDER BY released_at LIMIT $3)",
+              group, ToInterval(retention), limit)
+            .affected_rows();
+    tx.commit();
+    return n;
   });
 }
 

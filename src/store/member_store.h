@@ -106,6 +106,12 @@ absl::StatusOr<std::vector<int>> DropParts(pqxx::connection& conn,
 absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
                           const std::string& session, bool notify);
 
+// Deletes up to `limit` entries of the group's ownership log released more
+// than `retention` ago, oldest first, and returns how many.
+absl::StatusOr<int64_t> PruneOwnershipLog(pqxx::connection& conn,
+                                          const std::string& group,
+                                          absl::Duration retention, int limit);
+
 // "{1,2,3}"
 std::string IntArray(const std::vector<int>& values);
 

@@ -231,6 +231,58 @@ TEST_F(ConsumerTest, AGracefulLeaveFreesItsPartsWithinARebalancePeriod) {
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.sessions"), 1);
 }
 
+TEST_F(ConsumerTest, TheOwnershipLogRecordsEveryTakeAndWhyItEnded) {
+  CreateGroup("g", 8);
+  auto a = Start(Options("g", Recorder("g")));
+  auto b = Start(Options("g", Recorder("g")));
+  ASSERT_TRUE(Settles("g", 8, {a.get(), b.get()}));
+  auto c = Start(Options("g", Recorder("g")));
+  ASSERT_TRUE(Settles("g", 8, {a.get(), b.get(), c.get()}));
+  ASSERT_TRUE(c->Stop().ok());
+  ASSERT_TRUE(Settles("g", 8, {a.get(), b.get()}));
+  {
+    // b expires by the database clock: someone reaps it, b rejoins.
+    pqxx::work tx(*conn_);
+    tx.exec_params(
+        "UPDATE sqlgroup.sessions SET heartbeated_at = heartbeated_at - "
+        "interval '1 hour' WHERE id = $1::uuid",
+        b->session_id());
+    tx.commit();
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Count(
+                   "SELECT count(*) FROM sqlgroup.ownership_log "
+                   "WHERE released_by = 'reap'") > 0;
+      },
+      absl::Seconds(10)));
+  ASSERT_TRUE(Settles("g", 8, {a.get(), b.get()}));
+  // Open entries are exactly the current takes.
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.session_parts sp FULL JOIN "
+                  "(SELECT * FROM sqlgroup.ownership_log "
+                  " WHERE released_at IS NULL) l USING (group_name, part, "
+                  "epoch) WHERE sp.session_id IS DISTINCT FROM l.session_id"),
+            0);
+  EXPECT_GT(Count("SELECT count(*) FROM sqlgroup.ownership_log "
+                  "WHERE released_by = 'drop'"),
+            0);
+  EXPECT_GT(Count("SELECT count(*) FROM sqlgroup.ownership_log "
+                  "WHERE released_by = 'leave'"),
+            0);
+  // No two takes of a part overlap in time.
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.ownership_log x "
+                  "JOIN sqlgroup.ownership_log y ON x.group_name = "
+                  "y.group_name AND x.part = y.part AND x.epoch < y.epoch "
+                  "WHERE y.acquired_at < coalesce(x.released_at, 'infinity') "
+                  "AND x.acquired_at < coalesce(y.released_at, 'infinity')"),
+            0);
+  // Deleting the group deletes its history.
+  ASSERT_TRUE(a->Stop().ok());
+  ASSERT_TRUE(b->Stop().ok());
+  ASSERT_TRUE(admin_->DeleteGroup("g").ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.ownership_log"), 0);
+}
+
 TEST_F(ConsumerTest, AFailingHandlerRetriesWithBackoffThenDeadLetters) {
   CreateGroup("g", 2);
   Produce("g", 1);

@@ -51,11 +51,13 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->from_version, 0);
   EXPECT_EQ(r->to_version, SchemaVersionKnown());
-  EXPECT_THAT(r->applied, ElementsAre("001_init.sql", "002_lag_index.sql"));
+  EXPECT_THAT(r->applied, ElementsAre("001_init.sql", "002_lag_index.sql",
+                                        "003_ownership_log.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table : {"groups.", "sessions.", "session_parts.", "items.",
-                            "dead_items.", "schema_migrations."}) {
+                            "dead_items.", "schema_migrations.",
+                            "ownership_log."}) {
     EXPECT_THAT(schema, HasSubstr(table));
   }
 }
