@@ -1,0 +1,353 @@
+#!/usr/bin/env python3
+"""sqlgroup's chaos suite: a workload on a primary with a synchronous
+standby, faults injected on a seeded schedule, then the invariants of
+design.md checked from the final database state and the ownership log.
+
+  tests/chaos/chaos.py --cli build/sqlgroup --profile short --seed 1
+  tests/chaos/chaos.py --cli build/sqlgroup --profile long --seeds 1,2,3
+
+Faults: kill -9 of a member (then restarted), SIGSTOP past the TTL (then
+SIGCONT), an immediate PostgreSQL restart, pg_terminate_backend of members'
+connections, a member's network stalled past the TTL, a graceful rolling
+restart, and failover to the standby (the primary killed, the standby
+promoted, a new standby built). The short profile injects each once; the
+long one adds random faults until --minutes have passed.
+
+Prints a table and one JSON line per result; exits 1 when an invariant is
+broken or the group does not recover.
+"""
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import checker  # noqa: E402
+from pgnode import PgNode, make_root, psql  # noqa: E402
+from workload import Member, Producer  # noqa: E402
+
+KINDS = ["kill9", "sigstop", "pg_restart", "terminate", "stall", "rolling",
+         "failover"]
+GROUP_TTL_S = 2.0
+RECOVERY_LIMIT_S = 30.0
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+class ChaosRun:
+    def __init__(self, args, seed):
+        self.args, self.seed = args, seed
+        self.rng = random.Random(seed)
+        self.root = make_root()
+        self.log_dir = os.path.join(self.root, "logs")
+        os.makedirs(self.log_dir)
+        self.nodes = []  # the two database slots: a primary and a standby
+        self.primary = None
+        self.members = []
+        self.producer = None
+        self.faults = []  # one dict per injected fault
+
+    # --- the database ----------------------------------------------------
+    def query(self, sql, **kw):
+        return psql(self.primary.port, sql, **kw)
+
+    def node_dsn(self, user="postgres"):
+        ports = ",".join(str(n.port) for n in self.nodes)
+        return (f"host=127.0.0.1,127.0.0.1 port={ports} dbname=chaos "
+                f"user={user} target_session_attrs=read-write "
+                "connect_timeout=2")
+
+    def setup(self):
+        a = PgNode.primary(self.root, "pg-a")
+        self.nodes = [a, PgNode.standby_of(a, self.root, "pg-b")]
+        self.primary = a
+        a.wait_streaming(self.nodes[1])
+        a.require_sync_standby(True)
+        self.run_cli("migrate", "--dsn", self.node_dsn())
+        self.run_cli("group", "create", "chaos", "--parts",
+                     str(self.args.parts), "--ttl", f"{GROUP_TTL_S:g}s",
+                     "--heartbeat", "400ms", "--dsn", self.node_dsn())
+        for i in range(self.args.members):
+            m = Member(self.args.cli, f"m{i}", [n.port for n in self.nodes],
+                       self.log_dir, "postgres", "record", 2)
+            m.start()
+            self.members.append(m)
+        self.wait("every part owned", lambda: self.owned_by_live([]))
+        self.query("CREATE INDEX IF NOT EXISTS results_acked_at "
+                   "ON sqlgroup_demo.results (acked_at)")
+        self.producer = Producer(self.args.cli, self.node_dsn,
+                                 self.args.rate, 200,
+                                 os.path.join(self.log_dir, "producer.log"))
+        self.producer.start()
+
+    def run_cli(self, *argv):
+        r = subprocess.run([self.args.cli, *argv], capture_output=True,
+                           text=True, timeout=60)
+        if r.returncode != 0:
+            raise RuntimeError(f"sqlgroup {argv[0]} failed: {r.stderr}")
+
+    # --- conditions ------------------------------------------------------
+    def sessions_of(self, member):
+        rows = self.query("SELECT id FROM sqlgroup.sessions WHERE instance = "
+                          f"'{member.name}'", check=False) or []
+        return [r[0] for r in rows]
+
+    def owned_by_live(self, excluded):
+        """Every part owned by a live session not in `excluded`."""
+        not_in = "".join(f" AND s.id <> '{s}'" for s in excluded)
+        n = self.query(
+            "SELECT count(*) FROM sqlgroup.session_parts sp "
+            "JOIN sqlgroup.sessions s ON s.id = sp.session_id "
+            "JOIN sqlgroup.groups g ON g.name = s.group_name "
+            "WHERE sp.group_name = 'chaos' "
+            "AND s.heartbeated_at > clock_timestamp() - g.session_ttl"
+            + not_in, check=False, timeout=3)
+        return n is not None and int(n[0][0]) == self.args.parts
+
+    def parts_acked_since(self, t0):
+        n = self.query("SELECT count(DISTINCT part) FROM sqlgroup_demo.results "
+                       f"WHERE acked_at > to_timestamp({t0})", check=False,
+                       timeout=3)
+        return 0 if n is None else int(n[0][0])
+
+    def wait(self, what, cond, timeout=RECOVERY_LIMIT_S):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if cond():
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"timed out waiting for {what}")
+
+    def recover(self, kind, target, t0, excluded, db_back_s=None):
+        """Times from t0 until every part is owned by a live session not in
+        `excluded`, and until every part has acknowledged an item again.
+        `db_back_s`: when the database itself was down, how long it took to
+        accept connections again (crash recovery or promotion)."""
+        owned = resumed = None
+        deadline = t0 + RECOVERY_LIMIT_S
+        while time.time() < deadline and (owned is None or resumed is None):
+            if owned is None and self.owned_by_live(excluded):
+                owned = time.time() - t0
+            if resumed is None and \
+                    self.parts_acked_since(t0) == self.args.parts:
+                resumed = time.time() - t0
+            time.sleep(0.1)
+        fault = {"seed": self.seed, "kind": kind, "target": target,
+                 "owned_s": owned, "resumed_s": resumed,
+                 "db_back_s": db_back_s}
+        self.faults.append(fault)
+        print(json.dumps({"chaos_fault": fault}), flush=True)
+        if owned is None or resumed is None:
+            raise RuntimeError(f"no recovery within {RECOVERY_LIMIT_S:g} s "
+                               f"after {kind} of {target}")
+
+    # --- faults ----------------------------------------------------------
+    def pick_member(self):
+        return self.rng.choice([m for m in self.members if m.alive()])
+
+    def fault_kill9(self):
+        m = self.pick_member()
+        excluded = self.sessions_of(m)
+        t0 = time.time()
+        m.kill()
+        self.recover("kill9", m.name, t0, excluded)
+        m.start()
+
+    def fault_sigstop(self):
+        m = self.pick_member()
+        excluded = self.sessions_of(m)
+        t0 = time.time()
+        m.signal(signal.SIGSTOP)
+        self.recover("sigstop", m.name, t0, excluded)
+        time.sleep(max(0.0, t0 + GROUP_TTL_S + 1 - time.time()))
+        m.signal(signal.SIGCONT)
+        self.wait(f"{m.name} to rejoin after SIGCONT",
+                  lambda: any(s not in excluded for s in self.sessions_of(m)))
+
+    def fault_stall(self):
+        m = self.pick_member()
+        excluded = self.sessions_of(m)
+        t0 = time.time()
+        for p in m.proxies:
+            p.stall()
+        self.recover("stall", m.name, t0, excluded)
+        time.sleep(max(0.0, t0 + GROUP_TTL_S + 2 - time.time()))
+        for p in m.proxies:
+            p.resume()
+        self.wait(f"{m.name} to rejoin after the stall",
+                  lambda: any(s not in excluded for s in self.sessions_of(m)))
+
+    def fault_pg_restart(self):
+        t0 = time.time()
+        self.primary.restart_immediate()
+        self.recover("pg_restart", self.primary.name, t0, [],
+                     db_back_s=time.time() - t0)
+
+    def fault_terminate(self):
+        rows = self.query("SELECT pid FROM pg_stat_activity WHERE datname = "
+                          "'chaos' AND application_name LIKE 'sqlgroup%' "
+                          "ORDER BY pid")
+        pids = [r[0] for r in rows]
+        victims = self.rng.sample(pids, max(1, len(pids) // 2))
+        t0 = time.time()
+        self.query("SELECT count(pg_terminate_backend(pid)) FROM "
+                   f"unnest('{{{','.join(victims)}}}'::int[]) AS pid")
+        self.recover("terminate", f"{len(victims)} of {len(pids)} backends",
+                     t0, [])
+
+    def fault_rolling(self):
+        for m in self.members:
+            excluded = self.sessions_of(m)
+            t0 = time.time()
+            m.stop()
+            m.start()
+            self.recover("rolling", m.name, t0, excluded)
+
+    def fault_failover(self):
+        old = self.primary
+        new = self.nodes[1] if old is self.nodes[0] else self.nodes[0]
+        t0 = time.time()
+        old.kill()
+        new.promote()
+        self.primary = new
+        self.recover("failover", f"{old.name}->{new.name}", t0, [],
+                     db_back_s=time.time() - t0)
+        # A new standby where the old primary was, so the next failover has
+        # somewhere to go.
+        slot = self.nodes.index(old)
+        old.remove()
+        fresh = PgNode.standby_of(new, self.root,
+                                  f"pg-{len(self.faults)}")
+        self.nodes[slot] = fresh
+        for m in self.members:
+            m.retarget(slot, fresh.port)
+        new.wait_streaming(fresh)
+        new.require_sync_standby(True)
+
+    # --- the run ---------------------------------------------------------
+    def schedule(self):
+        kinds = list(KINDS)
+        self.rng.shuffle(kinds)
+        for kind in kinds:
+            yield kind
+        if self.args.profile == "long":
+            end = time.time() + self.args.minutes * 60
+            while time.time() < end:
+                yield self.rng.choice(KINDS)
+
+    def run(self):
+        log(f"seed {self.seed}: setting up in {self.root}")
+        self.setup()
+        for kind in self.schedule():
+            time.sleep(self.rng.uniform(1.0, 3.0))
+            log(f"seed {self.seed}: {kind}")
+            getattr(self, f"fault_{kind}")()
+        log(f"seed {self.seed}: draining")
+        self.producer.stop()
+        self.wait("the queue to drain", lambda: self.query(
+            "SELECT count(*) FROM sqlgroup.items", check=False) == [["0"]],
+            timeout=120)
+        codes = {m.name: m.stop() for m in self.members}
+        found = checker.check(self.query, self.args.parts)
+        processed = int(self.query(
+            "SELECT count(*) FROM sqlgroup_demo.results")[0][0])
+        dead = int(self.query(
+            "SELECT count(*) FROM sqlgroup.dead_items")[0][0])
+        summary = {"seed": self.seed, "processed": processed, "dead": dead,
+                   "producer_restarts": self.producer.failures,
+                   "member_exit_codes": codes, **found}
+        print(json.dumps({"chaos_run": summary}), flush=True)
+        return summary
+
+    def close(self, keep):
+        for m in self.members:
+            m.close()
+        if self.producer:
+            self.producer.stop()
+        for n in self.nodes:
+            n.kill()
+        if keep:
+            log(f"logs kept in {self.root}")
+        else:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def report(faults, runs):
+    print("\n| fault | injected | database back (s) p50 / max | "
+          "all parts owned again (s) p50 / max | "
+          "every part processing again (s) p50 / max |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for kind in KINDS:
+        mine = [f for f in faults if f["kind"] == kind]
+        if not mine:
+            continue
+        owned = [f["owned_s"] for f in mine if f["owned_s"] is not None]
+        resumed = [f["resumed_s"] for f in mine if f["resumed_s"] is not None]
+        back = [f["db_back_s"] for f in mine if f["db_back_s"] is not None]
+        fmt = (lambda xs: f"{statistics.median(xs):.2f} / {max(xs):.2f}"
+               if xs else "-")
+        print(f"| {kind} | {len(mine)} | {fmt(back)} | {fmt(owned)} | "
+              f"{fmt(resumed)} |")
+    print(f"\nTTL {GROUP_TTL_S:g} s, heartbeat 0.4 s. Per seed:")
+    for r in runs:
+        print("  " + ", ".join(f"{k} {v}" for k, v in r.items()
+                               if k != "member_exit_codes"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cli", required=True, help="path of the sqlgroup binary")
+    ap.add_argument("--profile", choices=["short", "long"], default="short")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--seeds", default=None, help="comma-separated seeds")
+    ap.add_argument("--minutes", type=float, default=10.0,
+                    help="long profile: minutes of random faults per seed")
+    ap.add_argument("--members", type=int, default=4)
+    ap.add_argument("--parts", type=int, default=16)
+    ap.add_argument("--rate", type=int, default=200,
+                    help="items/s produced throughout")
+    ap.add_argument("--keep", action="store_true", help="keep logs and data")
+    args = ap.parse_args()
+    seeds = ([int(s) for s in args.seeds.split(",")] if args.seeds else
+             [args.seed if args.seed is not None else 1])
+    faults, runs, failed = [], [], []
+    for seed in seeds:
+        run = ChaosRun(args, seed)
+        ok = False
+        try:
+            summary = run.run()
+            runs.append(summary)
+            broken = [k for k in summary if k in
+                      [c[0] for c in checker.CHECKS] + ["wrong_part"]
+                      and summary[k] != 0]
+            for k in broken:
+                log(f"INVARIANT BROKEN (seed {seed}): {k} = {summary[k]}: "
+                    f"{checker.meaning(k)}")
+            ok = not broken
+        except Exception as e:  # a failed run keeps its logs for a look
+            log(f"seed {seed} FAILED: {e}")
+        finally:
+            faults += run.faults
+            run.close(keep=args.keep or not ok)
+        if not ok:
+            failed.append(seed)
+    report(faults, runs)
+    if failed:
+        log(f"FAILED seeds: {failed}")
+        return 1
+    log("all invariants held")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

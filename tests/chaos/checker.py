@@ -1,0 +1,94 @@
+"""The invariants of design.md, checked from the final database state:
+the `record` handler's result rows (no unique constraint, so a double
+acknowledgement shows), the producers' per-key tally, the dead letters and
+the ownership log that members write in the transactions that change
+session_parts.
+"""
+
+# Each check: (name, SQL returning one count of violations, what it means).
+CHECKS = [
+    ("duplicates",
+     "SELECT count(*) FROM (SELECT item_id FROM sqlgroup_demo.results "
+     "GROUP BY item_id HAVING count(*) > 1) d",
+     "items acknowledged more than once"),
+    ("lost",
+     "SELECT coalesce(sum(greatest(p.n - coalesce(r.n, 0) - coalesce(d.n, 0), "
+     "0)), 0) FROM sqlgroup_demo.produced p "
+     "LEFT JOIN (SELECT key, count(DISTINCT item_id) AS n "
+     "  FROM sqlgroup_demo.results GROUP BY key) r USING (key) "
+     "LEFT JOIN (SELECT key, count(*) AS n FROM sqlgroup.dead_items "
+     "  WHERE group_name = 'chaos' GROUP BY key) d USING (key)",
+     "items produced but neither acknowledged nor dead-lettered"),
+    ("unexplained",
+     "SELECT coalesce(sum(greatest(coalesce(r.n, 0) + coalesce(d.n, 0) - "
+     "coalesce(p.n, 0), 0)), 0) FROM (SELECT key, count(DISTINCT item_id) "
+     "  AS n FROM sqlgroup_demo.results GROUP BY key) r "
+     "FULL JOIN (SELECT key, count(*) AS n FROM sqlgroup.dead_items "
+     "  WHERE group_name = 'chaos' GROUP BY key) d USING (key) "
+     "LEFT JOIN sqlgroup_demo.produced p USING (key)",
+     "items handled that no committed produce enqueued"),
+    ("acked_and_dead",
+     "SELECT count(*) FROM sqlgroup_demo.results r JOIN sqlgroup.dead_items d "
+     "ON d.group_name = 'chaos' AND d.id = r.item_id",
+     "items both acknowledged and dead-lettered"),
+    ("left_in_queue",
+     "SELECT count(*) FROM sqlgroup.items WHERE group_name = 'chaos'",
+     "items still waiting after the drain"),
+    ("overlapping_ownership",
+     "SELECT count(*) FROM sqlgroup.ownership_log x "
+     "JOIN sqlgroup.ownership_log y ON x.group_name = y.group_name "
+     "AND x.part = y.part AND x.epoch < y.epoch "
+     "WHERE x.group_name = 'chaos' "
+     "AND y.acquired_at < coalesce(x.released_at, 'infinity') "
+     "AND x.acquired_at < coalesce(y.released_at, 'infinity')",
+     "pairs of takes of one part whose ownership intervals overlap"),
+    ("ack_outside_ownership",
+     "SELECT count(*) FROM sqlgroup_demo.results r WHERE NOT EXISTS ("
+     "  SELECT 1 FROM sqlgroup.ownership_log l WHERE l.group_name = 'chaos' "
+     "  AND l.part = r.part AND l.epoch = r.epoch "
+     "  AND l.session_id = r.session_id AND l.acquired_at <= r.acked_at "
+     "  AND r.acked_at < coalesce(l.released_at, 'infinity'))",
+     "acknowledgements committed by a member not owning the part then "
+     "(a lost claim or a zombie)"),
+    ("open_log_mismatch",
+     "SELECT count(*) FROM (SELECT * FROM sqlgroup.session_parts "
+     "  WHERE group_name = 'chaos') sp "
+     "FULL JOIN (SELECT * FROM sqlgroup.ownership_log "
+     "  WHERE group_name = 'chaos' AND released_at IS NULL) l "
+     "USING (group_name, part, epoch) "
+     "WHERE sp.session_id IS DISTINCT FROM l.session_id",
+     "current owners that the ownership log does not show as open"),
+]
+
+
+def part_of(uuid_text, parts):
+    """The part whose key range holds the item id (design.md's ranges)."""
+    x = int(uuid_text.replace("-", ""), 16)
+    p = (x * parts) >> 128
+    # floor(p * 2^128 / P) <= x < floor((p + 1) * 2^128 / P)
+    while p + 1 < parts and ((p + 1) << 128) // parts <= x:
+        p += 1
+    while p > 0 and (p << 128) // parts > x:
+        p -= 1
+    return p
+
+
+def check(query, parts):
+    """Runs every check; returns {name: count}, plus 'wrong_part' (results
+    acknowledged under a part whose range does not hold the item)."""
+    found = {}
+    for name, sql, _ in CHECKS:
+        found[name] = int(query(sql)[0][0])
+    wrong = 0
+    for item_id, part in query(
+            "SELECT item_id::text, part FROM sqlgroup_demo.results"):
+        wrong += part_of(item_id, parts) != int(part)
+    found["wrong_part"] = wrong
+    return found
+
+
+def meaning(name):
+    for n, _, text in CHECKS:
+        if n == name:
+            return text
+    return "results acknowledged under a part that does not hold the item"

@@ -1,0 +1,112 @@
+"""The workload of a chaos run: `sqlgroup consume` members, each reaching
+the database through its own stallable proxies, and a producer that keeps
+enqueueing and comes back whenever the database drops it.
+"""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from tcp_proxy import StallableProxy
+
+
+class Member:
+    """One `sqlgroup consume` process under a stable instance name. Its
+    connection string lists both database slots (primary first), each
+    through a proxy of its own, with target_session_attrs=read-write: the
+    failover path users would configure."""
+
+    def __init__(self, cli, name, slots, log_dir, user, handler, workers):
+        self.cli, self.name, self.user = cli, name, user
+        self.handler, self.workers = handler, workers
+        self.log_path = os.path.join(log_dir, f"{name}.log")
+        self.proxies = [StallableProxy(port) for port in slots]
+        self.proc = None
+        self.starts = 0
+
+    def dsn(self):
+        hosts = ",".join("127.0.0.1" for _ in self.proxies)
+        ports = ",".join(str(p.port) for p in self.proxies)
+        return (f"host={hosts} port={ports} dbname=chaos user={self.user} "
+                "target_session_attrs=read-write connect_timeout=2")
+
+    def start(self):
+        log = open(self.log_path, "a")
+        self.proc = subprocess.Popen(
+            [self.cli, "consume", "--dsn", self.dsn(), "--group", "chaos",
+             "--handler", self.handler, "--workers", str(self.workers),
+             "--instance", self.name, "--metrics_addr", ""],
+            stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.starts += 1
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def signal(self, sig):
+        if self.alive():
+            self.proc.send_signal(sig)
+
+    def stop(self, timeout=30):
+        """Graceful: SIGTERM, then the exit code (None if it had to be
+        killed)."""
+        if not self.alive():
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            return None
+
+    def kill(self):
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait()
+
+    def retarget(self, slot, port):
+        self.proxies[slot].upstream_port = port
+
+    def close(self):
+        self.kill()
+        for p in self.proxies:
+            p.close()
+
+
+class Producer:
+    """Runs `sqlgroup produce` at `rate` items/s in short runs until
+    stopped. Each batch and its per-key tally commit together, so whatever
+    the faults, sqlgroup_demo.produced is what was enqueued."""
+
+    def __init__(self, cli, dsn_fn, rate, keys, log_path):
+        self.cli, self.dsn_fn, self.rate, self.keys = cli, dsn_fn, rate, keys
+        self.log_path = log_path
+        self.failures = 0
+        self._stop = threading.Event()
+        self._proc = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        if self._proc and self._proc.poll() is None:
+            self._proc.terminate()
+        self._thread.join(timeout=30)
+
+    def _run(self):
+        while not self._stop.is_set():
+            with open(self.log_path, "a") as log:
+                self._proc = subprocess.Popen(
+                    [self.cli, "produce", "--dsn", self.dsn_fn(), "--group",
+                     "chaos", "--count", str(self.rate * 5), "--keys",
+                     str(self.keys), "--rate", str(self.rate)],
+                    stdout=log, stderr=subprocess.STDOUT)
+            if self._proc.wait() != 0 and not self._stop.is_set():
+                self.failures += 1
+                self._stop.wait(0.5)
