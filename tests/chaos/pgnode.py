@@ -47,18 +47,34 @@ def _demote_and_tie(user):
 
 
 def psql(port, sql, db="chaos", timeout=10, check=True):
-    """Runs `sql` on 127.0.0.1:port; returns rows as lists of strings."""
-    r = subprocess.run(
-        [os.path.join(BIN, "psql"), "-h", "127.0.0.1", "-p", str(port), "-U",
-         "postgres", "-d", db, "-X", "-q", "-A", "-t", "-F", "\t",
-         "-v", "ON_ERROR_STOP=1", "-c", sql],
-        capture_output=True, text=True, timeout=timeout,
-        env=dict(os.environ, PGCONNECT_TIMEOUT="2"))
-    if r.returncode != 0:
+    """Runs `sql` on 127.0.0.1:port; returns rows as lists of strings.
+    With check, a failure raises; failing to connect is retried for a while
+    first (a loaded machine can be slow to accept), with check=False it
+    returns None at once: a poll tries again anyway."""
+    deadline = time.time() + (20 if check else 0)
+    while True:
+        try:
+            r = subprocess.run(
+                [os.path.join(BIN, "psql"), "-h", "127.0.0.1", "-p",
+                 str(port), "-U", "postgres", "-d", db, "-X", "-q", "-A",
+                 "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                capture_output=True, text=True, timeout=timeout,
+                env=dict(os.environ, PGCONNECT_TIMEOUT="2"))
+        except subprocess.TimeoutExpired:
+            if check:
+                raise RuntimeError(f"psql on port {port} took over "
+                                   f"{timeout} s: {sql[:60]}")
+            return None
+        if r.returncode == 0:
+            return [line.split("\t") for line in r.stdout.splitlines()
+                    if line]
+        if r.returncode == 2 and time.time() < deadline:
+            time.sleep(0.2)  # psql's exit code 2: could not connect
+            continue
         if check:
-            raise RuntimeError(f"psql on port {port} failed: {r.stderr.strip()}")
+            raise RuntimeError(
+                f"psql on port {port} failed: {r.stderr.strip()}")
         return None
-    return [line.split("\t") for line in r.stdout.splitlines() if line]
 
 
 def scalar(port, sql, **kw):
