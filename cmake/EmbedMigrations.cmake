@@ -1,8 +1,17 @@
 # Writes OUT, a C++ file holding every migration in FILES as a raw string.
 # Run with cmake -P; FILES is a ;-list of sql/NNN_name.sql paths, sorted.
+# FUNCTION (default EmbeddedMigrations) and HEADER (default migrations.h)
+# name the function it defines and the header declaring it, so other SQL
+# files (sql/grants/) can be embedded the same way.
+if(NOT FUNCTION)
+  set(FUNCTION EmbeddedMigrations)
+endif()
+if(NOT HEADER)
+  set(HEADER migrations.h)
+endif()
 set(body "// Generated from sql/ by cmake/EmbedMigrations.cmake. Do not edit.\n")
-string(APPEND body "#include \"migrations.h\"\n\nnamespace sqlgroup::internal {\n\n")
-string(APPEND body "const std::vector<MigrationSource>& EmbeddedMigrations() {\n")
+string(APPEND body "#include \"${HEADER}\"\n\nnamespace sqlgroup::internal {\n\n")
+string(APPEND body "const std::vector<MigrationSource>& ${FUNCTION}() {\n")
 string(APPEND body "  static const auto* const kMigrations = new std::vector<MigrationSource>{\n")
 foreach(f IN LISTS FILES)
   get_filename_component(name "${f}" NAME)

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "grants.h"
 #include "keyspace.h"
 #include "status_macros.h"
 #include "store/connection.h"
@@ -201,6 +202,68 @@ absl::StatusOr<std::vector<GroupConfig>> Admin::ListGroups() {
     configs.push_back(ConfigOf(name, settings));
   }
   return configs;
+}
+
+absl::Status Admin::GrantRoles(const RoleGrants& roles) {
+  if (roles.member_role.empty() && roles.producer_role.empty()) {
+    return absl::InvalidArgumentError(
+        "grant needs a member role and/or a producer role");
+  }
+  RETURN_IF_ERROR(CheckSchema());
+  std::vector<std::pair<std::string, std::string>> grants;  // kind, role
+  if (!roles.member_role.empty()) {
+    grants.emplace_back("member", roles.member_role);
+  }
+  if (!roles.producer_role.empty()) {
+    grants.emplace_back("producer", roles.producer_role);
+  }
+  std::string sql;
+  for (const auto& [kind, role] : grants) {
+    if (sql.find(internal::RevokeAllSql(role)) == std::string::npos) {
+      absl::StrAppend(&sql, internal::RevokeAllSql(role));
+    }
+  }
+  for (const auto& [kind, role] : grants) {
+    ASSIGN_OR_RETURN(std::string grant, internal::GrantSql(kind, role));
+    absl::StrAppend(&sql, grant);
+  }
+  std::string missing, not_owner;
+  RETURN_IF_ERROR(Guard("grant", [&] {
+    pqxx::work tx(*impl_->conn);
+    // A GRANT or REVOKE by a role without the right only warns: check.
+    const pqxx::row owner = tx.exec1(
+        "SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false), "
+        "  current_user FROM pg_catalog.pg_class c "
+        "WHERE c.relnamespace = 'sqlgroup'::regnamespace "
+        "AND c.relkind IN ('r', 'S')");
+    if (!owner[0].as<bool>()) {
+      not_owner = owner[1].as<std::string>();
+      return;
+    }
+    for (const auto& [kind, role] : grants) {
+      if (tx.exec_params("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1",
+                         role)
+              .empty()) {
+        missing = role;
+        return;
+      }
+    }
+    tx.exec(sql);
+    tx.commit();
+  }));
+  if (!not_owner.empty()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "permission denied: role '", not_owner,
+        "' does not own the sqlgroup schema's tables; grant as the role that "
+        "ran `sqlgroup migrate`, or as a superuser"));
+  }
+  if (!missing.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "role '", missing, "' does not exist; create it first (CREATE ROLE ",
+        internal::QuoteIdentifier(missing),
+        " LOGIN PASSWORD '...'), then grant again; nothing was changed"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,

@@ -1,16 +1,111 @@
 #include "dsn.h"
 
+#include <libpq-fe.h>
+
+#include <algorithm>
 #include <cstdlib>
 #include <regex>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 
 namespace sqlgroup {
 namespace {
 
 bool IsUri(std::string_view dsn) {
   return dsn.starts_with("postgresql://") || dsn.starts_with("postgres://");
+}
+
+// scheme://user:secret@host: the password runs to the last '@' before the
+// query, so a password with an unencoded '/' or '@' is still hidden whole.
+const std::regex& UriUserInfo() {
+  static const auto* const kRe =
+      new std::regex(R"(^(postgres(?:ql)?://[^:@/?]*):([^?]*)@)");
+  return *kRe;
+}
+const std::regex& UriQueryPassword() {
+  static const auto* const kRe =
+      new std::regex(R"(([?&](?:ssl)?password=)([^&]*))", std::regex::icase);
+  return *kRe;
+}
+// password = 'quoted \' value', or a bare value with backslash escapes.
+// Also matches sslpassword.
+const std::regex& KeywordPassword() {
+  static const auto* const kRe =
+      new std::regex(R"((password\s*=\s*)('(?:[^'\\]|\\.)*'|(?:[^\s\\]|\\.)*))",
+                     std::regex::icase);
+  return *kRe;
+}
+
+std::string PercentDecode(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && absl::ascii_isxdigit(s[i + 1]) &&
+        absl::ascii_isxdigit(s[i + 2])) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// A keyword/value value as libpq reads it: quotes removed, \x -> x.
+std::string Unquote(std::string s) {
+  if (s.size() >= 2 && s.front() == '\'' && s.back() == '\'') {
+    s = s.substr(1, s.size() - 2);
+  }
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 1 < s.size()) ++i;
+    out += s[i];
+  }
+  return out;
+}
+
+// The passwords MaskDsn hides, decoded as libpq would read them.
+std::vector<std::string> MaskedPasswords(std::string_view dsn) {
+  std::vector<std::string> out;
+  const std::string s(dsn);
+  std::smatch m;
+  if (IsUri(dsn)) {
+    if (std::regex_search(s, m, UriUserInfo())) {
+      out.push_back(PercentDecode(m[2].str()));
+    }
+    for (auto it = std::sregex_iterator(s.begin(), s.end(), UriQueryPassword());
+         it != std::sregex_iterator(); ++it) {
+      out.push_back(PercentDecode((*it)[2].str()));
+    }
+  } else {
+    for (auto it = std::sregex_iterator(s.begin(), s.end(), KeywordPassword());
+         it != std::sregex_iterator(); ++it) {
+      out.push_back(Unquote((*it)[2].str()));
+    }
+  }
+  std::erase(out, "");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The passwords libpq reads from `dsn`; false when it cannot parse it.
+bool ParsedPasswords(std::string_view dsn, std::vector<std::string>* out) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(std::string(dsn).c_str(), &error);
+  PQfreemem(error);
+  if (options == nullptr) return false;
+  for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    const std::string_view keyword = o->keyword;
+    if ((keyword == "password" || keyword == "sslpassword") &&
+        o->val != nullptr && *o->val != '\0') {
+      out->push_back(o->val);
+    }
+  }
+  PQconninfoFree(options);
+  std::sort(out->begin(), out->end());
+  return true;
 }
 
 }  // namespace
@@ -26,18 +121,31 @@ std::string ResolveDsn(const std::string& flag) {
 std::string MaskDsn(std::string_view dsn) {
   std::string out(dsn);
   if (IsUri(dsn)) {
-    // scheme://user:secret@host -> scheme://user:***@host
-    static const std::regex kUserInfo(
-        R"(^(postgres(?:ql)?://[^:@/?]*):[^@/?]*@)");
-    out = std::regex_replace(out, kUserInfo, "$1:***@");
-    static const std::regex kQuery(R"(([?&]password=)[^&]*)",
-                                   std::regex::icase);
-    return std::regex_replace(out, kQuery, "$1***");
+    out = std::regex_replace(out, UriUserInfo(), "$1:***@");
+    return std::regex_replace(out, UriQueryPassword(), "$1***");
   }
-  // password = 'quoted \' value' or password=bare
-  static const std::regex kKeyword(
-      R"((password\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s]*))", std::regex::icase);
-  return std::regex_replace(out, kKeyword, "$1***");
+  return std::regex_replace(out, KeywordPassword(), "$1***");
+}
+
+bool MaskIsExact(std::string_view dsn) {
+  const std::vector<std::string> masked = MaskedPasswords(dsn);
+  std::vector<std::string> parsed;
+  if (!ParsedPasswords(dsn, &parsed)) return masked.empty();
+  return parsed == masked;
+}
+
+std::string RedactPasswords(std::string text, std::string_view dsn) {
+  std::vector<std::string> secrets = MaskedPasswords(dsn);
+  ParsedPasswords(dsn, &secrets);
+  // Longest first, so a password containing another is replaced whole.
+  std::sort(secrets.begin(), secrets.end(),
+            [](const std::string& a, const std::string& b) {
+              return a.size() > b.size();
+            });
+  for (const std::string& secret : secrets) {
+    text = absl::StrReplaceAll(text, {{secret, "***"}});
+  }
+  return text;
 }
 
 std::string WithConnectTimeout(const std::string& dsn, int seconds) {

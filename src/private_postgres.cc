@@ -341,6 +341,16 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(
                                             hint, "; ", Tail(initdb_log)));
   }
 
+  if (!pg->options_.hba_rules.empty()) {
+    const std::string hba = pg->data_dir_ + "/pg_hba.conf";
+    const std::string rules =
+        absl::StrCat(absl::StrJoin(pg->options_.hba_rules, "\n"), "\n");
+    std::string text = rules + ReadFile(hba);
+    if (!(std::ofstream(hba, std::ios::trunc) << text)) {
+      return absl::InternalError("cannot write " + hba);
+    }
+  }
+
   // The port is free when picked but may be taken before the server binds.
   absl::Status status;
   for (int attempt = 0; attempt < kPortAttempts; ++attempt) {

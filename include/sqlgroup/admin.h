@@ -83,6 +83,18 @@ struct PartInfo {
   std::string last_key;
 };
 
+// Roles to give the least privileges sqlgroup needs (sql/grants/). Each
+// must exist already (CREATE ROLE ... LOGIN PASSWORD ...); either may be
+// empty, and both may name the same role.
+struct RoleGrants {
+  // Runs Consumers: reads its group, keeps its session, takes and drops
+  // parts, claims, acknowledges and dead-letters items (sql/grants/
+  // member.sql). No DDL, no TRUNCATE, no change to groups.
+  std::string member_role;
+  // Runs Producers: reads groups, inserts items (sql/grants/producer.sql).
+  std::string producer_role;
+};
+
 struct GroupDescription {
   GroupConfig config;
   std::vector<MemberInfo> members;  // lexical order of session id
@@ -120,6 +132,14 @@ class Admin {
   // NOT_FOUND when there is no such group.
   absl::Status DeleteGroup(const std::string& name);
   absl::StatusOr<std::vector<GroupConfig>> ListGroups();
+  // Gives each role of `roles` exactly the privileges on the sqlgroup
+  // schema that its use needs, taking away any others it had there, in one
+  // transaction. Idempotent; run it again after every Migrate(), which may
+  // add tables. The connection's role must own the schema's tables (the
+  // role that ran Migrate) or be a superuser. INVALID_ARGUMENT (no role
+  // given), NOT_FOUND (a role does not exist), FAILED_PRECONDITION
+  // (schema), PERMISSION_DENIED.
+  absl::Status GrantRoles(const RoleGrants& roles);
   absl::StatusOr<GroupConfig> GetGroup(const std::string& name);
   // Members, every part's owner and epoch, and (when `count_lag`) each
   // part's lag. Counting lag reads the group's items index, so it costs

@@ -48,6 +48,12 @@ struct PrivatePostgresOptions {
   bool durable = true;
   // Extra postgresql.conf settings, name -> value, applied last.
   std::vector<std::pair<std::string, std::string>> settings;
+  // pg_hba.conf lines placed before initdb's, which trust every local
+  // client; the first line that matches a connection wins. E.g.
+  // {"host all postgres 127.0.0.1/32 trust",
+  //  "host all all 127.0.0.1/32 scram-sha-256"} keeps Dsn() working and
+  // makes every other role log in over TCP with its password.
+  std::vector<std::string> hba_rules;
   // How long Start() waits for the server to accept connections.
   absl::Duration start_timeout = absl::Seconds(60);
   // OS user the server runs as when this process is root.

@@ -14,6 +14,7 @@
 #ifndef SQLGROUP_PRODUCER_H_
 #define SQLGROUP_PRODUCER_H_
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <pqxx/transaction>
@@ -24,6 +25,11 @@
 #include "absl/time/time.h"
 
 namespace sqlgroup {
+
+// The default bound on one item's payload. Items travel whole through
+// every claim and handler call; larger data belongs in a table of its own,
+// with the item holding its key.
+inline constexpr size_t kDefaultMaxPayloadBytes = 1 << 20;  // 1 MiB
 
 struct NewItem {
   std::optional<std::string> key;  // free text for the caller; may repeat
@@ -37,8 +43,9 @@ struct ProducerOptions {
   // One NOTIFY per Enqueue call wakes idle members at once; without it
   // they notice within their idle poll.
   bool notify = true;
-  // Larger payloads are refused with INVALID_ARGUMENT. Default 1 MiB.
-  size_t max_payload_bytes = 1 << 20;
+  // Larger payloads are refused with INVALID_ARGUMENT, and nothing of the
+  // call is enqueued. Default kDefaultMaxPayloadBytes (1 MiB).
+  size_t max_payload_bytes = kDefaultMaxPayloadBytes;
   absl::Duration connect_timeout = absl::Seconds(5);
 };
 
@@ -60,7 +67,7 @@ class Producer {
   static absl::StatusOr<std::vector<std::string>> EnqueueIn(
       pqxx::work& tx, const std::string& group,
       const std::vector<NewItem>& items, bool notify = true,
-      size_t max_payload_bytes = 1 << 20);
+      size_t max_payload_bytes = kDefaultMaxPayloadBytes);
 
  private:
   struct Impl;

@@ -98,10 +98,37 @@ absl::Status GroupDescribe(const Args& args) {
   return absl::OkStatus();
 }
 
+absl::Status Grant(const Args&) {
+  RoleGrants roles;
+  roles.member_role = absl::GetFlag(FLAGS_member_role);
+  roles.producer_role = absl::GetFlag(FLAGS_producer_role);
+  if (roles.member_role.empty() && roles.producer_role.empty()) {
+    return absl::InvalidArgumentError(
+        "grant needs --member_role and/or --producer_role");
+  }
+  ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
+  RETURN_IF_ERROR(admin->GrantRoles(roles));
+  if (!roles.member_role.empty()) {
+    Print(
+        absl::StrCat("granted member privileges to ", roles.member_role, "\n"));
+  }
+  if (!roles.producer_role.empty()) {
+    Print(absl::StrCat("granted producer privileges to ", roles.producer_role,
+                       "\n"));
+  }
+  return absl::OkStatus();
+}
+
 const std::map<std::string, Command>& Commands() {
   static const auto* const kCommands = new std::map<std::string, Command>{
       {"migrate",
        {"migrate [--migrations_dir DIR]", {"migrations_dir"}, 0, Migrate}},
+      {"grant",
+       {"grant [--member_role ROLE] [--producer_role ROLE]  (least "
+        "privileges; again after each migrate)",
+        {"member_role", "producer_role"},
+        0,
+        Grant}},
       {"group create",
        {"group create NAME [--parts 16] [--ttl 5s] [--heartbeat 1s]",
         {"parts", "ttl", "heartbeat"},

@@ -62,16 +62,19 @@ absl::Status RunConsume(const Args&) {
   } else {
     options.handler = handler;
   }
-  if (spec.kind == HandlerSpec::Kind::kCount ||
-      spec.kind == HandlerSpec::Kind::kRecord) {
-    RETURN_IF_ERROR(EnsureDemoTables(options.dsn));
-  }
   // The consumer is checked (schema, group) before the port is taken, so a
   // wrong database is reported as such.
   auto registry = std::make_shared<prometheus::Registry>();
   const std::string addr = absl::GetFlag(FLAGS_metrics_addr);
   if (!addr.empty()) options.metrics = registry.get();
+  const std::string dsn = options.dsn;
   ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(options)));
+  // Only once the schema and the group are known good: bad input changes
+  // nothing.
+  if (spec.kind == HandlerSpec::Kind::kCount ||
+      spec.kind == HandlerSpec::Kind::kRecord) {
+    RETURN_IF_ERROR(EnsureDemoTables(dsn));
+  }
   std::unique_ptr<prometheus::Exposer> exposer;
   if (!addr.empty()) {
     try {

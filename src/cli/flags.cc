@@ -50,6 +50,10 @@ ABSL_FLAG(std::string, metrics_addr, "127.0.0.1:9464",
           "(port 0: the OS picks one, logged at start; empty: no metrics)");
 ABSL_FLAG(bool, durable, false,
           "postgres: keep fsync and synchronous_commit on (slower)");
+ABSL_FLAG(std::string, member_role, "",
+          "grant: the database role members (consume) connect as");
+ABSL_FLAG(std::string, producer_role, "",
+          "grant: the database role producers (produce) connect as");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off");
 

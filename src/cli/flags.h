@@ -34,6 +34,8 @@ ABSL_DECLARE_FLAG(int32_t, payload_bytes);
 ABSL_DECLARE_FLAG(double, rate);
 ABSL_DECLARE_FLAG(std::string, metrics_addr);
 ABSL_DECLARE_FLAG(bool, durable);
+ABSL_DECLARE_FLAG(std::string, member_role);
+ABSL_DECLARE_FLAG(std::string, producer_role);
 
 namespace sqlgroup::cli {
 

@@ -6,6 +6,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "store/connection.h"
 
 namespace sqlgroup::cli {
 namespace {
@@ -74,8 +75,17 @@ absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text) {
 absl::Status EnsureDemoTables(const std::string& dsn) {
   for (int attempt = 1;; ++attempt) {
     try {
-      pqxx::connection conn(dsn);
-      pqxx::work tx(conn);
+      // Through store::Connect, so a failure names the target masked.
+      auto conn = store::Connect(dsn, {});
+      if (!conn.ok()) return conn.status();
+      pqxx::work tx(**conn);
+      // Present already: a role that may not create schemas (a member role)
+      // can still use them.
+      if (tx.exec1("SELECT to_regclass('sqlgroup_demo.counters') IS NOT NULL "
+                   "AND to_regclass('sqlgroup_demo.produced') IS NOT NULL")[0]
+              .as<bool>()) {
+        return absl::OkStatus();
+      }
       tx.exec(kDemoTablesSql);
       tx.commit();
       return absl::OkStatus();

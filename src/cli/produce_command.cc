@@ -27,6 +27,13 @@ absl::Status RunProduce(const Args&) {
     return absl::InvalidArgumentError(
         "--count, --keys, --payload_bytes and --rate must not be negative");
   }
+  if (static_cast<size_t>(payload_bytes) > kDefaultMaxPayloadBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--payload_bytes=", payload_bytes, " is over the limit of ",
+        kDefaultMaxPayloadBytes,
+        " bytes per item (ProducerOptions::max_payload_bytes); keep large "
+        "data in a table of its own and enqueue its key"));
+  }
   const std::string group = absl::GetFlag(FLAGS_group);
   const std::string dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
   // Producer::Create checks the schema and the group; batches then go

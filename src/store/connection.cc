@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dsn.h"
 #include "store/errors.h"
@@ -11,6 +12,36 @@ namespace {
 
 std::string Millis(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d));
+}
+
+// Names the target and libpq's reason without any password. A malformed
+// string holding a password is not shown at all: libpq's message about it
+// may quote the password, and the mask may miss part of it.
+std::string ConnectFailure(const std::string& dsn, std::string reason,
+                           int timeout_s) {
+  while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) {
+    reason.pop_back();
+  }
+  if (!MaskIsExact(dsn)) {
+    return "cannot connect: the connection string holds a password but is "
+           "malformed, so neither it nor libpq's message about it is shown. "
+           "In keyword/value form quote values with spaces ('...') and "
+           "escape ' and \\ with \\; in a URI percent-encode @ : / ? # % in "
+           "the user name and password (or pass the password in PGPASSWORD "
+           "or ~/.pgpass)";
+  }
+  const std::string target =
+      dsn.empty() ? "the database named by libpq's PG* variables (no "
+                    "--dsn or SQLGROUP_DSN given)"
+                  : absl::StrCat("'", MaskDsn(dsn), "'");
+  const std::string hint =
+      absl::StrContains(reason, "password authentication failed") ||
+              absl::StrContains(reason, "no password supplied")
+          ? "check the user name and password"
+          : "check --dsn / SQLGROUP_DSN and that the server is up";
+  return absl::StrCat("cannot connect to ", target, ": ",
+                      RedactPasswords(reason, dsn), " (tried for at most ",
+                      timeout_s, " s; ", hint, ")");
 }
 
 }  // namespace
@@ -25,17 +56,7 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     conn =
         std::make_unique<pqxx::connection>(WithConnectTimeout(dsn, timeout_s));
   } catch (const std::exception& e) {
-    std::string reason = e.what();
-    while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' '))
-      reason.pop_back();
-    const std::string target =
-        dsn.empty() ? "the database named by libpq's PG* variables (no "
-                      "--dsn or SQLGROUP_DSN given)"
-                    : absl::StrCat("'", MaskDsn(dsn), "'");
-    return absl::UnavailableError(absl::StrCat(
-        "cannot connect to ", target, ": ", reason, " (tried for at most ",
-        timeout_s,
-        " s; check --dsn / SQLGROUP_DSN and that the server is up)"));
+    return absl::UnavailableError(ConnectFailure(dsn, e.what(), timeout_s));
   }
   // Reconnecting is the caller's decision (with backoff, re-preparing
   // statements); libpqxx 6 would otherwise silently revive a broken one.

@@ -61,6 +61,13 @@ absl::Status StatusFromCurrentException(std::string_view context) {
     const std::string state = e.sqlstate();
     std::string message = absl::StrCat(prefix, Clean(e.what()));
     if (!state.empty()) absl::StrAppend(&message, " [SQLSTATE ", state, "]");
+    if (state == "42501") {
+      absl::StrAppend(&message,
+                      "; the connection's role lacks this privilege: schema "
+                      "and group changes need the role that owns the "
+                      "sqlgroup schema, members the grants of `sqlgroup "
+                      "grant` (README, Security)");
+    }
     return absl::Status(CodeForSqlState(state), message);
   } catch (const pqxx::transaction_rollback& e) {
     // libpqxx 6.4 sometimes throws these without a SQLSTATE.

@@ -8,9 +8,12 @@
 namespace sqlgroup::store {
 namespace {
 
+// pg_tables, not information_schema.tables, which hides tables the role
+// has no privilege on: a role without grants must hear "permission
+// denied", not "run sqlgroup migrate".
 constexpr char kHasVersionTable[] =
-    "SELECT count(*) FROM information_schema.tables "
-    "WHERE table_schema = 'sqlgroup' AND table_name = 'schema_migrations'";
+    "SELECT count(*) FROM pg_catalog.pg_tables "
+    "WHERE schemaname = 'sqlgroup' AND tablename = 'schema_migrations'";
 
 constexpr char kBootstrap[] =
     "CREATE SCHEMA IF NOT EXISTS sqlgroup;"
@@ -42,9 +45,12 @@ absl::StatusOr<MigrateOutcome> ApplyMigrations(
     pqxx::connection& conn,
     const std::vector<internal::Migration>& migrations) {
   MigrateOutcome out;
+  // Only when missing: CREATE SCHEMA IF NOT EXISTS still needs CREATE on
+  // the database, which the schema's owner no longer needs once it exists.
   absl::Status s = Guard("create sqlgroup.schema_migrations", [&] {
     try {
       pqxx::work tx(conn);
+      if (tx.exec1(kHasVersionTable)[0].as<int>() > 0) return;
       tx.exec(kBootstrap);
       tx.commit();
     } catch (const pqxx::unique_violation&) {

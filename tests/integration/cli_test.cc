@@ -7,16 +7,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "absl/strings/str_cat.h"
+#include "support/db_snapshot.h"
 #include "support/pg_fixture.h"
 #include "support/subprocess.h"
 
 namespace sqlgroup {
 namespace {
 
+using testing::DatabaseSnapshot;
+using testing::ExecSql;
 using ::testing::HasSubstr;
 using ::testing::Not;
 using testing::RunCli;
+using testing::SharedPostgres;
 using testing::TestDatabase;
+using testing::TestRole;
 
 struct BadInput {
   std::vector<std::string> args;
@@ -24,69 +30,152 @@ struct BadInput {
   const char* message;
 };
 
-TEST(Cli, BadCommandLinesFailWithAClearMessage) {
+// Every bad input is refused with a clear message and a non-zero exit, in
+// bounded time, without a password in its output, and leaves every
+// database exactly as it was.
+TEST(Cli, BadInputFailsWithAClearMessageAndChangesNothing) {
+  TestRole role;  // declared first: dropped after the databases
   TestDatabase db;
   TestDatabase unmigrated;
-  ASSERT_EQ(RunCli({"migrate", "--dsn", db.dsn()}).exit_code, 0);
+  TestDatabase newer;
+  const std::string dsn = db.dsn();
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(
+      RunCli({"group", "create", "g", "--parts", "4", "--dsn", dsn}).exit_code,
+      0);
+  ASSERT_EQ(RunCli({"produce", "--group", "g", "--count", "20", "--keys", "3",
+                    "--dsn", dsn})
+                .exit_code,
+            0);
+  ASSERT_EQ(RunCli({"migrate", "--dsn", newer.dsn()}).exit_code, 0);
+  ExecSql(newer.dsn(),
+          "INSERT INTO sqlgroup.schema_migrations (version, name) "
+          "VALUES (999, '999_future.sql')");
+  const std::string wrong_password = "wr0ng-pw-71c3";
+  const std::string wrong_kv = absl::StrCat(
+      "host=127.0.0.1 port=", SharedPostgres().port(), " dbname=", db.name(),
+      " user=", role.name(), " password=", wrong_password);
+  const std::string wrong_uri =
+      absl::StrCat("postgresql://", role.name(), ":", wrong_password,
+                   "@127.0.0.1:", SharedPostgres().port(), "/", db.name());
+  // TEST-NET-1 (RFC 5737) is never routed: the connection attempt either
+  // fails at once or times out after the default 5 s.
+  const std::string unreachable =
+      "host=192.0.2.1 dbname=app user=u password=hunter2";
+
   const BadInput cases[] = {
+      // The command line itself.
       {{}, 2, "no command given"},
       {{"frobnicate"}, 2, "unknown command 'frobnicate'"},
       {{"group", "explode", "x"}, 2, "unknown command"},
       {{"migrate", "--no_such_flag"}, 1, "Unknown command line flag"},
-      {{"group", "create", "g", "--ttl", "fivesec"}, 1, "ttl"},
-      {{"group", "create", "g", "--parts", "lots"}, 1, "parts"},
-      {{"group", "create", "g", "--parts", "0", "--dsn", db.dsn()},
+      {{"migrate", "--parts", "3"}, 2, "--parts does not apply"},
+      {{"group", "list", "--log_level", "loud"}, 2, "--log_level=loud"},
+      {{"group", "create", "--dsn", dsn}, 2, "usage: sqlgroup group create"},
+      // Malformed or out-of-range values.
+      {{"group", "create", "h", "--ttl", "fivesec"}, 1, "ttl"},
+      {{"group", "create", "h", "--heartbeat", "1 s"}, 1, "heartbeat"},
+      {{"group", "create", "h", "--parts", "lots"}, 1, "parts"},
+      {{"group", "create", "h", "--parts", "0", "--dsn", dsn},
        2,
        "parts must be between 1 and 4096"},
-      {{"group", "create", "g", "--parts", "5000", "--dsn", db.dsn()},
+      {{"group", "create", "h", "--parts", "5000", "--dsn", dsn},
        2,
        "parts must be between 1 and 4096"},
-      {{"group", "create", "g", "--ttl", "1s", "--heartbeat", "1s", "--dsn",
-        db.dsn()},
+      {{"group", "create", "h", "--ttl", "1s", "--heartbeat", "1s", "--dsn",
+        dsn},
        2,
        "at most half the session ttl"},
-      {{"group", "create", "--dsn", db.dsn()},
+      {{"group", "alter", "g", "--ttl", "1s", "--dsn", dsn},
        2,
-       "usage: sqlgroup group create"},
-      {{"migrate", "--parts", "3"}, 2, "--parts does not apply"},
-      {{"group", "describe", "nope", "--dsn", db.dsn()},
+       "at most half the session ttl"},
+      {{"group", "create", "bad name!", "--dsn", dsn}, 2, "is invalid"},
+      {{"group", "create", "g", "--dsn", dsn}, 1, "already exists"},
+      {{"consume", "--dsn", dsn}, 2, "--group is required"},
+      {{"consume", "--group", "g", "--handler", "explode", "--dsn", dsn},
+       2,
+       "--handler=explode: unknown handler"},
+      {{"produce", "--group", "g", "--count", "-1", "--dsn", dsn},
+       2,
+       "must not be negative"},
+      {{"produce", "--group", "g", "--payload_bytes", "1048577", "--dsn", dsn},
+       2,
+       "--payload_bytes=1048577 is over the limit of 1048576 bytes"},
+      {{"demo", "--duration", "1s"}, 2, "--duration must be at least 10s"},
+      {{"grant", "--dsn", dsn}, 2, "grant needs --member_role"},
+      {{"grant", "--member_role", "no_such_role", "--dsn", dsn},
+       1,
+       "role 'no_such_role' does not exist"},
+      // A group that does not exist.
+      {{"group", "describe", "nope", "--dsn", dsn},
        1,
        "consumer group 'nope' does not exist"},
-      {{"group", "delete", "nope", "--dsn", db.dsn()}, 1, "does not exist"},
-      {{"migrate", "--dsn", db.dsn(), "--migrations_dir", "/no/such/dir"},
+      {{"group", "delete", "nope", "--dsn", dsn}, 1, "does not exist"},
+      {{"group", "alter", "nope", "--ttl", "9s", "--dsn", dsn},
+       1,
+       "does not exist"},
+      {{"consume", "--group", "nope", "--metrics_addr", "", "--dsn", dsn},
+       1,
+       "consumer group 'nope' does not exist"},
+      {{"produce", "--group", "nope", "--keys", "2", "--dsn", dsn},
+       1,
+       "consumer group 'nope' does not exist"},
+      // No schema, or one newer than this binary.
+      {{"migrate", "--dsn", dsn, "--migrations_dir", "/no/such/dir"},
        1,
        "migrations folder '/no/such/dir' does not exist"},
-      {{"group", "list", "--log_level", "loud"}, 2, "--log_level=loud"},
-      {{"consume", "--group", "g", "--dsn", unmigrated.dsn()},
+      {{"consume", "--group", "g", "--handler", "count", "--dsn",
+        unmigrated.dsn()},
        1,
        "no sqlgroup schema: run `sqlgroup migrate`"},
       {{"group", "list", "--dsn", unmigrated.dsn()},
        1,
        "run `sqlgroup migrate`"},
-      {{"consume", "--dsn", db.dsn()}, 2, "--group is required"},
-      {{"consume", "--group", "g", "--handler", "explode", "--dsn", db.dsn()},
-       2,
-       "--handler=explode: unknown handler"},
-      {{"consume", "--group", "nope", "--metrics_addr", "", "--dsn", db.dsn()},
+      {{"migrate", "--dsn", newer.dsn()}, 1, "newer than this sqlgroup knows"},
+      {{"group", "create", "h", "--dsn", newer.dsn()},
        1,
-       "consumer group 'nope' does not exist"},
-      {{"produce", "--group", "g", "--count", "-1", "--dsn", db.dsn()},
-       2,
-       "must not be negative"},
-      {{"demo", "--duration", "1s"}, 2, "--duration must be at least 10s"},
+       "newer than this sqlgroup knows"},
+      {{"consume", "--group", "g", "--handler", "count", "--dsn", newer.dsn()},
+       1,
+       "newer than this sqlgroup knows"},
+      {{"produce", "--group", "g", "--keys", "2", "--dsn", newer.dsn()},
+       1,
+       "newer than this sqlgroup knows"},
+      // Wrong password, unreachable host.
+      {{"group", "list", "--dsn", wrong_kv},
+       1,
+       "password authentication failed"},
+      {{"migrate", "--dsn", wrong_uri}, 1, "check the user name and password"},
+      {{"consume", "--group", "g", "--dsn", wrong_uri},
+       1,
+       "password authentication failed"},
+      {{"produce", "--group", "g", "--dsn", wrong_kv},
+       1,
+       "password authentication failed"},
+      {{"group", "list", "--dsn", unreachable},
+       1,
+       "cannot connect to 'host=192.0.2.1"},
   };
+  const std::vector<const TestDatabase*> dbs = {&db, &unmigrated, &newer};
+  std::vector<std::string> before;
+  for (const TestDatabase* d : dbs)
+    before.push_back(DatabaseSnapshot(d->dsn()));
   for (const BadInput& c : cases) {
-    const auto r = RunCli(c.args);
+    const auto r = RunCli(c.args, {}, absl::Seconds(20));
     std::string shown;
     for (const auto& a : c.args) shown += a + " ";
     EXPECT_EQ(r.exit_code, c.exit_code) << shown << "\n" << r.err;
     EXPECT_THAT(r.err, HasSubstr(c.message)) << shown;
     EXPECT_THAT(r.err, Not(HasSubstr("terminate called"))) << shown;
+    EXPECT_LT(r.elapsed, absl::Seconds(10)) << shown;
+    for (const std::string& secret : {wrong_password, std::string("hunter2")}) {
+      EXPECT_THAT(r.out + r.err, Not(HasSubstr(secret))) << shown;
+    }
+    for (size_t i = 0; i < dbs.size(); ++i) {
+      EXPECT_EQ(DatabaseSnapshot(dbs[i]->dsn()), before[i])
+          << shown << "changed database " << dbs[i]->name();
+    }
   }
-  // Nothing above created a group.
-  const auto list = RunCli({"group", "list", "--dsn", db.dsn(), "--json"});
-  EXPECT_EQ(list.exit_code, 0) << list.err;
-  EXPECT_EQ(list.out, "[]\n");
 }
 
 TEST(Cli, AMetricsAddressThatCannotBeServedIsRefusedWithWhatToDo) {

@@ -10,7 +10,9 @@
 #include <map>
 #include <pqxx/pqxx>
 #include <set>
+#include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "keyspace.h"
 #include "sqlgroup/admin.h"
@@ -31,12 +33,16 @@ class ConsumerTest : public ::testing::Test {
   void SetUp() override {
     admin_ = testing::MigratedAdmin(db_.dsn());
     ASSERT_NE(admin_, nullptr);
+    // Members run with least privilege, as in production.
+    member_dsn_ = db_.MemberDsn();
     conn_ = std::make_unique<pqxx::connection>(db_.dsn());
     pqxx::work tx(*conn_);
     // No unique constraint: a double acknowledgement shows as a duplicate.
     tx.exec(
         "CREATE TABLE results (grp text, id uuid, part int, session "
         "uuid)");
+    tx.exec(absl::StrCat("GRANT INSERT, SELECT ON results TO ",
+                         testing::kMemberRole));
     tx.commit();
   }
 
@@ -62,7 +68,7 @@ class ConsumerTest : public ::testing::Test {
 
   ConsumerOptions Options(const std::string& group, Handler handler) {
     ConsumerOptions o;
-    o.dsn = db_.dsn();
+    o.dsn = member_dsn_;
     o.group = group;
     o.handler = std::move(handler);
     o.workers = 2;
@@ -140,6 +146,7 @@ class ConsumerTest : public ::testing::Test {
                    absl::Seconds(10));
   }
 
+  std::string member_dsn_;
   TestDatabase db_;
   std::unique_ptr<Admin> admin_;
   std::unique_ptr<pqxx::connection> conn_;
@@ -328,6 +335,67 @@ TEST_F(ConsumerTest, AThrowingHandlerIsAFailureNotACrash) {
   EXPECT_TRUE(WaitFor([&] { return a->stats().acked == 1; }, absl::Seconds(5)));
   EXPECT_EQ(calls.load(), 2);
   EXPECT_EQ(a->stats().failed, 1);
+}
+
+TEST_F(ConsumerTest, AHandlerThatThrowsDuringShutdownIsReportedAndRetried) {
+  CreateGroup("g", 1);
+  Produce("g", 1);
+  absl::Notification in_handler, stopping;
+  std::unique_ptr<Consumer> a =
+      Start(Options("g", [&](const Item&, AckTransaction&) -> absl::Status {
+        in_handler.Notify();
+        stopping.WaitForNotification();
+        throw std::runtime_error("thrown while stopping");
+      }));
+  ASSERT_TRUE(in_handler.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  absl::Status stopped;
+  std::thread stopper([&] { stopped = a->Stop(); });
+  EXPECT_TRUE(WaitFor([&] { return a->state() == Consumer::State::kStopping; },
+                      absl::Seconds(5)));
+  stopping.Notify();
+  stopper.join();
+  // A clean stop; the failure is counted and recorded on the item, which
+  // is released for a retry, not lost and not acknowledged.
+  EXPECT_TRUE(stopped.ok()) << stopped;
+  EXPECT_EQ(a->state(), Consumer::State::kStopped);
+  EXPECT_EQ(a->stats().failed, 1);
+  EXPECT_EQ(a->stats().acked, 0);
+  {
+    pqxx::nontransaction tx(*conn_);
+    const pqxx::row item = tx.exec1(
+        "SELECT attempts, last_error, claim_session IS NULL "
+        "FROM sqlgroup.items");
+    EXPECT_EQ(item[0].as<int>(), 1);
+    EXPECT_THAT(item[1].as<std::string>(), HasSubstr("thrown while stopping"));
+    EXPECT_TRUE(item[2].as<bool>());
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.sessions"), 0);
+  auto b = Start(Options("g", Recorder("g")));
+  ASSERT_TRUE(Drained(absl::Seconds(10)));
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
+}
+
+TEST_F(ConsumerTest, AnOversizedPayloadIsRefusedAndNothingIsEnqueued) {
+  CreateGroup("g", 1);
+  auto p = Producer::Create({.dsn = db_.dsn(), .group = "g"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<NewItem> items(3);
+  items[1].payload = std::string(kDefaultMaxPayloadBytes + 1, 'x');
+  const auto refused = (*p)->Enqueue(items);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("item 1 has a payload of 1048577 bytes, more than "
+                        "the limit of 1048576"));
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 0);
+  items[1].payload.pop_back();  // exactly the limit
+  EXPECT_TRUE((*p)->Enqueue(items).ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 3);
+  auto small = Producer::Create(
+      {.dsn = db_.dsn(), .group = "g", .max_payload_bytes = 10});
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ((*small)->Enqueue({{.payload = "eleven char"}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 3);
 }
 
 TEST_F(ConsumerTest, AZombieWhoseSessionExpiredCannotAcknowledge) {

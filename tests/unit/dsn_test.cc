@@ -18,8 +18,46 @@ TEST(Dsn, PasswordsAreMaskedInEveryForm) {
        "postgres://user:***@h/d?sslmode=require&password=***"},
       {"postgresql://user@h/d", "postgresql://user@h/d"},
       {"host=h dbname=d", "host=h dbname=d"},
+      {"host=h password=se\\ cret dbname=d", "host=h password=*** dbname=d"},
+      {"host=h sslpassword=secret", "host=h sslpassword=***"},
+      {"postgresql://u:se/cr@et@h/d", "postgresql://u:***@h/d"},
+      {"postgresql://u:secret@h1:5432,h2:5433/d?target_session_attrs=any",
+       "postgresql://u:***@h1:5432,h2:5433/d?target_session_attrs=any"},
+      {"postgresql://u@h/d?sslpassword=secret",
+       "postgresql://u@h/d?sslpassword=***"},
+      {"postgresql://h:5432/d", "postgresql://h:5432/d"},
   };
   for (const auto& [in, want] : cases) EXPECT_EQ(MaskDsn(in), want) << in;
+}
+
+TEST(Dsn, TheMaskIsExactOnlyWhenLibpqReadsThePasswordsItHides) {
+  const std::pair<const char*, bool> cases[] = {
+      {"host=h password=secret", true},
+      {"host=h password='se cret'", true},
+      {"host=h password=se\\ cret", true},
+      {"postgresql://u:se%2Fcret@h/d", true},
+      {"postgresql://u:secret@h/d?password=secret", false},  // libpq: one
+      {"host=h dbname=d", true},
+      {"host=h dbname", true},  // malformed, but no password to leak
+      {"", true},
+      // libpq reads these differently from how they look.
+      {"host=h password=se cret", false},
+      {"postgresql://u:se/cret@h/d", false},
+      {"postgresql://u:se%zzcret@h/d", false},
+      {"host=h password='secret", false},
+  };
+  for (const auto& [dsn, exact] : cases) {
+    EXPECT_EQ(MaskIsExact(dsn), exact) << dsn;
+  }
+}
+
+TEST(Dsn, RedactingRemovesEveryPasswordFromAMessage) {
+  EXPECT_EQ(RedactPasswords("bad token \"se%zzcret\" and secret",
+                            "postgresql://u:se%zzcret@h/d"),
+            "bad token \"***\" and secret");
+  EXPECT_EQ(RedactPasswords("x hunter2 y hunter2", "host=h password=hunter2"),
+            "x *** y ***");
+  EXPECT_EQ(RedactPasswords("nothing here", "host=h"), "nothing here");
 }
 
 TEST(Dsn, ConnectTimeoutIsAddedOnlyWhenMissing) {

@@ -1,0 +1,33 @@
+-- What a member (a Consumer, `sqlgroup consume`) may do in the sqlgroup
+-- schema, and nothing more: read the schema version and its group, keep
+-- its own session, take and drop parts, claim, release, acknowledge and
+-- dead-letter items, and read lag. No DDL, no TRUNCATE, no change to groups
+-- or to the recorded schema version. Foreign-key cascades (reaping a
+-- session drops its parts and releases their claims) run as the tables'
+-- owner and need no grant here. LISTEN/NOTIFY need none either.
+--
+-- Applied by `sqlgroup grant --member_role ROLE` (Admin::GrantRoles), which
+-- first revokes everything ROLE had on the schema's tables and sequences,
+-- or by hand: psql -v role=ROLE -f sql/grants/member.sql. Idempotent; run
+-- it again after every migration. A migration that adds a table or a
+-- column members write must add its grant here (the integration tests run
+-- their members under this role and fail otherwise).
+-- Column lists on UPDATE are PostgreSQL's; CockroachDB has table-level
+-- UPDATE only.
+GRANT USAGE ON SCHEMA sqlgroup TO :"role";
+GRANT SELECT ON sqlgroup.schema_migrations, sqlgroup.groups TO :"role";
+GRANT SELECT, INSERT, DELETE, UPDATE (heartbeated_at)
+  ON sqlgroup.sessions TO :"role";
+GRANT SELECT, INSERT, DELETE ON sqlgroup.session_parts TO :"role";
+GRANT USAGE ON SEQUENCE sqlgroup.part_epochs TO :"role";
+GRANT SELECT, DELETE,
+  UPDATE (claim_session, claim_part, claim_epoch, claimed_at, attempts,
+          last_error, not_before)
+  ON sqlgroup.items TO :"role";
+GRANT SELECT, INSERT,
+  UPDATE (key, payload, enqueued_at, attempts, last_error, died_at)
+  ON sqlgroup.dead_items TO :"role";
+-- Its takes and their ends in the ownership history (schema 3), and
+-- trimming history past its retention.
+GRANT SELECT, INSERT, DELETE, UPDATE (released_at, released_by)
+  ON sqlgroup.ownership_log TO :"role";
