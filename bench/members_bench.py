@@ -109,7 +109,7 @@ class Cluster:
             self.port
         deadline = time.monotonic() + 60
         while subprocess.run(["pg_isready", "-q", "-h", "127.0.0.1", "-p",
-                              str(self.port)]).returncode != 0:
+                              str(self.port), "-U", "postgres"]).returncode != 0:
             if time.monotonic() > deadline or self.proc.poll() is not None:
                 raise RuntimeError("postgres did not start; see %s" %
                                    os.path.join(self.root, "server.log"))
@@ -134,7 +134,10 @@ class Cluster:
         return total
 
     def stop(self):
-        self.proc.send_signal(signal.SIGINT)  # fast shutdown
+        try:
+            os.kill(self.postmaster, signal.SIGINT)  # fast shutdown
+        except ProcessLookupError:
+            pass
         try:
             self.proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
@@ -160,6 +163,7 @@ class Fleet:
         self.dsn, self.workdir = dsn, workdir
         self.members = {}  # name -> Popen
         self.serial = 0
+        self.restarts = 0
 
     def start(self, group):
         name = "m%d" % self.serial
@@ -200,11 +204,18 @@ class Fleet:
                         values.append(int(line.split()[1]) / 1024)
         return values
 
-    def check_alive(self):
-        dead = [n for n, p in self.members.items() if p.poll() is not None]
-        if dead:
-            raise RuntimeError("members exited early: %s (logs in %s)" %
-                               (",".join(dead), self.workdir))
+    def check_alive(self, restart_group=None):
+        """Raises if a member exited; during a rollout (restart_group set)
+        restarts it instead: on a loaded machine a member can give up at
+        start on its 5 s connect timeout."""
+        for name in [n for n, p in self.members.items()
+                     if p.poll() is not None]:
+            if restart_group is None:
+                raise RuntimeError("member %s exited early (log in %s)" %
+                                   (name, self.workdir))
+            self.members.pop(name)
+            self.restarts += 1
+            self.start(restart_group)
 
 
 def settled_sql(group, parts, members):
@@ -222,14 +233,18 @@ def settled_sql(group, parts, members):
             g=group, p=parts, m=members)
 
 
-def wait_settled(db, fleet, group, parts, members, timeout=300):
+def wait_settled(db, fleet, group, parts, members, timeout=300,
+                 rollout=False):
     query = settled_sql(group, parts, members)
     deadline = time.monotonic() + timeout
+    polls = 0
     while db.sql(query) != "t":
         if time.monotonic() > deadline:
-            fleet.check_alive()
             raise RuntimeError("group %s never settled on %d members" %
                                (group, members))
+        polls += 1
+        if polls % 50 == 0:
+            fleet.check_alive(group if rollout else None)
         time.sleep(0.01)
     return time.monotonic()
 
@@ -256,6 +271,7 @@ def xacts(db):
 def measure(cluster, db, fleet, parts):
     m = ARGS.members
     group = "many_p%d" % parts
+    fleet.restarts = 0
     subprocess.run([ARGS.cli, "group", "create", group, "--parts", str(parts),
                     "--ttl", "5s", "--heartbeat", "1s", "--dsn", cluster.dsn],
                    check=True, capture_output=True)
@@ -264,8 +280,8 @@ def measure(cluster, db, fleet, parts):
     for i in range(m):
         fleet.start(group)
         if (i + 1) % 25 == 0:
-            wait_settled(db, fleet, group, parts, i + 1)
-    wait_settled(db, fleet, group, parts, m)
+            wait_settled(db, fleet, group, parts, i + 1, rollout=True)
+    wait_settled(db, fleet, group, parts, m, rollout=True)
     time.sleep(ARGS.settle)
     fleet.check_alive()
     conns = int(db.sql("SELECT count(*) FROM pg_stat_activity WHERE "
@@ -308,6 +324,7 @@ def measure(cluster, db, fleet, parts):
 
     return {
         "bench": "members", "parts": parts, "members": m,
+        "restarted_at_rollout": fleet.restarts,
         "workers": ARGS.workers, "window_s": round(elapsed, 1),
         "db_cpu_pct": pct(db1 - db0), "member_cpu_pct": pct(mem1 - mem0),
         "xact_s": round((x1 - x0) / elapsed, 1),
