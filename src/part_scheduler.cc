@@ -144,6 +144,30 @@ PartTask PartScheduler::Next() {
       last_lag_ = absl::Now();
       return task;
     }
+    // With parts in the rotation, a probe still comes every poll interval:
+    // with few workers and one part that always has work, idle parts that
+    // got items must not wait for the run queue to empty. When the rotation
+    // is empty, a NOTIFY (wake_) probes at once.
+    const absl::Time now = absl::Now();
+    const bool rotating = std::any_of(
+        run_queue_.begin(), run_queue_.end(), [&](int part) {
+          auto it = parts_.find(part);
+          return it != parts_.end() && it->second.queued && !it->second.revoked;
+        });
+    if (ProbeDue(now) &&
+        (!rotating || now - last_probe_ >= ProbeInterval(now))) {
+      PartTask task;
+      task.kind = PartTask::Kind::kProbe;
+      for (const auto& [part, e] : parts_) {
+        if (!Idle(part, e)) continue;
+        task.probe_parts.push_back(part);
+        task.probe_ranges.push_back(e.range);
+      }
+      probing_ = true;
+      wake_ = false;
+      last_probe_ = now;
+      return task;
+    }
     while (!run_queue_.empty()) {
       const int part = run_queue_.front();
       run_queue_.pop_front();
@@ -159,20 +183,6 @@ PartTask PartScheduler::Next() {
       task.range = e.range;
       task.cursor = e.cursor;
       task.release_first = e.release_needed;
-      return task;
-    }
-    const absl::Time now = absl::Now();
-    if (ProbeDue(now)) {
-      PartTask task;
-      task.kind = PartTask::Kind::kProbe;
-      for (const auto& [part, e] : parts_) {
-        if (!Idle(part, e)) continue;
-        task.probe_parts.push_back(part);
-        task.probe_ranges.push_back(e.range);
-      }
-      probing_ = true;
-      wake_ = false;
-      last_probe_ = now;
       return task;
     }
   }

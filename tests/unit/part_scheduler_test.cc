@@ -199,5 +199,26 @@ TEST(PartScheduler, WithoutNotifyOrAfterRecentWorkIdlePartsAreProbedEveryIdlePol
   }
 }
 
+TEST(PartScheduler, AnAlwaysBusyPartDoesNotHoldBackTheProbeOfIdleOnes) {
+  PartScheduler s(absl::Milliseconds(5), absl::ZeroDuration());
+  s.Add(Ref(0, 1), PartRange(0, 2));
+  s.Add(Ref(1, 1), PartRange(1, 2));
+  ProbeFindsWork(s, {0});  // part 1 has nothing yet
+  bool probed = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!probed && absl::Now() < deadline) {
+    const PartTask task = s.Next();
+    if (task.kind == PartTask::Kind::kProbe) {
+      EXPECT_EQ(task.probe_parts, std::vector<int>{1});
+      probed = true;
+    } else {
+      ASSERT_EQ(task.ref.part, 0);
+      absl::SleepFor(absl::Milliseconds(1));  // a batch of part 0
+      s.FinishClaim(0, 1, /*found=*/true, task.range.first, false);
+    }
+  }
+  EXPECT_TRUE(probed);
+}
+
 }  // namespace
 }  // namespace sqlgroup
