@@ -47,6 +47,12 @@ absl::Status ConsumerOptions::Validate() const {
       idle_poll < absl::Milliseconds(1)) {
     return bad("rebalance_poll must be >= 10ms and idle_poll >= 1ms");
   }
+  if (rebalance_poll_listening < rebalance_poll) {
+    return bad("rebalance_poll_listening must be >= rebalance_poll");
+  }
+  if (idle_poll_listening < idle_poll) {
+    return bad("idle_poll_listening must be >= idle_poll");
+  }
   if (drain_deadline < absl::ZeroDuration() ||
       backoff_initial < absl::ZeroDuration() || backoff_max < backoff_initial) {
     return bad(
@@ -103,7 +109,11 @@ class Consumer::Impl {
         metrics_(
             options_.metrics, options_.group,
             options_.instance.empty() ? DefaultInstance() : options_.instance),
-        scheduler_(options_.idle_poll, options_.lag_interval) {
+        // Lag is measured only to be published: no registry, no queries.
+        scheduler_(options_.idle_poll,
+                   options_.metrics != nullptr ? options_.lag_interval
+                                               : absl::ZeroDuration(),
+                   options_.idle_poll_listening, options_.backoff_max) {
     log_ =
         options_.logger
             ? options_.logger
@@ -125,6 +135,7 @@ class Consumer::Impl {
     member.session = {HostName(), static_cast<int>(getpid()),
                       options_.instance};
     member.rebalance_poll = options_.rebalance_poll;
+    member.rebalance_poll_listening = options_.rebalance_poll_listening;
     member.drain_deadline = options_.drain_deadline;
     member.connect_timeout = options_.connect_timeout;
     member.use_notify = options_.use_notify;

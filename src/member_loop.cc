@@ -190,6 +190,8 @@ bool MemberLoop::EnsureConnected() {
                  std::string(s.message()));
     }
   }
+  // Idle parts may be probed less often only while NOTIFYs reach us.
+  scheduler_.SetListening(listener_ != nullptr);
   if (connect_failures_ > 0) {
     log_->info("group={} control connection restored", config_.group);
   }
@@ -217,6 +219,7 @@ void MemberLoop::Disconnect(const absl::Status& why) {
              config_.group, session_, std::string(why.message()));
   listener_.reset();
   conn_.reset();
+  scheduler_.SetListening(false);
 }
 
 void MemberLoop::Handle(const absl::Status& s) {
@@ -330,7 +333,11 @@ std::string MemberLoop::RebalanceReason(
 void MemberLoop::Rebalance() {
   const absl::Time now = absl::Now();
   rebalance_now_ = false;
-  next_rebalance_ = now + config_.rebalance_poll;
+  // A NOTIFY wakes a listening member on every change of membership or
+  // ownership, and the reap timer below re-reads when the next member would
+  // expire: the periodic read is only a safety net then.
+  next_rebalance_ = now + (listener_ ? config_.rebalance_poll_listening
+                                     : config_.rebalance_poll);
   auto view = store::ReadGroupView(*conn_, config_.group);
   if (!view.ok()) {
     Handle(view.status());

@@ -35,7 +35,8 @@ struct MemberConfig {
   std::string dsn;
   std::string group;
   store::SessionInfo session;
-  absl::Duration rebalance_poll;
+  absl::Duration rebalance_poll;            // when not listening
+  absl::Duration rebalance_poll_listening;  // while LISTEN works
   absl::Duration drain_deadline;
   absl::Duration connect_timeout;
   bool use_notify = true;

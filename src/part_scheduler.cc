@@ -1,13 +1,19 @@
 #include "part_scheduler.h"
 
+#include <algorithm>
+
 #include "absl/time/clock.h"
 
 namespace sqlgroup {
 
 PartScheduler::PartScheduler(absl::Duration idle_poll,
-                             absl::Duration lag_interval)
+                             absl::Duration lag_interval,
+                             absl::Duration idle_poll_listening,
+                             absl::Duration warm_for)
     : idle_poll_(idle_poll),
       lag_interval_(lag_interval),
+      idle_poll_listening_(std::max(idle_poll, idle_poll_listening)),
+      warm_for_(warm_for),
       last_probe_(absl::Now()),
       last_lag_(absl::Now()) {}
 
@@ -62,6 +68,18 @@ bool PartScheduler::AnyBusy() const {
 void PartScheduler::WakeIdle() {
   absl::MutexLock lock(&mu_);
   wake_ = true;
+  last_work_ = absl::Now();
+}
+
+void PartScheduler::SetListening(bool listening) {
+  absl::MutexLock lock(&mu_);
+  if (listening && !listening_) wake_ = true;
+  listening_ = listening;
+}
+
+absl::Duration PartScheduler::ProbeInterval(absl::Time now) const {
+  const bool cold = listening_ && now - last_work_ >= warm_for_;
+  return cold ? idle_poll_listening_ : idle_poll_;
 }
 
 void PartScheduler::Shutdown() {
@@ -73,7 +91,7 @@ bool PartScheduler::ProbeDue(absl::Time now) const {
   if (probing_) return false;
   bool any_idle = false;
   for (const auto& [part, e] : parts_) any_idle |= Idle(part, e);
-  return any_idle && (wake_ || now - last_probe_ >= idle_poll_);
+  return any_idle && (wake_ || now - last_probe_ >= ProbeInterval(now));
 }
 
 bool PartScheduler::LagDue(absl::Time now) const {
@@ -88,7 +106,9 @@ absl::Time PartScheduler::NextTimedTask() const {
   absl::Time next = absl::InfiniteFuture();
   bool any_idle = false;
   for (const auto& [part, e] : parts_) any_idle |= Idle(part, e);
-  if (any_idle && !probing_) next = last_probe_ + idle_poll_;
+  // Warm or cold: a part going cold only delays the probe (Next() then
+  // waits again), never brings it forward.
+  if (any_idle && !probing_) next = last_probe_ + ProbeInterval(absl::Now());
   if (lag_interval_ > absl::ZeroDuration() && !measuring_ && !parts_.empty()) {
     next = std::min(next, last_lag_ + lag_interval_);
   }
@@ -124,6 +144,30 @@ PartTask PartScheduler::Next() {
       last_lag_ = absl::Now();
       return task;
     }
+    // With parts in the rotation, a probe still comes every poll interval:
+    // with few workers and one part that always has work, idle parts that
+    // got items must not wait for the run queue to empty. When the rotation
+    // is empty, a NOTIFY (wake_) probes at once.
+    const absl::Time now = absl::Now();
+    const bool rotating = std::any_of(
+        run_queue_.begin(), run_queue_.end(), [&](int part) {
+          auto it = parts_.find(part);
+          return it != parts_.end() && it->second.queued && !it->second.revoked;
+        });
+    if (ProbeDue(now) &&
+        (!rotating || now - last_probe_ >= ProbeInterval(now))) {
+      PartTask task;
+      task.kind = PartTask::Kind::kProbe;
+      for (const auto& [part, e] : parts_) {
+        if (!Idle(part, e)) continue;
+        task.probe_parts.push_back(part);
+        task.probe_ranges.push_back(e.range);
+      }
+      probing_ = true;
+      wake_ = false;
+      last_probe_ = now;
+      return task;
+    }
     while (!run_queue_.empty()) {
       const int part = run_queue_.front();
       run_queue_.pop_front();
@@ -139,20 +183,6 @@ PartTask PartScheduler::Next() {
       task.range = e.range;
       task.cursor = e.cursor;
       task.release_first = e.release_needed;
-      return task;
-    }
-    const absl::Time now = absl::Now();
-    if (ProbeDue(now)) {
-      PartTask task;
-      task.kind = PartTask::Kind::kProbe;
-      for (const auto& [part, e] : parts_) {
-        if (!Idle(part, e)) continue;
-        task.probe_parts.push_back(part);
-        task.probe_ranges.push_back(e.range);
-      }
-      probing_ = true;
-      wake_ = false;
-      last_probe_ = now;
       return task;
     }
   }
@@ -172,12 +202,14 @@ void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
   }
   e.cursor = next_cursor;
   e.release_needed = release_needed;
+  if (found) last_work_ = absl::Now();
   if (found || release_needed) Enqueue(part, e);
 }
 
 void PartScheduler::FinishProbe(const std::vector<int>& due) {
   absl::MutexLock lock(&mu_);
   probing_ = false;
+  if (!due.empty()) last_work_ = absl::Now();
   for (int part : due) {
     auto it = parts_.find(part);
     if (it != parts_.end()) Enqueue(part, it->second);

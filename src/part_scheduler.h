@@ -4,6 +4,11 @@
 // all idle parts (on a producer's NOTIFY, or every idle_poll) finds it has
 // work again. No database in here: workers run the queries.
 //
+// A member that LISTENs and has seen no sign of work for a while probes less
+// often: producers' NOTIFYs wake it at once, and what no NOTIFY announces
+// (items retried after a backoff) becomes due within `warm_for` of a sign of
+// work (a claim that found items, a probe that found some, a NOTIFY).
+//
 // Thread safety: all methods are safe to call from any thread.
 #ifndef SQLGROUP_PART_SCHEDULER_H_
 #define SQLGROUP_PART_SCHEDULER_H_
@@ -37,8 +42,12 @@ struct PartTask {
 class PartScheduler {
  public:
   // Idle parts are probed every `idle_poll`; the lag of owned parts is
-  // measured every `lag_interval` (zero: never).
-  PartScheduler(absl::Duration idle_poll, absl::Duration lag_interval);
+  // measured every `lag_interval` (zero: never). While listening and no sign
+  // of work came for `warm_for`, idle parts are probed every
+  // `idle_poll_listening` (>= idle_poll) instead.
+  PartScheduler(absl::Duration idle_poll, absl::Duration lag_interval,
+                absl::Duration idle_poll_listening = absl::ZeroDuration(),
+                absl::Duration warm_for = absl::ZeroDuration());
 
   // Control thread. Add starts a new take (idle until the next probe, which
   // it asks for; a take whose part a worker still holds under an older
@@ -53,6 +62,9 @@ class PartScheduler {
   bool AnyBusy() const;
   // Items arrived (a producer's NOTIFY): probe the idle parts now.
   void WakeIdle();
+  // Whether NOTIFYs reach the member (the control connection LISTENs).
+  // Turning it on probes at once: items may have come while it was off.
+  void SetListening(bool listening);
   // Every Next() returns kStop from now on.
   void Shutdown();
 
@@ -84,11 +96,15 @@ class PartScheduler {
   bool ProbeDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool LagDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time NextTimedTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration ProbeInterval(absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(int part, Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Idle(int part, const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration idle_poll_;
   const absl::Duration lag_interval_;
+  const absl::Duration idle_poll_listening_;
+  const absl::Duration warm_for_;
 
   mutable absl::Mutex mu_;
   std::map<int, Entry> parts_ ABSL_GUARDED_BY(mu_);
@@ -100,6 +116,9 @@ class PartScheduler {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool probing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_probe_ ABSL_GUARDED_BY(mu_);
+  bool listening_ ABSL_GUARDED_BY(mu_) = false;
+  // The last sign of work; a new member starts cold (Add probes at once).
+  absl::Time last_work_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool measuring_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_lag_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;

@@ -88,15 +88,28 @@ struct ConsumerOptions {
   int workers = 4;
   // Items claimed per claim query. 1..10000. Default 64.
   int claim_batch = 64;
-  // Membership is re-read at least this often even without a NOTIFY.
+  // Membership is re-read at least this often when the member cannot
+  // LISTEN (use_notify off, or LISTEN failed). Also, a fifth of it, how
+  // often a member that waits for parts others must release re-reads.
   // Default 500 ms.
   absl::Duration rebalance_poll = absl::Milliseconds(500);
+  // While the member LISTENs, joins, leaves, reaps and releases wake it at
+  // once, and it re-reads on its own when the next member would expire; this
+  // poll is only the safety net. >= rebalance_poll. Default 5 s.
+  absl::Duration rebalance_poll_listening = absl::Seconds(5);
   // Idle parts are re-checked for new items at least this often even
   // without a NOTIFY from a producer. Default 250 ms.
   absl::Duration idle_poll = absl::Milliseconds(250);
+  // While the member LISTENs and has seen no sign of work (an item claimed or
+  // found, a producer's NOTIFY) for backoff_max, idle parts are probed this
+  // often instead: NOTIFYs wake it at once, and items retried with a backoff
+  // are due within backoff_max of such a sign. An item enqueued with a delay
+  // longer than backoff_max may be found up to this much after it is due.
+  // >= idle_poll. Default 2 s.
+  absl::Duration idle_poll_listening = absl::Seconds(2);
   // How often the lag of the owned parts is measured for the metrics
   // (sqlgroup_part_lag_items, ..._oldest_item_age_seconds). Zero: never.
-  // Default 5 s.
+  // Never measured without a `metrics` registry. Default 5 s.
   absl::Duration lag_interval = absl::Seconds(5);
   // On a revoke or a graceful stop, how long in-flight items may run before
   // ownership is released anyway. Default 5 s.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "store/errors.h"
 #include "store/interval.h"
@@ -126,7 +127,9 @@ absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
 absl::StatusOr<std::optional<GroupSettings>> Heartbeat(
     pqxx::connection& conn, const std::string& session) {
   return GuardOr<std::optional<GroupSettings>>("heartbeat", [&] {
-    pqxx::work tx(conn);
+    // One statement, autocommitted: one round trip instead of three (BEGIN,
+    // UPDATE, COMMIT), for what every member sends every heartbeat.
+    pqxx::nontransaction tx(conn);
     const pqxx::result r = tx.exec_params(
         absl::StrCat("UPDATE sqlgroup.sessions s "
                      "SET heartbeated_at = clock_timestamp() "
@@ -134,7 +137,6 @@ absl::StatusOr<std::optional<GroupSettings>> Heartbeat(
                      "WHERE s.id = $1::uuid AND g.name = s.group_name AND ",
                      kAlive, " RETURNING ", SettingsColumns()),
         session);
-    tx.commit();
     std::optional<GroupSettings> out;
     if (!r.empty()) out = SettingsFrom(r[0], 0);
     return out;
@@ -190,45 +192,48 @@ absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
 
 absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
                                         const std::string& group) {
+  // One statement, so one snapshot and one round trip (every member reads
+  // this on every change of membership): the live sessions in lexical
+  // order with the time each has left, the expired ones, and the owners.
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "SELECT ", SettingsColumns(),
+      ", (SELECT string_agg(s.id::text || '/' || ",
+      MicrosOf("s.heartbeated_at + g.session_ttl - clock_timestamp()"),
+      "::text, ',' ORDER BY s.id) FROM sqlgroup.sessions s "
+      "  WHERE s.group_name = g.name AND ",
+      kAlive,
+      "), (SELECT count(*) FROM sqlgroup.sessions s "
+      "  WHERE s.group_name = g.name AND NOT (",
+      kAlive,
+      ")), (SELECT string_agg(p.part::text || '/' || p.session_id::text || "
+      "  '/' || p.epoch::text, ',') FROM sqlgroup.session_parts p "
+      "  WHERE p.group_name = g.name) "
+      "FROM sqlgroup.groups g WHERE g.name = $1"));
   std::optional<GroupView> view;
   absl::Status s = Guard("read group members", [&] {
-    pqxx::work tx(conn);
-    tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY");
-    const pqxx::result g = tx.exec_params(
-        absl::StrCat("SELECT ", SettingsColumns(),
-                     " FROM sqlgroup.groups g WHERE g.name = $1"),
-        group);
-    if (g.empty()) return;
+    pqxx::nontransaction tx(conn);
+    const pqxx::result r = tx.exec_params(*kSql, group);
+    if (r.empty()) return;
+    const pqxx::row& row = r[0];
     view.emplace();
-    view->settings = SettingsFrom(g[0], 0);
-    for (const pqxx::row& row : tx.exec_params(
-             absl::StrCat("SELECT s.id::text, ",
-                          MicrosOf("s.heartbeated_at + g.session_ttl - "
-                                   "clock_timestamp()"),
-                          " FROM sqlgroup.sessions s "
-                          "JOIN sqlgroup.groups g ON g.name = s.group_name "
-                          "WHERE s.group_name = $1 AND ",
-                          kAlive, " ORDER BY s.id"),
-             group)) {
-      view->live_sessions.push_back(row[0].as<std::string>());
-      view->expires_in.push_back(absl::Microseconds(row[1].as<int64_t>()));
+    view->settings = SettingsFrom(row, 0);
+    if (!row[3].is_null()) {
+      for (absl::string_view entry :
+           absl::StrSplit(row[3].as<std::string>(), ',')) {
+        const std::vector<std::string> f = absl::StrSplit(entry, '/');
+        view->live_sessions.push_back(f.at(0));
+        view->expires_in.push_back(absl::Microseconds(std::stoll(f.at(1))));
+      }
     }
-    view->expired_sessions =
-        tx.exec_params1(absl::StrCat("SELECT count(*) FROM sqlgroup.sessions s "
-                                     "JOIN sqlgroup.groups g "
-                                     "ON g.name = s.group_name "
-                                     "WHERE s.group_name = $1 AND NOT (",
-                                     kAlive, ")"),
-                        group)[0]
-            .as<int>();
-    for (const pqxx::row& row : tx.exec_params(
-             "SELECT part, session_id::text, epoch FROM sqlgroup.session_parts "
-             "WHERE group_name = $1",
-             group)) {
-      view->owners.push_back(
-          {row[0].as<int>(), row[1].as<std::string>(), row[2].as<int64_t>()});
+    view->expired_sessions = row[4].as<int>();
+    if (!row[5].is_null()) {
+      for (absl::string_view entry :
+           absl::StrSplit(row[5].as<std::string>(), ',')) {
+        const std::vector<std::string> f = absl::StrSplit(entry, '/');
+        view->owners.push_back(
+            {std::stoi(f.at(0)), f.at(1), std::stoll(f.at(2))});
+      }
     }
-    tx.commit();
   });
   if (!s.ok()) return s;
   if (!view) return GroupNotFound(group);

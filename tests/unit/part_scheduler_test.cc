@@ -5,8 +5,10 @@
 #include <time.h>
 
 #include <atomic>
+#include <functional>
 #include <thread>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 
 namespace sqlgroup {
@@ -137,6 +139,85 @@ TEST(PartScheduler, AWorkerWithNothingToDoSleepsInsteadOfSpinning) {
   s.Shutdown();
   idle.join();
   EXPECT_LT(used, absl::Milliseconds(30));
+}
+
+// Runs Next() on another thread: whether it hands out a probe within `wait`;
+// `then` runs after `first_wait` without one (e.g. a NOTIFY). Shuts `s` down.
+bool ProbedWithin(PartScheduler& s, absl::Duration first_wait,
+                  const std::function<void()>& then, absl::Duration wait) {
+  absl::Notification probed;
+  std::thread worker([&] {
+    if (s.Next().kind == PartTask::Kind::kProbe) probed.Notify();
+  });
+  bool early = probed.WaitForNotificationWithTimeout(first_wait);
+  bool got = early;
+  if (!early) {
+    if (then) then();
+    got = probed.WaitForNotificationWithTimeout(wait);
+  }
+  s.Shutdown();
+  worker.join();
+  return got && !(then && early);
+}
+
+TEST(PartScheduler, AListeningMemberWithoutWorkProbesRarelyAndWakesOnNotify) {
+  PartScheduler s(absl::Milliseconds(5), absl::ZeroDuration(), kLong,
+                  absl::Milliseconds(1));
+  s.SetListening(true);
+  s.Add(Ref(0, 1), PartRange(0, 1));
+  ProbeFindsWork(s, {});  // the first probe comes at once, and finds nothing
+  // No probe every 5 ms now; a producer's NOTIFY brings one at once.
+  EXPECT_TRUE(ProbedWithin(
+      s, absl::Milliseconds(200), [&] { s.WakeIdle(); }, absl::Seconds(5)));
+}
+
+TEST(PartScheduler, WithoutNotifyOrAfterRecentWorkIdlePartsAreProbedEveryIdlePoll) {
+  {
+    PartScheduler polling(absl::Milliseconds(5), absl::ZeroDuration(), kLong,
+                          kLong);
+    polling.Add(Ref(0, 1), PartRange(0, 1));
+    ProbeFindsWork(polling, {});
+    EXPECT_TRUE(ProbedWithin(polling, absl::Seconds(5), nullptr,
+                             absl::ZeroDuration()));
+  }
+  {
+    // Listening, but a claim found items a moment ago: retries with a
+    // backoff may come due without a NOTIFY, so the short poll holds.
+    PartScheduler warm(absl::Milliseconds(5), absl::ZeroDuration(), kLong,
+                       kLong);
+    warm.SetListening(true);
+    warm.Add(Ref(0, 1), PartRange(0, 1));
+    ProbeFindsWork(warm, {0});
+    const PartTask claim = warm.Next();
+    ASSERT_EQ(claim.kind, PartTask::Kind::kClaim);
+    warm.FinishClaim(0, 1, /*found=*/true, claim.range.first, false);
+    const PartTask again = warm.Next();
+    ASSERT_EQ(again.kind, PartTask::Kind::kClaim);
+    warm.FinishClaim(0, 1, /*found=*/false, again.range.first, false);
+    EXPECT_TRUE(
+        ProbedWithin(warm, absl::Seconds(5), nullptr, absl::ZeroDuration()));
+  }
+}
+
+TEST(PartScheduler, AnAlwaysBusyPartDoesNotHoldBackTheProbeOfIdleOnes) {
+  PartScheduler s(absl::Milliseconds(5), absl::ZeroDuration());
+  s.Add(Ref(0, 1), PartRange(0, 2));
+  s.Add(Ref(1, 1), PartRange(1, 2));
+  ProbeFindsWork(s, {0});  // part 1 has nothing yet
+  bool probed = false;
+  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  while (!probed && absl::Now() < deadline) {
+    const PartTask task = s.Next();
+    if (task.kind == PartTask::Kind::kProbe) {
+      EXPECT_EQ(task.probe_parts, std::vector<int>{1});
+      probed = true;
+    } else {
+      ASSERT_EQ(task.ref.part, 0);
+      absl::SleepFor(absl::Milliseconds(1));  // a batch of part 0
+      s.FinishClaim(0, 1, /*found=*/true, task.range.first, false);
+    }
+  }
+  EXPECT_TRUE(probed);
 }
 
 }  // namespace
