@@ -77,18 +77,36 @@ class ChaosRun:
         self.run_cli("group", "create", "chaos", "--parts",
                      str(self.args.parts), "--ttl", f"{GROUP_TTL_S:g}s",
                      "--heartbeat", "400ms", "--dsn", self.node_dsn())
+        self.grant_roles()
         for i in range(self.args.members):
             m = Member(self.args.cli, f"m{i}", [n.port for n in self.nodes],
-                       self.log_dir, "postgres", "record", 2)
+                       self.log_dir, "chaos_member", "record", 2)
             m.start()
             self.members.append(m)
         self.wait("every part owned", lambda: self.owned_by_live([]))
         self.query("CREATE INDEX IF NOT EXISTS results_acked_at "
                    "ON sqlgroup_demo.results (acked_at)")
-        self.producer = Producer(self.args.cli, self.node_dsn,
+        self.producer = Producer(self.args.cli,
+                                 lambda: self.node_dsn("chaos_producer"),
                                  self.args.rate, 200,
                                  os.path.join(self.log_dir, "producer.log"))
         self.producer.start()
+
+    def grant_roles(self):
+        """Members and producers run under least-privilege roles, as users
+        should: what `sqlgroup grant` gives, plus the workload's tables."""
+        self.run_cli("produce", "--dsn", self.node_dsn(), "--group", "chaos",
+                     "--count", "0", "--keys", "1")  # creates sqlgroup_demo
+        self.query(
+            "CREATE ROLE chaos_member LOGIN; CREATE ROLE chaos_producer LOGIN;"
+            "GRANT USAGE ON SCHEMA sqlgroup_demo TO chaos_member, "
+            "  chaos_producer;"
+            "GRANT INSERT ON sqlgroup_demo.results TO chaos_member;"
+            "GRANT SELECT, INSERT, UPDATE ON sqlgroup_demo.produced "
+            "  TO chaos_producer")
+        self.run_cli("grant", "--member_role", "chaos_member",
+                     "--producer_role", "chaos_producer", "--dsn",
+                     self.node_dsn())
 
     def run_cli(self, *argv):
         r = subprocess.run([self.args.cli, *argv], capture_output=True,
