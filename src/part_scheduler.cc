@@ -124,6 +124,24 @@ PartTask PartScheduler::Next() {
       last_lag_ = absl::Now();
       return task;
     }
+    // A due probe goes before the run queue: a busy part re-queues itself
+    // after every claim, so with every worker on busy parts the queue never
+    // empties and idle parts that have work would never be probed (one big
+    // part starved three small ones until its whole backlog was done).
+    const absl::Time now = absl::Now();
+    if (ProbeDue(now)) {
+      PartTask task;
+      task.kind = PartTask::Kind::kProbe;
+      for (const auto& [part, e] : parts_) {
+        if (!Idle(part, e)) continue;
+        task.probe_parts.push_back(part);
+        task.probe_ranges.push_back(e.range);
+      }
+      probing_ = true;
+      wake_ = false;
+      last_probe_ = now;
+      return task;
+    }
     while (!run_queue_.empty()) {
       const int part = run_queue_.front();
       run_queue_.pop_front();
@@ -139,20 +157,6 @@ PartTask PartScheduler::Next() {
       task.range = e.range;
       task.cursor = e.cursor;
       task.release_first = e.release_needed;
-      return task;
-    }
-    const absl::Time now = absl::Now();
-    if (ProbeDue(now)) {
-      PartTask task;
-      task.kind = PartTask::Kind::kProbe;
-      for (const auto& [part, e] : parts_) {
-        if (!Idle(part, e)) continue;
-        task.probe_parts.push_back(part);
-        task.probe_ranges.push_back(e.range);
-      }
-      probing_ = true;
-      wake_ = false;
-      last_probe_ = now;
       return task;
     }
   }
