@@ -149,9 +149,18 @@ def throughput_table():
 
     print("\n## Throughput: items acknowledged per second (median of %d)\n" %
           ARGS.reps)
+    # The machine is shared: a neighbour's load swings from one minute to
+    # the next. Systems of one repetition and count run back to back, so
+    # the median of their per-repetition ratios is the steadier figure.
+    def ratio(system, other, n):
+        mine = {x["rep"]: x["items_per_s"] for x in by.get((system, n), [])}
+        theirs = {x["rep"]: x["items_per_s"] for x in by.get((other, n), [])}
+        return median([mine[r] / theirs[r] for r in mine if r in theirs])
+
     print("| system | consumers | items/s | vs SKIP LOCKED | vs limit | "
-          "lock waits / sample | LWLock waits / sample | top wait |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+          "lock waits / sample | LWLock waits / sample | WAL bytes / item | "
+          "top wait |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
     for s in order:
         batched = "batch" in s
         base = "skiplocked_batch" if batched else "skiplocked"
@@ -165,9 +174,17 @@ def throughput_table():
                 for e, c in x["waits"]["top"].items():
                     top[e] = top.get(e, 0) + c
             top_event = max(top, key=top.get) if top else "-"
-            print("| %s | %d | %.0f | %.2fx | %.0f%% | %.2f | %.2f | %s |" % (
-                s, n, v, v / med(base, n), 100 * v / med(limit, n),
-                per_tick(s, n, "lock"), per_tick(s, n, "lwlock"), top_event))
+            wal = median([x["wal_bytes_per_item"] for x in by[(s, n)]
+                          if "wal_bytes_per_item" in x])
+            print("| %s | %d | %.0f | %.2fx | %.0f%% | %.2f | %.2f | %s | %s |"
+                  % (s, n, v, ratio(s, base, n), 100 * ratio(s, limit, n),
+                     per_tick(s, n, "lock"), per_tick(s, n, "lwlock"),
+                     "-" if wal != wal else "%.0f" % wal, top_event))
+    print("\nvs SKIP LOCKED / vs limit: median over the repetitions of the "
+          "ratio to the system of the same mode (single or batched) run "
+          "right next to it. Lock waits: backends seen waiting on a "
+          "heavyweight lock (wait_event_type Lock) per pg_stat_activity "
+          "sample, every 20 ms.")
 
 
 # ---------------------------------------------------------------- claim cost
@@ -336,6 +353,9 @@ def main():
     parser.add_argument("--json", help="also append the JSON lines here")
     parser.add_argument("--dsn", help="use this database instead of a "
                         "private one (it must be migrated)")
+    parser.add_argument("--report", nargs="+", metavar="JSONL",
+                        help="print the tables of earlier runs' JSON lines "
+                        "and run nothing")
     ARGS = parser.parse_args()
     quick = ARGS.quick
     ARGS.counts = [int(x) for x in (ARGS.counts or (
@@ -350,6 +370,14 @@ def main():
     ARGS.harness = os.path.abspath(
         os.path.join(ARGS.build, "bench", "sqlgroup_bench"))
     sections = ARGS.sections.split(",")
+    if ARGS.report:
+        for path in ARGS.report:
+            with open(path) as f:
+                RESULTS.extend(json.loads(l) for l in f if l.startswith("{"))
+        reps = {r.get("rep", 0) for r in RESULTS if r["bench"] == "throughput"}
+        ARGS.reps = len(reps) or ARGS.reps
+        print_tables()
+        return
     pg = None
     try:
         if not ARGS.dsn:
@@ -369,7 +397,11 @@ def main():
         if pg:
             pg.send_signal(signal.SIGTERM)
             pg.wait(timeout=120)
-    m = RESULTS[0]
+    print_tables()
+
+
+def print_tables():
+    m = next(r for r in RESULTS if r["bench"] == "machine")
     print("\nMachine: %d CPUs, %.1f GiB; PostgreSQL %s (fsync=%s, "
           "synchronous_commit=%s, wal_sync_method=%s, shared_buffers=%s x 8kB)"
           % (m["cpus"], m["mem_gib"], m["postgres"]["server_version"],

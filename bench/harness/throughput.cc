@@ -263,6 +263,20 @@ std::unique_ptr<System> MakeSystem(const ThroughputConfig& c) {
   throw std::invalid_argument(absl::StrCat("unknown --system=", c.system));
 }
 
+// WAL written and flushed, server-wide: the cost that bounds a durable
+// queue (every system runs alone, so it is theirs).
+struct WalCounters {
+  int64_t bytes = 0;
+  int64_t syncs = 0;
+};
+
+WalCounters ReadWal(pqxx::connection& conn) {
+  pqxx::nontransaction tx(conn);
+  const pqxx::row r = tx.exec1(
+      "SELECT pg_current_wal_lsn() - '0/0'::pg_lsn, wal_sync FROM pg_stat_wal");
+  return {static_cast<int64_t>(r[0].as<double>()), r[1].as<int64_t>()};
+}
+
 void EnsureGroup(const ThroughputConfig& c) {
   auto admin = Admin::Connect({.dsn = c.dsn});
   if (!admin.ok()) throw std::runtime_error(admin.status().ToString());
@@ -286,12 +300,14 @@ bool RunThroughput(const ThroughputConfig& config) {
   system->Start();
   absl::SleepFor(absl::Seconds(config.warmup_s));
   WaitSampler sampler(config.dsn, system->AppPattern(), absl::Milliseconds(20));
+  const WalCounters w0 = ReadWal(*conn);
   const int64_t c0 = system->Done();
   const absl::Time t0 = absl::Now();
   sampler.Start();
   absl::SleepFor(absl::Seconds(config.seconds));
   const int64_t c1 = system->Done();
   const absl::Time t1 = absl::Now();
+  const WalCounters w1 = ReadWal(*conn);
   const WaitSummary waits = sampler.Stop();
   system->Stop();
   const int64_t left = CountItems(*conn, system->Table(), kGroup);
@@ -310,6 +326,9 @@ bool RunThroughput(const ThroughputConfig& config) {
       .Add("items_per_s", static_cast<double>(c1 - c0) / secs)
       .Add("items", c1 - c0)
       .Add("seconds", secs)
+      .Add("wal_bytes_per_item", static_cast<double>(w1.bytes - w0.bytes) /
+                                     std::max<int64_t>(1, c1 - c0))
+      .Add("wal_syncs_per_s", static_cast<double>(w1.syncs - w0.syncs) / secs)
       .Add("backlog_added", added)
       .Add("left", left)
       .Add("drained", drained)
