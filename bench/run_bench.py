@@ -205,13 +205,17 @@ def claim_table():
         return
     print("\n## Claim cost against backlog (64-item claims, released again)\n")
     print("| waiting items | claims | p50 ms | p99 ms | max ms | "
-          "p50 vs smallest |")
-    print("| ---: | ---: | ---: | ---: | ---: | ---: |")
+          "p50 vs smallest | blocks read / claim | WAL bytes / claim |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     base = rows[0]["p50_ms"]
     for r in rows:
-        print("| %d | %d | %.3f | %.3f | %.3f | %.2fx |" % (
+        print("| %d | %d | %.3f | %.3f | %.3f | %.2fx | %s | %s |" % (
             r["backlog"], r["samples"], r["p50_ms"], r["p99_ms"],
-            r["max_ms"], r["p50_ms"] / base))
+            r["max_ms"], r["p50_ms"] / base,
+            "%.1f" % r["blocks_read_per_claim"]
+            if "blocks_read_per_claim" in r else "-",
+            "%.0f" % r["wal_bytes_per_claim"]
+            if "wal_bytes_per_claim" in r else "-"))
 
 
 # ---------------------------------------------------------------- rebalance

@@ -42,6 +42,9 @@ void RunClaimCost(const ClaimCostConfig& config) {
   const int64_t added = TopUp(*conn, kItemsTable, kGroup, config.backlog);
   const double load_s = absl::ToDoubleSeconds(absl::Now() - load_start);
 
+  // Start from a clean slate: the load's dirty pages written and its
+  // checkpoint done, as in a queue that has been running a while.
+  pqxx::nontransaction(*conn).exec("CHECKPOINT");
   store::PrepareItemStatements(*conn);
   const std::string session = Must(store::RegisterSession(
       *conn, kGroup, {"bench", 0, "claim-cost"}, /*notify=*/false));
@@ -61,8 +64,20 @@ void RunClaimCost(const ClaimCostConfig& config) {
   }
   std::vector<double> ms;
   int64_t claimed = 0;
+  // Pages PostgreSQL had to read in (shared_buffers misses) and WAL
+  // written, per measured claim: what changes with the backlog's size.
+  auto io = [&] {
+    pqxx::nontransaction tx(*conn);
+    const pqxx::row r = tx.exec1(
+        "SELECT blks_read, pg_current_wal_lsn() - '0/0'::pg_lsn FROM "
+        "pg_stat_database WHERE datname = current_database()");
+    return std::make_pair(r[0].as<int64_t>(),
+                          static_cast<int64_t>(r[1].as<double>()));
+  };
+  std::pair<int64_t, int64_t> io0;
   const int warmup = config.parts * 2;
   for (int i = 0; i < warmup + config.samples; ++i) {
+    if (i == warmup) io0 = io();
     const int part = i % config.parts;
     const KeyRange range = PartRange(part, config.parts);
     const store::ClaimRef ref{kGroup, session, part, epochs[part]};
@@ -82,6 +97,7 @@ void RunClaimCost(const ClaimCostConfig& config) {
     }
     Must(store::ReleaseAll(*conn, ref));
   }
+  const std::pair<int64_t, int64_t> io1 = io();
   Must(store::LeaveSession(*conn, kGroup, session, false));
   const double mean_items =
       static_cast<double>(claimed) / static_cast<double>(ms.size());
@@ -96,6 +112,10 @@ void RunClaimCost(const ClaimCostConfig& config) {
       .Add("p50_ms", p50)
       .Add("p99_ms", p99)
       .Add("max_ms", ms.empty() ? 0.0 : ms.back())
+      .Add("blocks_read_per_claim",
+           static_cast<double>(io1.first - io0.first) / ms.size())
+      .Add("wal_bytes_per_claim",
+           static_cast<double>(io1.second - io0.second) / ms.size())
       .Add("loaded", added)
       .Add("load_s", load_s)
       .Print();
