@@ -229,6 +229,9 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   for (const Item& item : items) ids.push_back(item.id);
   absl::Status verdict;
   int64_t deleted = -1;
+  // The handler wrote nothing, so the ack is the fenced delete alone, in
+  // autocommit: whatever it deleted stays acknowledged.
+  bool alone = false;
   absl::Time ack_start;
   try {
     AckTransaction ack(*conn_);
@@ -238,9 +241,14 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     });
     if (verdict.ok()) {
       ack_start = absl::Now();
-      deleted = store::DeleteClaimed(ack.work(), ref, ids);
-      if (deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
-      // Otherwise the transaction rolls back as `ack` goes out of scope.
+      if (ack.started()) {
+        deleted = store::DeleteClaimed(ack.work(), ref, ids);
+        if (deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
+        // Otherwise the transaction rolls back as `ack` goes out of scope.
+      } else {
+        alone = true;
+        deleted = store::DeleteClaimedNow(*conn_, ref, ids);
+      }
     }
   } catch (const pqxx::broken_connection&) {
     Disconnect(absl::UnavailableError("connection lost during ack"));
@@ -269,7 +277,11 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
       metrics_.Acked(deleted, absl::Now() - ack_start);
       return Outcome::kAcked;
     }
-    metrics_.LostClaims(static_cast<int64_t>(ids.size()));
+    // Alone, the items it did delete are acknowledged; in a transaction,
+    // none are (it rolled back).
+    const int64_t acked = alone ? deleted : 0;
+    if (acked > 0) metrics_.Acked(acked, absl::Now() - ack_start);
+    metrics_.LostClaims(static_cast<int64_t>(ids.size()) - acked);
     log_->warn("part={} epoch={} lost claim on {} item(s): not acknowledged",
                ref.part, ref.epoch, ids.size());
     return Outcome::kLost;

@@ -33,7 +33,9 @@ void PrepareItemStatements(pqxx::connection& conn);
 
 // Claims up to `limit` unclaimed, due items with keys in [from, last] for
 // `ref`, in key order. ABORTED (foreign key) when the part is no longer
-// owned under this epoch.
+// owned under this epoch. The claim commits without waiting for its WAL
+// flush: a claim lost in a crash only makes the item claimable again, and
+// an ack that follows it flushes it anyway.
 absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
                                              const ClaimRef& ref, Uuid128 from,
                                              Uuid128 last, int limit);
@@ -43,6 +45,15 @@ absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
 // how many rows it deleted (the caller commits only if all were).
 int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
                       const std::vector<std::string>& ids);
+
+// The same fenced delete as one autocommit statement, for a handler that
+// wrote nothing: one round trip instead of three (BEGIN, DELETE, COMMIT).
+// Each item deleted is acknowledged for good, even if others of `ids` were
+// not (their claims were lost). Throws pqxx exceptions like DeleteClaimed;
+// a broken connection leaves the outcome unknown (the caller releases what
+// is still claimed before claiming again).
+int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
+                         const std::vector<std::string>& ids);
 
 // Gives a claimed item back, not before now + backoff, with attempts + 1
 // when `count_attempt`. False when the claim was already lost.

@@ -1,0 +1,124 @@
+#include "claim_cost.h"
+
+#include <map>
+#include <pqxx/pqxx>
+#include <stdexcept>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common.h"
+#include "keyspace.h"
+#include "sqlgroup/admin.h"
+#include "store/item_store.h"
+#include "store/member_store.h"
+
+namespace sqlgroup::bench {
+namespace {
+
+constexpr char kGroup[] = "claimcost";
+
+template <typename T>
+T Must(absl::StatusOr<T> v) {
+  if (!v.ok()) throw std::runtime_error(v.status().ToString());
+  return *std::move(v);
+}
+
+void Must(const absl::Status& s) {
+  if (!s.ok()) throw std::runtime_error(s.ToString());
+}
+
+}  // namespace
+
+void RunClaimCost(const ClaimCostConfig& config) {
+  auto admin = Must(Admin::Connect({.dsn = config.dsn}));
+  // A long TTL: the harness does not heartbeat between claims.
+  const absl::Status created = admin->CreateGroup(
+      {.name = kGroup, .parts = config.parts, .session_ttl = absl::Hours(1)});
+  if (!created.ok() && !absl::IsAlreadyExists(created)) Must(created);
+
+  auto conn = Connect(config.dsn, "bench-claim-cost");
+  const absl::Time load_start = absl::Now();
+  const int64_t added = TopUp(*conn, kItemsTable, kGroup, config.backlog);
+  const double load_s = absl::ToDoubleSeconds(absl::Now() - load_start);
+
+  // Start from a clean slate: the load's dirty pages written and its
+  // checkpoint done, as in a queue that has been running a while.
+  pqxx::nontransaction(*conn).exec("CHECKPOINT");
+  store::PrepareItemStatements(*conn);
+  const std::string session = Must(store::RegisterSession(
+      *conn, kGroup, {"bench", 0, "claim-cost"}, /*notify=*/false));
+  std::vector<int> all(config.parts);
+  for (int p = 0; p < config.parts; ++p) all[p] = p;
+  std::map<int, int64_t> epochs;
+  for (const store::Owner& o :
+       Must(store::TakeParts(*conn, kGroup, session, all, false))) {
+    epochs[o.part] = o.epoch;
+  }
+  if (static_cast<int>(epochs.size()) != config.parts) {
+    throw std::runtime_error("parts of the claim-cost group are owned already");
+  }
+  std::vector<Uuid128> cursor(config.parts);
+  for (int p = 0; p < config.parts; ++p) {
+    cursor[p] = PartRange(p, config.parts).first;
+  }
+  std::vector<double> ms;
+  int64_t claimed = 0;
+  // Pages PostgreSQL had to read in (shared_buffers misses) and WAL
+  // written, per measured claim: what changes with the backlog's size.
+  auto io = [&] {
+    pqxx::nontransaction tx(*conn);
+    const pqxx::row r = tx.exec1(
+        "SELECT blks_read, pg_current_wal_lsn() - '0/0'::pg_lsn FROM "
+        "pg_stat_database WHERE datname = current_database()");
+    return std::make_pair(r[0].as<int64_t>(),
+                          static_cast<int64_t>(r[1].as<double>()));
+  };
+  std::pair<int64_t, int64_t> io0;
+  const int warmup = config.parts * 2;
+  for (int i = 0; i < warmup + config.samples; ++i) {
+    if (i == warmup) io0 = io();
+    const int part = i % config.parts;
+    const KeyRange range = PartRange(part, config.parts);
+    const store::ClaimRef ref{kGroup, session, part, epochs[part]};
+    const absl::Time start = absl::Now();
+    auto items = Must(store::ClaimItems(*conn, ref, cursor[part], range.last,
+                                        config.claim_batch));
+    const double took = absl::ToDoubleMilliseconds(absl::Now() - start);
+    if (items.empty()) {
+      cursor[part] = range.first;  // wrap, as the workers do
+    } else {
+      const Uuid128 last = *ParseUuid(items.back().id);
+      cursor[part] = last >= range.last ? range.first : last + 1;
+    }
+    if (i >= warmup) {
+      ms.push_back(took);
+      claimed += static_cast<int64_t>(items.size());
+    }
+    Must(store::ReleaseAll(*conn, ref));
+  }
+  const std::pair<int64_t, int64_t> io1 = io();
+  Must(store::LeaveSession(*conn, kGroup, session, false));
+  const double mean_items =
+      static_cast<double>(claimed) / static_cast<double>(ms.size());
+  const double p50 = Quantile(ms, 0.5);
+  const double p99 = Quantile(ms, 0.99);
+  JsonLine()
+      .Add("bench", "claim_cost")
+      .Add("backlog", CountItems(*conn, kItemsTable, kGroup))
+      .Add("claim_batch", config.claim_batch)
+      .Add("items_per_claim", mean_items)
+      .Add("samples", static_cast<int64_t>(ms.size()))
+      .Add("p50_ms", p50)
+      .Add("p99_ms", p99)
+      .Add("max_ms", ms.empty() ? 0.0 : ms.back())
+      .Add("blocks_read_per_claim",
+           static_cast<double>(io1.first - io0.first) / ms.size())
+      .Add("wal_bytes_per_claim",
+           static_cast<double>(io1.second - io0.second) / ms.size())
+      .Add("loaded", added)
+      .Add("load_s", load_s)
+      .Print();
+}
+
+}  // namespace sqlgroup::bench

@@ -1,0 +1,26 @@
+// Claim latency against the backlog: with `backlog` items waiting in a
+// group, one session owning every part claims `claim_batch` items at a
+// time (the workers' own statement, sweeping each part from its cursor) and
+// releases them again, so the backlog stays put while claims churn the
+// table. Prints p50/p99/max of the claim transaction, in ms.
+#ifndef SQLGROUP_BENCH_HARNESS_CLAIM_COST_H_
+#define SQLGROUP_BENCH_HARNESS_CLAIM_COST_H_
+
+#include <cstdint>
+#include <string>
+
+namespace sqlgroup::bench {
+
+struct ClaimCostConfig {
+  std::string dsn;
+  int64_t backlog = 10000;
+  int samples = 1000;
+  int claim_batch = 64;
+  int parts = 16;
+};
+
+void RunClaimCost(const ClaimCostConfig& config);
+
+}  // namespace sqlgroup::bench
+
+#endif  // SQLGROUP_BENCH_HARNESS_CLAIM_COST_H_

@@ -1,0 +1,422 @@
+#!/usr/bin/env python3
+"""The benchmark suite (issue 6): sqlgroup against the SKIP LOCKED queue of
+seed 004 and PostgreSQL's own delete limit, in one run on one private,
+default-durability PostgreSQL.
+
+Sections (each prints one JSON line per measurement as it goes, then a
+table at the end):
+  throughput  items acknowledged/s, noop handler, 16-byte payloads, backlog
+              produced beforehand, for each consumer count (= connections
+              doing the work; sqlgroup: one member with that many workers):
+              sqlgroup (one transaction per item), sqlgroup_batch (the batch
+              handler, `--batch` items per transaction), skiplocked and
+              skiplocked_batch (the seed's queue), limit and limit_batch
+              (deleting known rows by primary key, 1 or `--batch` per
+              statement). Medians over the repetitions, ratios to the
+              baseline and the limit of the same mode, and lock waits
+              sampled from pg_stat_activity every 20 ms.
+  claim       claim latency (p50, p99) of a 64-item claim against backlogs
+              of 10 thousand up to 10 million waiting items.
+  rebalance   join / graceful leave / kill -9 of `sqlgroup consume`
+              processes: ms until every part is owned by its lexical target,
+              and until an item in every part was acknowledged after that;
+              parts moved against the minimum; with NOTIFY and polling only.
+  footprint   peak RSS and connections of one `sqlgroup consume` owning 1
+              and 64 parts.
+
+Usage:
+  bench/run_bench.py --quick            # a few minutes
+  bench/run_bench.py                    # the full profile (10M backlog)
+  bench/run_bench.py --sections throughput --counts 8 --reps 5
+  bench/run_bench.py --before /tmp/sqlgroup_bench_old  # also runs an older
+        harness build's sqlgroup systems in the same run, as *_before
+"""
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ARGS = None
+RESULTS = []
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def emit(result):
+    RESULTS.append(result)
+    print(json.dumps(result), flush=True)
+    if ARGS.json:
+        with open(ARGS.json, "a") as f:
+            f.write(json.dumps(result) + "\n")
+
+
+def harness(binary, *args, timeout=3600):
+    """Runs the harness; returns its JSON lines (and its exit code)."""
+    p = subprocess.run([binary, *args, "--dsn=" + ARGS.dsn],
+                       capture_output=True, text=True, timeout=timeout)
+    lines = [json.loads(l) for l in p.stdout.splitlines()
+             if l.startswith("{")]
+    if p.returncode not in (0, 3):
+        raise RuntimeError("%s %s failed (%d): %s" % (
+            binary, " ".join(args), p.returncode, p.stderr[-2000:]))
+    return lines, p.returncode
+
+
+def sql(query):
+    return subprocess.run(["psql", ARGS.dsn, "-Atc", query], check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def cli(*args):
+    return subprocess.run([ARGS.cli, *args, "--dsn", ARGS.dsn], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def median(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+# ---------------------------------------------------------------- throughput
+
+SINGLE = ["sqlgroup", "skiplocked", "limit"]
+BATCHED = ["sqlgroup_batch", "skiplocked_batch", "limit_batch"]
+
+
+def run_throughput():
+    systems = [s for pair in zip(SINGLE, BATCHED) for s in pair]
+    before = ["sqlgroup_before", "sqlgroup_batch_before"] if ARGS.before else []
+    for rep in range(ARGS.reps):
+        for n in ARGS.counts:
+            # Rotate the order each repetition: no system always runs first.
+            order = systems + (before if n in ARGS.before_counts else [])
+            k = rep % len(order)
+            for system in order[k:] + order[:k]:
+                binary = ARGS.harness
+                real = system
+                if system.endswith("_before"):
+                    binary, real = ARGS.before, system[:-len("_before")]
+                backlog = ARGS.backlog_batch if "batch" in real else \
+                    ARGS.backlog_single
+                for attempt in range(3):
+                    lines, code = harness(
+                        binary, "throughput", "--system=" + real,
+                        "--consumers=%d" % n, "--batch=%d" % ARGS.batch,
+                        "--backlog=%d" % backlog,
+                        "--warmup=%g" % ARGS.warmup,
+                        "--seconds=%g" % ARGS.seconds)
+                    if code == 0:
+                        break
+                    backlog *= 2  # it ran dry: more next time
+                    log("%s ran out of backlog; retrying with %d" %
+                        (system, backlog))
+                r = lines[-1]
+                r["system"] = system
+                r["rep"] = rep
+                emit(r)
+
+
+def throughput_table():
+    rows = [r for r in RESULTS if r["bench"] == "throughput"]
+    if not rows:
+        return
+    by = {}
+    for r in rows:
+        by.setdefault((r["system"], r["consumers"]), []).append(r)
+    counts = sorted({r["consumers"] for r in rows})
+    systems = []
+    for r in rows:
+        if r["system"] not in systems:
+            systems.append(r["system"])
+    order = [s for s in SINGLE + ["sqlgroup_before"] + BATCHED +
+             ["sqlgroup_batch_before"] if s in systems]
+
+    def med(system, n, key="items_per_s"):
+        rs = by.get((system, n), [])
+        return median([x[key] for x in rs])
+
+    def per_tick(system, n, key):
+        rs = by.get((system, n), [])
+        return median([x["waits"][key] / max(1, x["waits"]["ticks"])
+                       for x in rs])
+
+    print("\n## Throughput: items acknowledged per second (median of %d)\n" %
+          ARGS.reps)
+    # The machine is shared: a neighbour's load swings from one minute to
+    # the next. Systems of one repetition and count run back to back, so
+    # the median of their per-repetition ratios is the steadier figure.
+    def ratio(system, other, n):
+        mine = {x["rep"]: x["items_per_s"] for x in by.get((system, n), [])}
+        theirs = {x["rep"]: x["items_per_s"] for x in by.get((other, n), [])}
+        return median([mine[r] / theirs[r] for r in mine if r in theirs])
+
+    print("| system | consumers | items/s | vs SKIP LOCKED | vs limit | "
+          "lock waits / sample | LWLock waits / sample | WAL bytes / item | "
+          "top wait |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for s in order:
+        batched = "batch" in s
+        base = "skiplocked_batch" if batched else "skiplocked"
+        limit = "limit_batch" if batched else "limit"
+        for n in counts:
+            if (s, n) not in by:
+                continue
+            v = med(s, n)
+            top = {}
+            for x in by[(s, n)]:
+                for e, c in x["waits"]["top"].items():
+                    top[e] = top.get(e, 0) + c
+            top_event = max(top, key=top.get) if top else "-"
+            wal = median([x["wal_bytes_per_item"] for x in by[(s, n)]
+                          if "wal_bytes_per_item" in x])
+            print("| %s | %d | %.0f | %.2fx | %.0f%% | %.2f | %.2f | %s | %s |"
+                  % (s, n, v, ratio(s, base, n), 100 * ratio(s, limit, n),
+                     per_tick(s, n, "lock"), per_tick(s, n, "lwlock"),
+                     "-" if wal != wal else "%.0f" % wal, top_event))
+    print("\nvs SKIP LOCKED / vs limit: median over the repetitions of the "
+          "ratio to the system of the same mode (single or batched) run "
+          "right next to it. Lock waits: backends seen waiting on a "
+          "heavyweight lock (wait_event_type Lock) per pg_stat_activity "
+          "sample, every 20 ms.")
+
+
+# ---------------------------------------------------------------- claim cost
+
+def run_claim():
+    for backlog in ARGS.claim_backlogs:
+        lines, _ = harness(ARGS.harness, "claim_cost",
+                           "--backlog=%d" % backlog,
+                           "--samples=%d" % ARGS.claim_samples)
+        for r in lines:
+            r["target_backlog"] = backlog
+            emit(r)
+
+
+def claim_table():
+    rows = [r for r in RESULTS if r["bench"] == "claim_cost"]
+    if not rows:
+        return
+    print("\n## Claim cost against backlog (64-item claims, released again)\n")
+    print("| waiting items | claims | p50 ms | p99 ms | max ms | "
+          "p50 vs smallest | blocks read / claim | WAL bytes / claim |")
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    base = rows[0]["p50_ms"]
+    for r in rows:
+        print("| %d | %d | %.3f | %.3f | %.3f | %.2fx | %s | %s |" % (
+            r["backlog"], r["samples"], r["p50_ms"], r["p99_ms"],
+            r["max_ms"], r["p50_ms"] / base,
+            "%.1f" % r["blocks_read_per_claim"]
+            if "blocks_read_per_claim" in r else "-",
+            "%.0f" % r["wal_bytes_per_claim"]
+            if "wal_bytes_per_claim" in r else "-"))
+
+
+# ---------------------------------------------------------------- rebalance
+
+def run_rebalance():
+    logdir = tempfile.mkdtemp(prefix="sqlgroup-bench-rebalance-")
+    for notify in (True, False):
+        lines, _ = harness(ARGS.harness, "rebalance", "--cli=" + ARGS.cli,
+                           "--notify=%s" % ("true" if notify else "false"),
+                           "--trials=%d" % ARGS.trials,
+                           "--members=%d" % ARGS.members,
+                           "--ttl=%g" % ARGS.ttl, "--log_dir=" + logdir)
+        for r in lines:
+            emit(r)
+
+
+def rebalance_table():
+    rows = [r for r in RESULTS if r["bench"] == "rebalance"]
+    if not rows:
+        return
+    print("\n## Rebalance latency (ms from the change; %d members before a "
+          "join, 16 parts, TTL %gs)\n" % (ARGS.members, ARGS.ttl))
+    print("| change | wakeup | trials | owned p50 | owned max | "
+          "processing p50 | processing max | join: owned from registration "
+          "p50 | parts moved / minimum |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for notify in (True, False):
+        for change in ("join", "leave", "kill"):
+            rs = [r for r in rows if r["notify"] == notify and
+                  r["change"] == change]
+            if not rs:
+                continue
+            reg = [r["owned_from_register_ms"] for r in rs
+                   if r["owned_from_register_ms"] >= 0]
+            print("| %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %s | %d / %d |"
+                  % (change, "NOTIFY" if notify else "polling", len(rs),
+                     median([r["owned_ms"] for r in rs]),
+                     max(r["owned_ms"] for r in rs),
+                     median([r["processing_ms"] for r in rs]),
+                     max(r["processing_ms"] for r in rs),
+                     "%.0f" % median(reg) if reg else "-",
+                     sum(r["moved"] for r in rs),
+                     sum(r["min_moved"] for r in rs)))
+
+
+# ---------------------------------------------------------------- footprint
+
+def run_footprint():
+    logdir = tempfile.mkdtemp(prefix="sqlgroup-bench-footprint-")
+    for parts in (1, 64):
+        group = "footprint%d" % parts
+        cli("group", "create", group, "--parts", str(parts))
+        cli("produce", "--group", group, "--count", str(ARGS.footprint_items))
+        logf = open(os.path.join(logdir, group + ".log"), "w")
+        p = subprocess.Popen([ARGS.cli, "consume", "--dsn", ARGS.dsn,
+                              "--group", group, "--handler", "noop",
+                              "--metrics_addr", "", "--log_level", "warn"],
+                             stdout=logf, stderr=logf,
+                             stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 300
+        while int(sql("SELECT count(*) FROM sqlgroup.items WHERE "
+                      "group_name = '%s'" % group)) > 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError("footprint backlog never drained")
+            time.sleep(0.2)
+        owned = int(sql("SELECT count(*) FROM sqlgroup.session_parts WHERE "
+                        "group_name = '%s'" % group))
+        time.sleep(2)  # the lag measurement and idle probes run too
+        conns = int(sql("SELECT count(*) FROM pg_stat_activity WHERE "
+                        "application_name LIKE 'sqlgroup-%'"))
+        with open("/proc/%d/status" % p.pid) as f:
+            status = dict(l.split(":", 1) for l in f)
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=60)
+        logf.close()
+        emit({"bench": "footprint", "parts_owned": owned,
+              "items": ARGS.footprint_items, "workers": 4,
+              "peak_rss_mb": round(int(status["VmHWM"].split()[0]) / 1024, 1),
+              "threads": int(status["Threads"]),
+              "connections": conns})
+
+
+def footprint_table():
+    rows = [r for r in RESULTS if r["bench"] == "footprint"]
+    if not rows:
+        return
+    print("\n## Footprint of one `sqlgroup consume` (4 workers, noop, %d items "
+          "processed)\n" % rows[0]["items"])
+    print("| parts owned | peak RSS (MB) | threads | database connections |")
+    print("| ---: | ---: | ---: | ---: |")
+    for r in rows:
+        print("| %d | %.1f | %d | %d |" % (r["parts_owned"], r["peak_rss_mb"],
+                                          r["threads"], r["connections"]))
+
+
+# ---------------------------------------------------------------- main
+
+def machine():
+    mem = 0
+    with open("/proc/meminfo") as f:
+        for l in f:
+            if l.startswith("MemTotal:"):
+                mem = int(l.split()[1]) / 1024 / 1024
+    settings = dict(l.split("|") for l in sql(
+        "SELECT name, setting FROM pg_settings WHERE name IN ("
+        "'server_version', 'fsync', 'synchronous_commit', 'full_page_writes', "
+        "'wal_sync_method', 'shared_buffers', 'max_wal_size', "
+        "'checkpoint_timeout', 'autovacuum')").splitlines())
+    return {"bench": "machine", "cpus": os.cpu_count(),
+            "mem_gib": round(mem, 1), "load_avg": os.getloadavg()[0],
+            "postgres": settings}
+
+
+def main():
+    global ARGS
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer sizes and repetitions (a few minutes)")
+    parser.add_argument("--build", default=os.path.join(HERE, "..", "build"))
+    parser.add_argument("--sections",
+                        default="throughput,claim,rebalance,footprint")
+    parser.add_argument("--counts", help="consumer counts, e.g. 1,2,4,8,16")
+    parser.add_argument("--reps", type=int)
+    parser.add_argument("--seconds", type=float)
+    parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--batch", type=int, default=100)
+    parser.add_argument("--backlog_single", type=int, default=80000)
+    parser.add_argument("--backlog_batch", type=int, default=400000)
+    parser.add_argument("--claim_backlogs")
+    parser.add_argument("--claim_samples", type=int, default=1000)
+    parser.add_argument("--trials", type=int)
+    parser.add_argument("--members", type=int, default=3)
+    parser.add_argument("--ttl", type=float, default=3.0)
+    parser.add_argument("--footprint_items", type=int, default=20000)
+    parser.add_argument("--before", help="an older sqlgroup_bench binary")
+    parser.add_argument("--before_counts", default="8",
+                        help="consumer counts at which --before runs")
+    parser.add_argument("--json", help="also append the JSON lines here")
+    parser.add_argument("--dsn", help="use this database instead of a "
+                        "private one (it must be migrated)")
+    parser.add_argument("--report", nargs="+", metavar="JSONL",
+                        help="print the tables of earlier runs' JSON lines "
+                        "and run nothing")
+    ARGS = parser.parse_args()
+    quick = ARGS.quick
+    ARGS.counts = [int(x) for x in (ARGS.counts or (
+        "4,8,16" if quick else "1,2,4,8,16")).split(",")]
+    ARGS.before_counts = [int(x) for x in ARGS.before_counts.split(",")]
+    ARGS.reps = ARGS.reps or (1 if quick else 3)
+    ARGS.seconds = ARGS.seconds or (3 if quick else 5)
+    ARGS.trials = ARGS.trials or (2 if quick else 5)
+    ARGS.claim_backlogs = [int(x) for x in (ARGS.claim_backlogs or (
+        "10000,200000" if quick else "10000,1000000,10000000")).split(",")]
+    ARGS.cli = os.path.abspath(os.path.join(ARGS.build, "sqlgroup"))
+    ARGS.harness = os.path.abspath(
+        os.path.join(ARGS.build, "bench", "sqlgroup_bench"))
+    sections = ARGS.sections.split(",")
+    if ARGS.report:
+        for path in ARGS.report:
+            with open(path) as f:
+                RESULTS.extend(json.loads(l) for l in f if l.startswith("{"))
+        reps = {r.get("rep", 0) for r in RESULTS if r["bench"] == "throughput"}
+        ARGS.reps = len(reps) or ARGS.reps
+        print_tables()
+        return
+    pg = None
+    try:
+        if not ARGS.dsn:
+            pg = subprocess.Popen([ARGS.cli, "postgres", "--durable"],
+                                  stdout=subprocess.PIPE,
+                                  stdin=subprocess.DEVNULL, text=True)
+            ARGS.dsn = pg.stdout.readline()[len("dsn: "):].strip()
+            cli("migrate")
+        harness(ARGS.harness, "setup")
+        emit(machine())
+        steps = {"throughput": run_throughput, "claim": run_claim,
+                 "rebalance": run_rebalance, "footprint": run_footprint}
+        for s in sections:
+            log("== %s" % s)
+            steps[s]()
+    finally:
+        if pg:
+            pg.send_signal(signal.SIGTERM)
+            pg.wait(timeout=120)
+    print_tables()
+
+
+def print_tables():
+    m = next(r for r in RESULTS if r["bench"] == "machine")
+    print("\nMachine: %d CPUs, %.1f GiB; PostgreSQL %s (fsync=%s, "
+          "synchronous_commit=%s, wal_sync_method=%s, shared_buffers=%s x 8kB)"
+          % (m["cpus"], m["mem_gib"], m["postgres"]["server_version"],
+             m["postgres"]["fsync"], m["postgres"]["synchronous_commit"],
+             m["postgres"]["wal_sync_method"],
+             m["postgres"]["shared_buffers"]))
+    throughput_table()
+    claim_table()
+    rebalance_table()
+    footprint_table()
+
+
+if __name__ == "__main__":
+    main()
