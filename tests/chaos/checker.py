@@ -61,6 +61,17 @@ CHECKS = [
 ]
 
 
+# After every member left gracefully: each take must have been closed.
+AFTER_LEAVE = [
+    ("unclosed_takes",
+     "SELECT count(*) FROM sqlgroup.ownership_log "
+     "WHERE group_name = 'chaos' AND released_at IS NULL",
+     "takes the ownership log still shows open after every member left"),
+]
+
+NAMES = [c[0] for c in CHECKS + AFTER_LEAVE] + ["wrong_part"]
+
+
 def part_of(uuid_text, parts):
     """The part whose key range holds the item id (design.md's ranges)."""
     x = int(uuid_text.replace("-", ""), 16)
@@ -87,8 +98,12 @@ def check(query, parts):
     return found
 
 
+def check_after_leave(query):
+    return {name: int(query(sql)[0][0]) for name, sql, _ in AFTER_LEAVE}
+
+
 def meaning(name):
-    for n, _, text in CHECKS:
+    for n, _, text in CHECKS + AFTER_LEAVE:
         if n == name:
             return text
     return "results acknowledged under a part that does not hold the item"

@@ -186,10 +186,6 @@ class PgNode:
         psql(self.port, "SELECT pg_promote(true, 30)", db="postgres",
              timeout=timeout + 5)
 
-    def in_recovery(self):
-        return scalar(self.port, "SELECT pg_is_in_recovery()", db="postgres",
-                      check=False) == "t"
-
     def require_sync_standby(self, on):
         psql(self.port,
              f"ALTER SYSTEM SET synchronous_standby_names = "

@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""The chaos checker can fail: on a real database, each invariant's check
+counts a violation planted for it, and nothing on a clean state.
+
+  tests/chaos/checker_test.py --cli build/sqlgroup
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import checker  # noqa: E402
+from pgnode import PgNode, make_root, psql  # noqa: E402
+
+A = "aaaaaaaa-0000-4000-8000-000000000000"
+B = "bbbbbbbb-0000-4000-8000-000000000000"
+# Part 0 of 2 holds keys below 8000..., part 1 the rest.
+LOW = "10000000-0000-4000-8000-000000000000"
+HIGH = "f0000000-0000-4000-8000-000000000000"
+
+CLEAN = f"""
+INSERT INTO sqlgroup.sessions (id, group_name) VALUES ('{A}', 'chaos');
+INSERT INTO sqlgroup.session_parts (group_name, part, session_id, epoch)
+  VALUES ('chaos', 0, '{A}', 1);
+INSERT INTO sqlgroup.ownership_log (group_name, part, epoch, session_id,
+  acquired_at, released_at, released_by) VALUES
+  ('chaos', 0, 1, '{A}', now() - interval '1 hour', NULL, NULL),
+  ('chaos', 1, 2, '{B}', now() - interval '1 hour', now(), 'reap');
+INSERT INTO sqlgroup_demo.produced VALUES ('k', 2);
+INSERT INTO sqlgroup_demo.results (item_id, key, session_id, part, epoch,
+  acked_at) VALUES
+  ('{LOW}', 'k', '{A}', 0, 1, now() - interval '1 minute'),
+  ('{HIGH}', 'k', '{B}', 1, 2, now() - interval '1 minute');
+"""
+
+# Each: the check it must trip, and SQL that breaks only that invariant.
+VIOLATIONS = [
+    ("duplicates",
+     f"INSERT INTO sqlgroup_demo.results SELECT * FROM sqlgroup_demo.results "
+     f"WHERE item_id = '{LOW}'"),
+    ("lost", "UPDATE sqlgroup_demo.produced SET n = 3"),
+    ("unexplained", "UPDATE sqlgroup_demo.produced SET n = 1"),
+    ("acked_and_dead",
+     f"UPDATE sqlgroup_demo.produced SET n = 3; "
+     f"INSERT INTO sqlgroup.dead_items (group_name, id, key, payload, "
+     f"enqueued_at, attempts) VALUES ('chaos', '{LOW}', 'k', '', now(), 5)"),
+    ("left_in_queue",
+     "INSERT INTO sqlgroup.items (group_name) VALUES ('chaos')"),
+    ("overlapping_ownership",
+     f"INSERT INTO sqlgroup.ownership_log (group_name, part, epoch, "
+     f"session_id, acquired_at, released_at, released_by) VALUES "
+     f"('chaos', 1, 3, '{A}', now() - interval '2 minutes', now(), 'drop')"),
+    ("ack_outside_ownership",
+     f"UPDATE sqlgroup_demo.results SET acked_at = now() + interval '1 hour' "
+     f"WHERE item_id = '{HIGH}'"),
+    ("open_log_mismatch",
+     "UPDATE sqlgroup.ownership_log SET released_at = now(), "
+     "released_by = 'drop' WHERE epoch = 1"),
+    ("wrong_part",
+     f"UPDATE sqlgroup_demo.results SET part = 1, session_id = '{B}', "
+     f"epoch = 2 WHERE item_id = '{LOW}'"),
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    args = ap.parse_args()
+    root = make_root()
+    node = PgNode.primary(root)
+    failures = []
+    try:
+        dsn = f"host=127.0.0.1 port={node.port} dbname=chaos user=postgres"
+        for argv in (["migrate"], ["group", "create", "chaos", "--parts", "2"],
+                     ["produce", "--group", "chaos", "--count", "0",
+                      "--keys", "1"]):
+            subprocess.run([args.cli, *argv, "--dsn", dsn], check=True,
+                           capture_output=True)
+
+        def query(sql):
+            return psql(node.port, sql)
+
+        for name, breaking in [("clean", "")] + VIOLATIONS:
+            psql(node.port, "TRUNCATE sqlgroup.ownership_log, "
+                 "sqlgroup.dead_items, sqlgroup.items, sqlgroup_demo.results, "
+                 "sqlgroup_demo.produced; DELETE FROM sqlgroup.sessions;"
+                 + CLEAN + breaking)
+            found = checker.check(query, 2)
+            tripped = sorted(k for k, v in found.items() if v != 0)
+            want = [] if name == "clean" else [name]
+            status = "ok" if tripped == want else "WRONG"
+            print(f"{status}: {name}: tripped {tripped}")
+            if tripped != want:
+                failures.append(name)
+    finally:
+        node.remove()
+        shutil.rmtree(root, ignore_errors=True)
+    if failures:
+        print(f"checks that did not trip exactly as planted: {failures}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
