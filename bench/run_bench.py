@@ -25,7 +25,7 @@ table at the end):
               and 64 parts.
 
 Usage:
-  bench/run_bench.py --quick            # a few minutes
+  bench/run_bench.py --quick            # about 10 minutes here
   bench/run_bench.py                    # the full profile (10M backlog)
   bench/run_bench.py --sections throughput --counts 8 --reps 5
   bench/run_bench.py --before /tmp/sqlgroup_bench_old  # also runs an older
@@ -334,7 +334,7 @@ def main():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="fewer sizes and repetitions (a few minutes)")
+                        help="fewer sizes and repetitions (about 10 minutes here)")
     parser.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     parser.add_argument("--sections",
                         default="throughput,claim,rebalance,footprint")

@@ -7,7 +7,7 @@ default-durability PostgreSQL), after the group settles with M-1 members:
                    by its lexical target (owners read from session_parts)
   conns_per_member database connections per member (pg_stat_activity)
   rss_mb_max       peak RSS of the largest member (VmHWM)
-  idle_tps_member  transactions per second per idle member (pg_stat_database)
+  idle_tps_per_member  transactions per second per idle member (pg_stat_database)
   enqueue_to_claim_ms  p50 over 20 single items enqueued into an idle group:
                    enqueue to dead-letter, with a handler that always fails
                    and max_attempts 1 (so it is measured by the database
@@ -22,7 +22,6 @@ import os
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
