@@ -270,9 +270,14 @@ bool MemberLoop::Join() {
   rebalance_now_ = true;
   SetPhase(Phase::kActive);
   PublishOwned();
-  Handle(store::PruneOwnershipLog(*conn_, config_.group, kOwnershipHistory,
-                                  kPruneBatch)
-             .status());
+  // Housekeeping: a failure only delays the trim, it must not stop the
+  // member (a broken connection shows again at the next heartbeat).
+  const auto pruned = store::PruneOwnershipLog(*conn_, config_.group,
+                                               kOwnershipHistory, kPruneBatch);
+  if (!pruned.ok()) {
+    log_->warn("group={} session={} ownership log not trimmed: {}",
+               config_.group, session_, std::string(pruned.status().message()));
+  }
   return true;
 }
 

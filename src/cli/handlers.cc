@@ -82,7 +82,8 @@ absl::Status EnsureDemoTables(const std::string& dsn) {
       // Present already: a role that may not create schemas (a member role)
       // can still use them.
       if (tx.exec1("SELECT to_regclass('sqlgroup_demo.counters') IS NOT NULL "
-                   "AND to_regclass('sqlgroup_demo.produced') IS NOT NULL")[0]
+                   "AND to_regclass('sqlgroup_demo.produced') IS NOT NULL "
+                   "AND to_regclass('sqlgroup_demo.results') IS NOT NULL")[0]
               .as<bool>()) {
         return absl::OkStatus();
       }

@@ -247,7 +247,7 @@ absl::StatusOr<std::vector<int>> PartsWithDueItems(
     pqxx::nontransaction tx(conn);
     std::vector<int> due;
     for (const pqxx::row& row :
-         tx.exec_prepared(kProbe, group, IntArray(parts), UuidArray(firsts),
+         tx.exec_prepared(kProbe, group, SqlArray(parts), UuidArray(firsts),
                           UuidArray(lasts))) {
       due.push_back(row[0].as<int>());
     }
@@ -273,7 +273,7 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
     std::vector<PartLagRow> rows;
     std::map<Uuid128, int> big;  // first key -> part, for parts at the cap
     for (const pqxx::row& row :
-         tx.exec_prepared(kLag, group, IntArray(parts), UuidArray(firsts),
+         tx.exec_prepared(kLag, group, SqlArray(parts), UuidArray(firsts),
                           UuidArray(lasts), cap)) {
       PartLagRow lag;
       lag.part = row[0].as<int>();

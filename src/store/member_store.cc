@@ -47,10 +47,6 @@ void ReleaseSessionHistory(pqxx::work& tx, const std::string& session,
       session, released_by);
 }
 
-std::string BigintArray(const std::vector<int64_t>& values) {
-  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
-}
-
 }  // namespace
 
 std::string MembershipChanged(const std::string& group) {
@@ -80,10 +76,6 @@ absl::StatusOr<std::vector<std::pair<std::string, GroupSettings>>> ListGroups(
     }
     return groups;
   });
-}
-
-std::string IntArray(const std::vector<int>& values) {
-  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
 }
 
 absl::StatusOr<GroupSettings> ReadGroup(pqxx::connection& conn,
@@ -260,7 +252,7 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
                           kAlive,
                           ") ON CONFLICT (group_name, part) DO NOTHING "
                           "RETURNING part, epoch"),
-             group, session, IntArray(parts))) {
+             group, session, SqlArray(parts))) {
       taken.push_back({row[0].as<int>(), session, row[1].as<int64_t>()});
       taken_parts.push_back(taken.back().part);
       taken_epochs.push_back(taken.back().epoch);
@@ -273,7 +265,7 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
           "  (group_name, part, epoch, session_id) "
           "SELECT $1, t.part, t.epoch, $2::uuid "
           "FROM unnest($3::int[], $4::bigint[]) AS t(part, epoch)",
-          group, session, IntArray(taken_parts), BigintArray(taken_epochs));
+          group, session, SqlArray(taken_parts), SqlArray(taken_epochs));
     }
     if (!taken.empty() && notify) Notify(tx, MembershipChanged(group));
     tx.commit();
@@ -294,16 +286,16 @@ absl::StatusOr<std::vector<int>> DropParts(pqxx::connection& conn,
              "DELETE FROM sqlgroup.session_parts WHERE group_name = $1 "
              "AND session_id = $2::uuid AND part = ANY($3::int[]) "
              "RETURNING part, epoch",
-             group, session, IntArray(parts))) {
+             group, session, SqlArray(parts))) {
       dropped.push_back(row[0].as<int>());
       epochs.push_back(row[1].as<int64_t>());
     }
     if (!dropped.empty()) {
       tx.exec_params(
           "UPDATE sqlgroup.ownership_log SET released_at = clock_timestamp(), "
-          "released_by = 'drop' WHERE group_name = $1 "
-          "AND epoch = ANY($2::bigint[]) AND released_at IS NULL",
-          group, BigintArray(epochs));
+          "released_by = 'drop' WHERE session_id = $1::uuid "
+          "AND released_at IS NULL AND epoch = ANY($2::bigint[])",
+          session, SqlArray(epochs));
     }
     if (!dropped.empty() && notify) Notify(tx, MembershipChanged(group));
     tx.commit();

@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 
 namespace sqlgroup::store {
@@ -112,8 +114,11 @@ absl::StatusOr<int64_t> PruneOwnershipLog(pqxx::connection& conn,
                                           const std::string& group,
                                           absl::Duration retention, int limit);
 
-// "{1,2,3}"
-std::string IntArray(const std::vector<int>& values);
+// A PostgreSQL array literal of numbers: "{1,2,3}".
+template <typename Number>
+std::string SqlArray(const std::vector<Number>& values) {
+  return absl::StrCat("{", absl::StrJoin(values, ","), "}");
+}
 
 }  // namespace sqlgroup::store
 
