@@ -5,7 +5,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common.h"
 #include "keyspace.h"

@@ -6,7 +6,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <map>
 #include <pqxx/pqxx>
 #include <random>
 #include <stdexcept>
@@ -195,19 +194,18 @@ void RunRebalance(const RebalanceConfig& c) {
     return m.instance;
   };
   for (int i = 0; i < c.members; ++i) join();
-  Snapshot before;
   wait_until(
       [&](const Snapshot& s) {
         return static_cast<int>(s.live.size()) == c.members &&
                watcher.Settled(s, members.back().instance, true);
       },
-      absl::Seconds(60), &before);
+      absl::Seconds(60), nullptr);
 
   const char* kinds[] = {"join", "leave", "join", "kill"};
   for (int trial = 0; trial < c.trials; ++trial) {
     for (const char* kind : kinds) {
       absl::SleepFor(absl::Milliseconds(300));  // quiet between changes
-      before = watcher.Take();
+      const Snapshot before = watcher.Take();
       std::string subject;
       bool present = true;
       const absl::Time t0 = absl::Now();

@@ -25,7 +25,6 @@ struct Progress {
   std::atomic<int64_t> done{0};
   std::atomic<int64_t> errors{0};
   std::atomic<int> ready{0};
-  std::atomic<int> starved{0};  // workers that found nothing left
   std::atomic<bool> stop{false};
 };
 
@@ -36,6 +35,8 @@ class System {
   virtual ~System() = default;
   virtual void Start() = 0;
   virtual int64_t Done() const = 0;
+  // Statements that failed: a broken system must not read as a slow one.
+  virtual int64_t Errors() const = 0;
   virtual void Stop() = 0;
   virtual std::string AppPattern() const = 0;
   virtual std::string Table() const = 0;
@@ -46,6 +47,7 @@ class ThreadSystem : public System {
   ThreadSystem(const ThroughputConfig& c) : config_(c) {}
   ~ThreadSystem() override { Stop(); }
   int64_t Done() const override { return progress_.done; }
+  int64_t Errors() const override { return progress_.errors; }
   void Stop() override {
     progress_.stop = true;
     for (auto& t : threads_) t.join();
@@ -112,7 +114,6 @@ class SkipLocked : public ThreadSystem {
         const pqxx::result r = tx.exec_prepared("pick", kGroup);
         if (r.empty()) {
           tx.commit();
-          ++progress_.starved;
           absl::SleepFor(absl::Milliseconds(1));
           continue;
         }
@@ -180,10 +181,7 @@ class DeleteLimit : public ThreadSystem {
     const size_t step = batched_ ? config_.batch : 1;
     size_t next = 0;
     while (!progress_.stop) {
-      if (next >= mine.size()) {
-        ++progress_.starved;
-        return;
-      }
+      if (next >= mine.size()) return;
       const size_t end = std::min(mine.size(), next + step);
       // One autocommit statement: one transaction, one round trip.
       pqxx::nontransaction tx(*conn);
@@ -245,6 +243,10 @@ class SqlGroup : public System {
     }
   }
   int64_t Done() const override { return consumer_->stats().acked; }
+  int64_t Errors() const override {
+    const auto st = consumer_->stats();
+    return st.failed + st.lost_claims;
+  }
   void Stop() override {
     if (consumer_) consumer_->Stop().IgnoreError();
   }
@@ -336,6 +338,7 @@ bool RunThroughput(const ThroughputConfig& config) {
       .Add("backlog_added", added)
       .Add("left", left)
       .Add("drained", drained)
+      .Add("errors", system->Errors())
       .Raw("waits", waits.Json())
       .Print();
   return !drained;
