@@ -118,7 +118,7 @@ class ChaosRun:
     # --- conditions ------------------------------------------------------
     def sessions_of(self, member):
         rows = self.query("SELECT id FROM sqlgroup.sessions WHERE instance = "
-                          f"'{member.name}'", check=False) or []
+                          f"'{member.name}'")
         return [r[0] for r in rows]
 
     def owned_by_live(self, excluded):
@@ -228,7 +228,8 @@ class ChaosRun:
         for m in self.members:
             excluded = self.sessions_of(m)
             t0 = time.time()
-            m.stop()
+            if m.stop() != 0:
+                raise RuntimeError(f"{m.name} did not stop cleanly on SIGTERM")
             m.start()
             self.recover("rolling", m.name, t0, excluded)
 
@@ -269,18 +270,25 @@ class ChaosRun:
         self.setup()
         for kind in self.schedule():
             time.sleep(self.rng.uniform(1.0, 3.0))
+            dead = [m.name for m in self.members if not m.alive()]
+            if dead:  # only the suite may take a member down
+                raise RuntimeError(f"member(s) {dead} exited on their own")
             log(f"seed {self.seed}: {kind}")
             getattr(self, f"fault_{kind}")()
         log(f"seed {self.seed}: draining")
         self.producer.stop()
-        self.wait("the queue to drain", lambda: self.query(
-            "SELECT count(*) FROM sqlgroup.items", check=False) == [["0"]],
-            timeout=120)
+        try:
+            self.wait("the queue to drain", lambda: self.query(
+                "SELECT count(*) FROM sqlgroup.items", check=False) == [["0"]],
+                timeout=120)
+        except RuntimeError as e:
+            log(f"seed {self.seed}: {e}; the checker counts what is left")
         # Checked while the members still own their parts, so the open
         # entries of the ownership log have takes to match.
         found = checker.check(self.query, self.args.parts)
         codes = {m.name: m.stop() for m in self.members}
         found.update(checker.check_after_leave(self.query))
+        found["unclean_exits"] = sum(c != 0 for c in codes.values())
         processed = int(self.query(
             "SELECT count(*) FROM sqlgroup_demo.results")[0][0])
         dead = int(self.query(

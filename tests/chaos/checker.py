@@ -69,7 +69,8 @@ AFTER_LEAVE = [
      "takes the ownership log still shows open after every member left"),
 ]
 
-NAMES = [c[0] for c in CHECKS + AFTER_LEAVE] + ["wrong_part"]
+NAMES = [c[0] for c in CHECKS + AFTER_LEAVE] + ["wrong_part",
+                                                "unclean_exits"]
 
 
 def part_of(uuid_text, parts):
@@ -106,4 +107,6 @@ def meaning(name):
     for n, _, text in CHECKS + AFTER_LEAVE:
         if n == name:
             return text
+    if name == "unclean_exits":
+        return "members that did not exit 0 on SIGTERM at the end"
     return "results acknowledged under a part that does not hold the item"

@@ -97,6 +97,17 @@ def main():
             print(f"{status}: {name}: tripped {tripped}")
             if tripped != want:
                 failures.append(name)
+        # After every member left, an open take is a violation, a closed
+        # one is not (the last case left epoch 1 open).
+        for closing, want in (("", 1), ("UPDATE sqlgroup.ownership_log SET "
+                                         "released_at = now(), released_by = "
+                                         "'leave' WHERE epoch = 1", 0)):
+            if closing:
+                psql(node.port, closing)
+            got = checker.check_after_leave(query)["unclosed_takes"]
+            print(f"{'ok' if got == want else 'WRONG'}: unclosed_takes: {got}")
+            if got != want:
+                failures.append("unclosed_takes")
     finally:
         node.remove()
         shutil.rmtree(root, ignore_errors=True)

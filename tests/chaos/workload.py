@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import threading
-import time
 
 from tcp_proxy import StallableProxy
 
@@ -24,7 +23,6 @@ class Member:
         self.log_path = os.path.join(log_dir, f"{name}.log")
         self.proxies = [StallableProxy(port) for port in slots]
         self.proc = None
-        self.starts = 0
 
     def dsn(self):
         hosts = ",".join("127.0.0.1" for _ in self.proxies)
@@ -40,7 +38,6 @@ class Member:
              "--instance", self.name, "--metrics_addr", ""],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
-        self.starts += 1
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
