@@ -52,7 +52,8 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
   EXPECT_EQ(r->from_version, 0);
   EXPECT_EQ(r->to_version, SchemaVersionKnown());
   EXPECT_THAT(r->applied, ElementsAre("001_init.sql", "002_lag_index.sql",
-                                        "003_ownership_log.sql"));
+                                        "003_ownership_log.sql",
+                                        "004_hot_heartbeats.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table : {"groups.", "sessions.", "session_parts.", "items.",
