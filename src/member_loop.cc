@@ -17,10 +17,6 @@
 namespace sqlgroup {
 namespace {
 
-// How long the control thread waits for a NOTIFY before it looks at its
-// stop flag again: a graceful leave starts at most this late (100 ms cost
-// a graceful leave 50 ms on average; the wake-ups are a syscall each).
-constexpr absl::Duration kWaitSlice = absl::Milliseconds(10);
 constexpr absl::Duration kDrainCheck = absl::Milliseconds(10);
 // The ownership log keeps a day of history. It grows only when membership
 // changes, so it is trimmed at one of those: each join.
@@ -55,13 +51,15 @@ const char* PhaseName(MemberLoop::Phase phase) {
   return "?";
 }
 
-// Routes NOTIFYs on the control connection to the loop.
+// Routes NOTIFYs on the control connection to the loop: those of the
+// channel every member hears, and those addressed to this session.
 class MemberLoop::Listener : public pqxx::notification_receiver {
  public:
-  Listener(pqxx::connection& conn, MemberLoop* loop)
-      : pqxx::notification_receiver(conn, store::kChannel), loop_(loop) {}
+  Listener(pqxx::connection& conn, const std::string& channel, MemberLoop* loop)
+      : pqxx::notification_receiver(conn, channel), loop_(loop) {}
   void operator()(const std::string& payload, int) override {
-    if (payload == store::MembershipChanged(loop_->config_.group)) {
+    if (payload == store::MembershipChanged(loop_->config_.group) ||
+        payload == store::kPartsFreed) {
       loop_->rebalance_now_ = true;
     } else if (payload == store::ItemsArrived(loop_->config_.group)) {
       loop_->scheduler_.WakeIdle();
@@ -82,12 +80,17 @@ MemberLoop::MemberLoop(MemberConfig config, store::GroupSettings settings,
       settings_(settings) {}
 
 MemberLoop::~MemberLoop() {
-  listener_.reset();  // before the connection it is registered with
+  // Before the connection they are registered with.
+  session_listener_.reset();
+  listener_.reset();
 }
 
 void MemberLoop::RequestStop() {
-  absl::MutexLock lock(&mu_);
-  stop_ = true;
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  stop_wakeup_.Signal();
 }
 
 bool MemberLoop::StopRequested() const {
@@ -166,6 +169,12 @@ bool MemberLoop::EnsureConnected() {
   options.statement_timeout = bound;
   options.lock_timeout = bound;
   options.idle_in_transaction_timeout = settings_.ttl;
+  // Heartbeats, takes, drops and leaves need no flush of their own: a crash
+  // that loses the newest of them loses them whole (the database stays the
+  // arbiter of ownership, and members reconcile with it on their next
+  // read), and an ack that depends on a take flushes the take first. It
+  // saves a WAL flush per heartbeat, per member and second.
+  options.asynchronous_commit = true;
   auto conn = store::Connect(config_.dsn, options);
   if (!conn.ok()) {
     ++connect_failures_;
@@ -178,15 +187,14 @@ bool MemberLoop::EnsureConnected() {
     const absl::Time until =
         absl::Now() +
         Backoff(connect_failures_, absl::Milliseconds(100), absl::Seconds(2));
-    while (absl::Now() < until && !StopRequested()) {
-      absl::SleepFor(std::min(kWaitSlice, until - absl::Now()));
-    }
+    SleepUnlessStopped(until - absl::Now());
     return false;
   }
   conn_ = std::move(*conn);
+  store::PrepareMemberStatements(*conn_);  // lazily: no round trip here
   if (config_.use_notify) {
     absl::Status s = store::Guard("listen", [&] {
-      listener_ = std::make_unique<Listener>(*conn_, this);
+      listener_ = std::make_unique<Listener>(*conn_, store::kChannel, this);
     });
     if (!s.ok()) {
       log_->warn("group={} LISTEN failed, polling only: {}", config_.group,
@@ -195,6 +203,7 @@ bool MemberLoop::EnsureConnected() {
   }
   // Idle parts may be probed less often only while NOTIFYs reach us.
   scheduler_.SetListening(listener_ != nullptr);
+  if (!session_.empty()) ListenForSession();
   if (connect_failures_ > 0) {
     log_->info("group={} control connection restored", config_.group);
   }
@@ -203,11 +212,19 @@ bool MemberLoop::EnsureConnected() {
   return true;
 }
 
+void MemberLoop::ListenForSession() {
+  session_listener_.reset();
+  if (!listener_) return;  // not listening at all: polling covers it
+  absl::Status s = store::Guard("listen", [&] {
+    session_listener_ = std::make_unique<Listener>(
+        *conn_, store::SessionChannel(session_), this);
+  });
+  // Waiting members poll briskly anyway; this only makes them faster.
+  if (!s.ok()) Handle(s);
+}
+
 void MemberLoop::SleepUnlessStopped(absl::Duration d) {
-  const absl::Time until = absl::Now() + d;
-  while (absl::Now() < until && !StopRequested()) {
-    absl::SleepFor(std::min(kWaitSlice, until - absl::Now()));
-  }
+  stop_wakeup_.WaitFor(d);
 }
 
 bool MemberLoop::HeartbeatIfDue() {
@@ -220,6 +237,7 @@ bool MemberLoop::HeartbeatIfDue() {
 void MemberLoop::Disconnect(const absl::Status& why) {
   log_->warn("group={} session={} control connection dropped: {}",
              config_.group, session_, std::string(why.message()));
+  session_listener_.reset();
   listener_.reset();
   conn_.reset();
   scheduler_.SetListening(false);
@@ -264,6 +282,8 @@ bool MemberLoop::Join() {
   }
   join_failures_ = 0;
   session_ = *id;
+  ListenForSession();
+  if (!conn_) return true;  // the LISTEN found the connection broken
   const absl::Time now = absl::Now();
   last_heartbeat_ok_ = now;
   next_heartbeat_ = now + settings_.heartbeat;
@@ -299,10 +319,22 @@ void MemberLoop::Heartbeat() {
     LoseSession("session expired or was reaped");
     return;
   }
-  settings_ = **beat;
+  settings_ = (*beat)->settings;
   last_heartbeat_ok_ = start;
   metrics_.Heartbeat(absl::Now() - start);
   next_heartbeat_ = start + settings_.heartbeat;
+  // Reap the next member to expire right when it does (a little past, so
+  // the reap's clock agrees). Its own heartbeats keep moving this on, so
+  // while everyone is alive the timer never fires.
+  const absl::Duration next_expiry = (*beat)->next_expiry;
+  next_reap_ = next_expiry == absl::InfiniteDuration()
+                   ? absl::InfiniteFuture()
+                   : start + std::max(next_expiry, absl::ZeroDuration()) +
+                         absl::Milliseconds(5);
+  // Someone joined or left without a NOTIFY (or it was missed).
+  if ((*beat)->live_sessions != static_cast<int>(last_live_.size())) {
+    rebalance_now_ = true;
+  }
 }
 
 void MemberLoop::Reap() {
@@ -319,10 +351,10 @@ void MemberLoop::Reap() {
     log_->info("group={} session={} reaped expired session(s) {}",
                config_.group, session_, absl::StrJoin(*reaped, ","));
     reaped_since_rebalance_ = true;
+    rebalance_now_ = true;
   }
-  // Re-read the members either way: someone was reaped, or heartbeated just
-  // in time, which moves the next expiry.
-  rebalance_now_ = true;
+  // Nobody expired after all (a late heartbeat): the next heartbeat of
+  // ours sets the timer again.
 }
 
 // Why the target changed: this member rejoined after losing its session,
@@ -357,18 +389,12 @@ void MemberLoop::Rebalance() {
     return;
   }
   settings_ = view->settings;
-  // Reap the next member to expire right when it does (a little past, so
-  // the reap's clock agrees), or now if some already has.
-  next_reap_ = view->expired_sessions > 0 ? now : absl::InfiniteFuture();
-  for (size_t i = 0; i < view->live_sessions.size(); ++i) {
-    if (view->live_sessions[i] == session_) continue;
-    next_reap_ =
-        std::min(next_reap_, now + view->expires_in[i] + absl::Milliseconds(5));
-  }
-  const Assignment assignment =
-      config_.assignor->Assign(view->live_sessions, settings_.parts);
+  // The heartbeats time the reaping of members that will expire; these
+  // already have.
+  if (view->expired_sessions > 0) next_reap_ = now;
+  assignment_ = config_.assignor->Assign(view->live_sessions, settings_.parts);
   const RebalancePlan plan =
-      PlanRebalance(session_, assignment, view->owners, local_);
+      PlanRebalance(session_, assignment_, view->owners, local_);
   metrics_.Members(static_cast<int>(view->live_sessions.size()));
   if (plan.target != last_target_) {
     metrics_.RebalanceStarted(RebalanceReason(view->live_sessions));
@@ -419,13 +445,12 @@ void MemberLoop::Rebalance() {
   if (!HeartbeatIfDue()) return;
   if (!drop_now.empty()) {
     Handle(store::DropParts(*conn_, config_.group, session_, drop_now,
-                            config_.use_notify)
+                            config_.use_notify, TargetsOf(drop_now))
                .status());
   }
   if (!HeartbeatIfDue()) return;
   if (!plan.take.empty()) {
-    auto taken = store::TakeParts(*conn_, config_.group, session_, plan.take,
-                                  config_.use_notify);
+    auto taken = store::TakeParts(*conn_, config_.group, session_, plan.take);
     if (!taken.ok()) {
       Handle(taken.status());
     } else if (!taken->empty()) {
@@ -462,6 +487,18 @@ void MemberLoop::Rebalance() {
   PublishOwned();
 }
 
+std::vector<std::string> MemberLoop::TargetsOf(
+    const std::vector<int>& parts) const {
+  std::set<std::string> targets;
+  for (int part : parts) {
+    if (part < static_cast<int>(assignment_.owner.size())) {
+      targets.insert(assignment_.sessions[assignment_.owner[part]]);
+    }
+  }
+  targets.erase(session_);
+  return {targets.begin(), targets.end()};
+}
+
 void MemberLoop::FinishDrains(bool force) {
   const absl::Time now = absl::Now();
   std::vector<int> ready;
@@ -473,7 +510,7 @@ void MemberLoop::FinishDrains(bool force) {
   if (ready.empty()) return;
   if (config_.listener) config_.listener->OnPartsRevoked(ready);
   auto dropped = store::DropParts(*conn_, config_.group, session_, ready,
-                                  config_.use_notify);
+                                  config_.use_notify, TargetsOf(ready));
   if (!dropped.ok()) {
     Handle(dropped.status());
     return;
@@ -496,6 +533,7 @@ void MemberLoop::LoseSession(const std::string& why) {
   log_->warn("group={} session={} lost: {}; parts {} are void, rejoining",
              config_.group, session_, why, Parts(parts));
   for (int part : parts) scheduler_.Remove(part);
+  session_listener_.reset();
   local_.clear();
   revoking_.clear();
   last_target_.clear();
@@ -509,19 +547,17 @@ void MemberLoop::LoseSession(const std::string& why) {
 }
 
 void MemberLoop::WaitForWork(absl::Time until) {
+  // Blocks on the connection's socket and the stop request, not on a timer:
+  // an idle member's control thread wakes only when something happened or
+  // is due.
   while (!StopRequested() && !rebalance_now_ && conn_) {
     const absl::Duration left = until - absl::Now();
     if (left <= absl::ZeroDuration()) return;
-    const absl::Duration slice = std::min(left, kWaitSlice);
     if (!listener_) {
-      absl::SleepFor(slice);
+      stop_wakeup_.WaitFor(left);
       continue;
     }
-    const int64_t us = absl::ToInt64Microseconds(slice);
-    absl::Status s = store::Guard("wait for notifications", [&] {
-      conn_->await_notification(us / 1000000, us % 1000000);
-    });
-    if (!s.ok()) Handle(s);
+    Handle(store::AwaitNotifications(*conn_, stop_wakeup_.fd(), left));
   }
 }
 

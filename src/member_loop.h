@@ -24,6 +24,7 @@
 #include "part_scheduler.h"
 #include "sqlgroup/consumer.h"
 #include "store/member_store.h"
+#include "wakeup.h"
 
 namespace spdlog {
 class logger;
@@ -85,6 +86,10 @@ class MemberLoop {
   void Leave();
   void WaitForWork(absl::Time until);
   void SleepUnlessStopped(absl::Duration d);
+  // LISTENs on this session's own channel (parts freed for it).
+  void ListenForSession();
+  // The sessions the last assignment gives `parts` to, this one excluded.
+  std::vector<std::string> TargetsOf(const std::vector<int>& parts) const;
   // Heartbeats now if one is due; false when the member cannot go on with
   // its current session (lost, disconnected or failed).
   bool HeartbeatIfDue();
@@ -100,13 +105,15 @@ class MemberLoop {
   // Control thread only.
   store::GroupSettings settings_;
   std::unique_ptr<pqxx::connection> conn_;
-  std::unique_ptr<Listener> listener_;
+  std::unique_ptr<Listener> listener_;          // the group's channel
+  std::unique_ptr<Listener> session_listener_;  // this session's channel
   int connect_failures_ = 0;
   int join_failures_ = 0;
   std::string session_;
   absl::Time last_heartbeat_ok_;
   std::map<int, int64_t> local_;        // parts run, with epochs
   std::map<int, absl::Time> revoking_;  // part -> drain deadline
+  Assignment assignment_;               // of the last membership read
   std::vector<int> last_target_;
   std::vector<std::string> last_live_;  // sessions at the last rebalance
   bool reaped_since_rebalance_ = false;
@@ -114,11 +121,13 @@ class MemberLoop {
   std::optional<absl::Time> rebalance_started_;
   absl::Time next_heartbeat_;
   absl::Time next_rebalance_;
-  // When the next other member expires unless it heartbeats: reaping right
-  // then moves a dead member's parts after the TTL, not a heartbeat later.
+  // When the next other member expires unless it heartbeats (each of our
+  // heartbeats reads it): reaping right then moves a dead member's parts
+  // after the TTL, not a heartbeat later.
   absl::Time next_reap_ = absl::InfiniteFuture();
   bool rebalance_now_ = true;
 
+  Wakeup stop_wakeup_;  // signaled by RequestStop()
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kJoining;

@@ -51,7 +51,7 @@ void RunClaimCost(const ClaimCostConfig& config) {
   for (int p = 0; p < config.parts; ++p) all[p] = p;
   std::map<int, int64_t> epochs;
   for (const store::Owner& o :
-       Must(store::TakeParts(*conn, kGroup, session, all, false))) {
+       Must(store::TakeParts(*conn, kGroup, session, all))) {
     epochs[o.part] = o.epoch;
   }
   if (static_cast<int>(epochs.size()) != config.parts) {

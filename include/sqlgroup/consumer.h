@@ -93,10 +93,12 @@ struct ConsumerOptions {
   // often a member that waits for parts others must release re-reads.
   // Default 500 ms.
   absl::Duration rebalance_poll = absl::Milliseconds(500);
-  // While the member LISTENs, joins, leaves, reaps and releases wake it at
-  // once, and it re-reads on its own when the next member would expire; this
-  // poll is only the safety net. >= rebalance_poll. Default 5 s.
-  absl::Duration rebalance_poll_listening = absl::Seconds(5);
+  // While the member LISTENs, joins, leaves and reaps wake every member at
+  // once, a drop wakes the member that takes the part, and each heartbeat
+  // reports how many members are live (a change without a NOTIFY shows
+  // within a heartbeat); this poll is only the last safety net.
+  // >= rebalance_poll. Default 30 s.
+  absl::Duration rebalance_poll_listening = absl::Seconds(30);
   // Idle parts are re-checked for new items at least this often even
   // without a NOTIFY from a producer. Default 250 ms.
   absl::Duration idle_poll = absl::Milliseconds(250);

@@ -1,5 +1,10 @@
 #include "store/connection.h"
 
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <pqxx/pqxx>
 
 #include "absl/strings/match.h"
@@ -78,12 +83,37 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     absl::StrAppend(&setup, "SET idle_in_transaction_session_timeout = ",
                     Millis(options.idle_in_transaction_timeout), ";");
   }
+  if (options.asynchronous_commit) {
+    absl::StrAppend(&setup, "SET synchronous_commit = off;");
+  }
   absl::Status s = Guard("configure connection", [&] {
     pqxx::nontransaction tx(*conn);
     tx.exec(setup);
   });
   if (!s.ok()) return s;
   return conn;
+}
+
+absl::Status AwaitNotifications(pqxx::connection& conn, int wake_fd,
+                                absl::Duration timeout) {
+  return Guard("wait for notifications", [&] {
+    // Some may have arrived with the results of an earlier statement.
+    if (conn.get_notifs() > 0) return;
+    const int sock = conn.sock();
+    if (sock < 0) throw pqxx::broken_connection("connection is closed");
+    pollfd fds[2] = {{sock, POLLIN, 0}, {wake_fd, POLLIN, 0}};
+    const int64_t ms = std::max<int64_t>(
+        0,
+        absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1))));
+    const int ready =
+        poll(fds, 2, static_cast<int>(std::min<int64_t>(ms, 60 * 60 * 1000)));
+    if (ready < 0 && errno != EINTR) {
+      throw pqxx::broken_connection(std::string("poll: ") +
+                                    std::strerror(errno));
+    }
+    // Reads whatever arrived; a closed socket shows as a broken connection.
+    if (fds[0].revents != 0) conn.get_notifs();
+  });
 }
 
 }  // namespace sqlgroup::store

@@ -22,12 +22,24 @@ struct ConnectOptions {
   // Ends a session whose client went quiet inside a transaction (a paused
   // process), so its row locks cannot stall the group.
   absl::Duration idle_in_transaction_timeout = absl::ZeroDuration();
+  // Commits return before their WAL is flushed (synchronous_commit off).
+  // For statements whose loss in a crash is harmless: a crash loses the
+  // newest such commits whole, and a later durable commit that depends on
+  // one (an ack under a take) flushes it first.
+  bool asynchronous_commit = false;
 };
 
 // Connects and applies `options`. UNAVAILABLE names the (masked) target and
 // libpq's reason, and says where the connection string came from.
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& dsn, const ConnectOptions& options);
+
+// Blocks until a notification arrives on `conn` (and dispatches it to its
+// receivers), `wake_fd` becomes readable, or `timeout` passes, whichever
+// comes first. No timer wake-ups in between: an idle member's control
+// thread sleeps here. UNAVAILABLE when the connection broke.
+absl::Status AwaitNotifications(pqxx::connection& conn, int wake_fd,
+                                absl::Duration timeout);
 
 }  // namespace sqlgroup::store
 

@@ -32,6 +32,49 @@ GroupSettings SettingsFrom(const pqxx::row& row, int first) {
   return s;
 }
 
+constexpr char kHeartbeat[] = "sqlgroup_heartbeat";
+constexpr char kGroupView[] = "sqlgroup_group_view";
+
+// The heartbeat: one statement, autocommitted and prepared, since every
+// member sends it every interval. It also reads, over the group's few
+// session rows, when the next other member expires and how many are live,
+// so an idle member needs no other query to reap on time and to notice a
+// change nobody announced.
+std::string HeartbeatSql() {
+  return absl::StrCat(
+      "WITH beat AS (UPDATE sqlgroup.sessions s "
+      "  SET heartbeated_at = clock_timestamp() FROM sqlgroup.groups g "
+      "  WHERE s.id = $1::uuid AND g.name = s.group_name AND ",
+      kAlive, " RETURNING s.group_name, g.session_ttl, g.parts, ",
+      MicrosOf("g.session_ttl"), " AS ttl_us, ",
+      MicrosOf("g.heartbeat_interval"),
+      " AS heartbeat_us) SELECT beat.parts, beat.ttl_us, beat.heartbeat_us, ",
+      MicrosOf("o.oldest + beat.session_ttl - clock_timestamp()"),
+      ", o.live FROM beat, LATERAL (SELECT "
+      "  min(x.heartbeated_at) FILTER (WHERE x.id <> $1::uuid) AS oldest, "
+      "  count(*) FILTER (WHERE x.heartbeated_at > "
+      "    clock_timestamp() - beat.session_ttl) AS live "
+      "  FROM sqlgroup.sessions x WHERE x.group_name = beat.group_name) o");
+}
+
+// The membership read: one statement, so one snapshot and one round trip
+// (every member reads it on every change of membership): the live sessions
+// in lexical order, how many expired ones wait to be reaped, the owners.
+std::string GroupViewSql() {
+  return absl::StrCat(
+      "SELECT ", SettingsColumns(),
+      ", (SELECT string_agg(s.id::text, ',' ORDER BY s.id) "
+      "  FROM sqlgroup.sessions s WHERE s.group_name = g.name AND ",
+      kAlive,
+      "), (SELECT count(*) FROM sqlgroup.sessions s "
+      "  WHERE s.group_name = g.name AND NOT (",
+      kAlive,
+      ")), (SELECT string_agg(p.part::text || '/' || p.session_id::text || "
+      "  '/' || p.epoch::text, ',') FROM sqlgroup.session_parts p "
+      "  WHERE p.group_name = g.name) "
+      "FROM sqlgroup.groups g WHERE g.name = $1");
+}
+
 void Notify(pqxx::work& tx, const std::string& payload) {
   tx.exec_params("SELECT pg_notify($1, $2)", kChannel, payload);
 }
@@ -48,6 +91,15 @@ void ReleaseSessionHistory(pqxx::work& tx, const std::string& session,
 }
 
 }  // namespace
+
+void PrepareMemberStatements(pqxx::connection& conn) {
+  conn.prepare(kHeartbeat, HeartbeatSql());
+  conn.prepare(kGroupView, GroupViewSql());
+}
+
+std::string SessionChannel(const std::string& session) {
+  return absl::StrCat(kChannel, ":", session);
+}
 
 std::string MembershipChanged(const std::string& group) {
   return absl::StrCat("rebalance:", group);
@@ -116,21 +168,19 @@ absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
   return id;
 }
 
-absl::StatusOr<std::optional<GroupSettings>> Heartbeat(
-    pqxx::connection& conn, const std::string& session) {
-  return GuardOr<std::optional<GroupSettings>>("heartbeat", [&] {
-    // One statement, autocommitted: one round trip instead of three (BEGIN,
-    // UPDATE, COMMIT), for what every member sends every heartbeat.
+absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
+                                              const std::string& session) {
+  return GuardOr<std::optional<Beat>>("heartbeat", [&] {
     pqxx::nontransaction tx(conn);
-    const pqxx::result r = tx.exec_params(
-        absl::StrCat("UPDATE sqlgroup.sessions s "
-                     "SET heartbeated_at = clock_timestamp() "
-                     "FROM sqlgroup.groups g "
-                     "WHERE s.id = $1::uuid AND g.name = s.group_name AND ",
-                     kAlive, " RETURNING ", SettingsColumns()),
-        session);
-    std::optional<GroupSettings> out;
-    if (!r.empty()) out = SettingsFrom(r[0], 0);
+    const pqxx::result r = tx.exec_prepared(kHeartbeat, session);
+    std::optional<Beat> out;
+    if (r.empty()) return out;
+    out.emplace();
+    out->settings = SettingsFrom(r[0], 0);
+    if (!r[0][3].is_null()) {
+      out->next_expiry = absl::Microseconds(r[0][3].as<int64_t>());
+    }
+    out->live_sessions = r[0][4].as<int>();
     return out;
   });
 }
@@ -184,38 +234,16 @@ absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
 
 absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
                                         const std::string& group) {
-  // One statement, so one snapshot and one round trip (every member reads
-  // this on every change of membership): the live sessions in lexical
-  // order with the time each has left, the expired ones, and the owners.
-  static const std::string* const kSql = new std::string(absl::StrCat(
-      "SELECT ", SettingsColumns(),
-      ", (SELECT string_agg(s.id::text || '/' || ",
-      MicrosOf("s.heartbeated_at + g.session_ttl - clock_timestamp()"),
-      "::text, ',' ORDER BY s.id) FROM sqlgroup.sessions s "
-      "  WHERE s.group_name = g.name AND ",
-      kAlive,
-      "), (SELECT count(*) FROM sqlgroup.sessions s "
-      "  WHERE s.group_name = g.name AND NOT (",
-      kAlive,
-      ")), (SELECT string_agg(p.part::text || '/' || p.session_id::text || "
-      "  '/' || p.epoch::text, ',') FROM sqlgroup.session_parts p "
-      "  WHERE p.group_name = g.name) "
-      "FROM sqlgroup.groups g WHERE g.name = $1"));
   std::optional<GroupView> view;
   absl::Status s = Guard("read group members", [&] {
     pqxx::nontransaction tx(conn);
-    const pqxx::result r = tx.exec_params(*kSql, group);
+    const pqxx::result r = tx.exec_prepared(kGroupView, group);
     if (r.empty()) return;
     const pqxx::row& row = r[0];
     view.emplace();
     view->settings = SettingsFrom(row, 0);
     if (!row[3].is_null()) {
-      for (absl::string_view entry :
-           absl::StrSplit(row[3].as<std::string>(), ',')) {
-        const std::vector<std::string> f = absl::StrSplit(entry, '/');
-        view->live_sessions.push_back(f.at(0));
-        view->expires_in.push_back(absl::Microseconds(std::stoll(f.at(1))));
-      }
+      view->live_sessions = absl::StrSplit(row[3].as<std::string>(), ',');
     }
     view->expired_sessions = row[4].as<int>();
     if (!row[5].is_null()) {
@@ -235,8 +263,7 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
 absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
                                              const std::string& group,
                                              const std::string& session,
-                                             const std::vector<int>& parts,
-                                             bool notify) {
+                                             const std::vector<int>& parts) {
   return GuardOr<std::vector<Owner>>("take parts", [&] {
     pqxx::work tx(conn);
     std::vector<Owner> taken;
@@ -267,17 +294,15 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
           "FROM unnest($3::int[], $4::bigint[]) AS t(part, epoch)",
           group, session, SqlArray(taken_parts), SqlArray(taken_epochs));
     }
-    if (!taken.empty() && notify) Notify(tx, MembershipChanged(group));
     tx.commit();
     return taken;
   });
 }
 
-absl::StatusOr<std::vector<int>> DropParts(pqxx::connection& conn,
-                                           const std::string& group,
-                                           const std::string& session,
-                                           const std::vector<int>& parts,
-                                           bool notify) {
+absl::StatusOr<std::vector<int>> DropParts(
+    pqxx::connection& conn, const std::string& group,
+    const std::string& session, const std::vector<int>& parts, bool notify,
+    const std::vector<std::string>& wake) {
   return GuardOr<std::vector<int>>("drop parts", [&] {
     pqxx::work tx(conn);
     std::vector<int> dropped;
@@ -297,7 +322,11 @@ absl::StatusOr<std::vector<int>> DropParts(pqxx::connection& conn,
           "AND released_at IS NULL AND epoch = ANY($2::bigint[])",
           session, SqlArray(epochs));
     }
-    if (!dropped.empty() && notify) Notify(tx, MembershipChanged(group));
+    if (!dropped.empty() && notify && !wake.empty()) {
+      tx.exec_params(absl::StrCat("SELECT pg_notify('", SessionChannel(""),
+                                  "' || w, $2) FROM unnest($1::uuid[]) AS w"),
+                     SqlArray(wake), kPartsFreed);
+    }
     tx.commit();
     return dropped;
   });

@@ -35,12 +35,22 @@ struct Owner {
 struct GroupView {
   GroupSettings settings;
   std::vector<std::string> live_sessions;
-  // For each live session (same order): how long until it expires unless
-  // it heartbeats, by the database clock.
-  std::vector<absl::Duration> expires_in;
   // Sessions of the group that expired and wait to be reaped.
   int expired_sessions = 0;
   std::vector<Owner> owners;
+};
+
+// What a heartbeat that got through reports about the group, from the same
+// statement: what a member needs to stay idle without reading the view.
+struct Beat {
+  GroupSettings settings;  // current, so ALTERs reach running members
+  // Until the earliest other session expires unless it heartbeats
+  // (negative: one already has), by the database clock; infinite when the
+  // member is alone.
+  absl::Duration next_expiry = absl::InfiniteDuration();
+  // Live sessions, this one included: a change nobody announced (a member
+  // that does not NOTIFY) shows here within a heartbeat.
+  int live_sessions = 0;
 };
 
 struct SessionInfo {
@@ -49,10 +59,19 @@ struct SessionInfo {
   std::string instance;  // empty: none
 };
 
-// NOTIFY payloads on channel "sqlgroup".
+// NOTIFY payloads on channel "sqlgroup", which every member hears.
 std::string MembershipChanged(const std::string& group);  // "rebalance:G"
 std::string ItemsArrived(const std::string& group);       // "items:G"
 inline constexpr char kChannel[] = "sqlgroup";
+// One session's own channel, "sqlgroup:<id>": a part it waits for was
+// freed. Addressed, so a drop wakes the member that takes the part instead
+// of every member of the group.
+std::string SessionChannel(const std::string& session);
+inline constexpr char kPartsFreed[] = "freed";
+
+// Registers the statements a member's control connection runs most often
+// (heartbeat, membership read) as prepared statements on `conn`.
+void PrepareMemberStatements(pqxx::connection& conn);
 
 // NOT_FOUND when the group does not exist.
 absl::StatusOr<GroupSettings> ReadGroup(pqxx::connection& conn,
@@ -73,10 +92,9 @@ absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
                                             bool notify);
 
 // Refreshes the heartbeat unless the session has expired or is gone; then
-// nullopt: the session is lost for good. Returns the group's current
-// settings so ALTERs reach running members.
-absl::StatusOr<std::optional<GroupSettings>> Heartbeat(
-    pqxx::connection& conn, const std::string& session);
+// nullopt: the session is lost for good.
+absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
+                                              const std::string& session);
 
 // Deletes the group's expired sessions (their parts and claims go with
 // them) one statement each, stopping once `deadline` has passed, and
@@ -90,19 +108,19 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
 
 // Takes those of `parts` that are free, only while `session` is alive; never
 // overwrites another owner. Returns the parts taken with their new epochs.
+// Announces nothing: a take frees nothing anyone waits for.
 absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
                                              const std::string& group,
                                              const std::string& session,
-                                             const std::vector<int>& parts,
-                                             bool notify);
+                                             const std::vector<int>& parts);
 
 // Releases those of `parts` that `session` owns (their claims are nulled
-// by the foreign key) and returns them.
-absl::StatusOr<std::vector<int>> DropParts(pqxx::connection& conn,
-                                           const std::string& group,
-                                           const std::string& session,
-                                           const std::vector<int>& parts,
-                                           bool notify);
+// by the foreign key) and returns them. With `notify`, wakes the sessions
+// in `wake` (those that should take the parts) on their own channels.
+absl::StatusOr<std::vector<int>> DropParts(
+    pqxx::connection& conn, const std::string& group,
+    const std::string& session, const std::vector<int>& parts, bool notify,
+    const std::vector<std::string>& wake);
 
 // Deletes the session: a graceful leave, its parts free at once.
 absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,

@@ -1,0 +1,43 @@
+#include "wakeup.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace sqlgroup {
+
+Wakeup::Wakeup() {
+  int fds[2];
+  if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
+  }
+  read_fd_ = fds[0];
+  write_fd_ = fds[1];
+}
+
+Wakeup::~Wakeup() {
+  close(read_fd_);
+  close(write_fd_);
+}
+
+void Wakeup::Signal() {
+  const char byte = 1;
+  // A full pipe is already readable: nothing is lost when this fails.
+  (void)!write(write_fd_, &byte, 1);
+}
+
+bool Wakeup::WaitFor(absl::Duration timeout) const {
+  pollfd fd = {read_fd_, POLLIN, 0};
+  const int64_t ms = absl::ToInt64Milliseconds(absl::Ceil(
+      std::max(timeout, absl::ZeroDuration()), absl::Milliseconds(1)));
+  return poll(&fd, 1, static_cast<int>(std::min<int64_t>(ms, 3600 * 1000))) > 0;
+}
+
+}  // namespace sqlgroup

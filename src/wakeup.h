@@ -1,0 +1,33 @@
+// A file descriptor that becomes readable when another thread calls
+// Signal(): lets a thread block in poll() on a socket and still be woken
+// promptly (a stop request) without waking up on a timer to check.
+// Once signaled it stays readable (it stands for a stop request).
+// Thread safety: all methods from any thread.
+#ifndef SQLGROUP_WAKEUP_H_
+#define SQLGROUP_WAKEUP_H_
+
+#include "absl/time/time.h"
+
+namespace sqlgroup {
+
+class Wakeup {
+ public:
+  Wakeup();
+  ~Wakeup();
+  Wakeup(const Wakeup&) = delete;
+  Wakeup& operator=(const Wakeup&) = delete;
+
+  // Makes fd() readable from now on.
+  void Signal();
+  // Blocks until Signal() was called or `timeout` passed; true if signaled.
+  bool WaitFor(absl::Duration timeout) const;
+  int fd() const { return read_fd_; }
+
+ private:
+  int read_fd_ = -1;
+  int write_fd_ = -1;
+};
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_WAKEUP_H_
