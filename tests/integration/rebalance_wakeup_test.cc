@@ -1,0 +1,78 @@
+// How members learn of changes without polling for them: a drop wakes the
+// member that takes the part (its own NOTIFY channel), and a heartbeat
+// shows a join that announced nothing. Polls are set far longer than the
+// waits here, so a test passes only through the wake-up it is about.
+#include <gtest/gtest.h>
+
+#include <atomic>
+
+#include "support/consumer_fixture.h"
+#include "support/wait.h"
+
+namespace sqlgroup {
+namespace {
+
+using testing::WaitFor;
+
+class RebalanceWakeupTest : public testing::ConsumerFixture {
+ protected:
+  // A member that re-reads the membership on its own only every 60 s
+  // (every 6 s while it waits for parts).
+  ConsumerOptions Patient(const std::string& group) {
+    ConsumerOptions o = Options(group, Recorder(group));
+    o.rebalance_poll = absl::Seconds(30);
+    o.rebalance_poll_listening = absl::Seconds(60);
+    return o;
+  }
+};
+
+TEST_F(RebalanceWakeupTest, ADropWakesTheMemberWaitingForThePart) {
+  CreateGroup("g", 8);
+  // a works on every part at once and holds each item until released, so
+  // none of its parts can be dropped before then (drain deadline 30 s).
+  std::atomic<bool> hold{true};
+  std::atomic<int> in_flight{0};
+  ConsumerOptions holder = Patient("g");
+  holder.workers = 8;
+  holder.drain_deadline = absl::Seconds(30);
+  holder.handler = [&](const Item&, AckTransaction&) {
+    ++in_flight;
+    while (hold) absl::SleepFor(absl::Milliseconds(5));
+    return absl::OkStatus();
+  };
+  auto a = Start(std::move(holder));
+  ASSERT_TRUE(Settles("g", 8, {a.get()}));
+  Produce("g", 400);  // every part gets items
+  ASSERT_TRUE(WaitFor([&] { return in_flight == 8; }, absl::Seconds(10)));
+  // b joins and reads at once: every part it wants is still a's.
+  auto b = Start(Patient("g"));
+  absl::SleepFor(absl::Seconds(1));
+  ASSERT_TRUE(b->owned_parts().empty());
+  // a finishes its items and drops b's parts; only that drop's NOTIFY can
+  // bring b back before its own re-read, 6 s after the last.
+  hold = false;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return OwnedAsTargeted("g", 8, {a.get(), b.get()});
+      },
+      absl::Seconds(3)));
+}
+
+TEST_F(RebalanceWakeupTest, AJoinWithoutNotifyShowsInTheNextHeartbeat) {
+  CreateGroup("g", 8);
+  auto a = Start(Patient("g"));
+  ASSERT_TRUE(Settles("g", 8, {a.get()}));
+  // b neither LISTENs nor NOTIFYs, so a hears nothing of it; a's
+  // heartbeats (every 400 ms) count the live members and see it.
+  ConsumerOptions quiet = Options("g", Recorder("g"));
+  quiet.use_notify = false;
+  auto b = Start(std::move(quiet));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return OwnedAsTargeted("g", 8, {a.get(), b.get()});
+      },
+      absl::Seconds(4)));
+}
+
+}  // namespace
+}  // namespace sqlgroup
