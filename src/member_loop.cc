@@ -282,14 +282,16 @@ bool MemberLoop::Join() {
   }
   join_failures_ = 0;
   session_ = *id;
-  ListenForSession();
-  if (!conn_) return true;  // the LISTEN found the connection broken
   const absl::Time now = absl::Now();
   last_heartbeat_ok_ = now;
   next_heartbeat_ = now + settings_.heartbeat;
   rebalance_now_ = true;
   SetPhase(Phase::kActive);
   PublishOwned();
+  // Before the first membership read, so no part freed for this session
+  // goes unheard.
+  ListenForSession();
+  if (!conn_) return true;  // the LISTEN found the connection broken
   // Housekeeping: a failure only delays the trim, it must not stop the
   // member (a broken connection shows again at the next heartbeat).
   const auto pruned = store::PruneOwnershipLog(*conn_, config_.group,
@@ -378,7 +380,7 @@ void MemberLoop::Rebalance() {
   // expire: the periodic read is only a safety net then.
   next_rebalance_ = now + (listener_ ? config_.rebalance_poll_listening
                                      : config_.rebalance_poll);
-  auto view = store::ReadGroupView(*conn_, config_.group);
+  auto view = store::ReadGroupView(*conn_, config_.group, session_);
   if (!view.ok()) {
     Handle(view.status());
     return;
@@ -394,7 +396,7 @@ void MemberLoop::Rebalance() {
   if (view->expired_sessions > 0) next_reap_ = now;
   assignment_ = config_.assignor->Assign(view->live_sessions, settings_.parts);
   const RebalancePlan plan =
-      PlanRebalance(session_, assignment_, view->owners, local_);
+      PlanRebalance(session_, assignment_, view->ownership, local_);
   metrics_.Members(static_cast<int>(view->live_sessions.size()));
   if (plan.target != last_target_) {
     metrics_.RebalanceStarted(RebalanceReason(view->live_sessions));

@@ -5,19 +5,16 @@
 namespace sqlgroup {
 
 RebalancePlan PlanRebalance(const std::string& me, const Assignment& assignment,
-                            const std::vector<store::Owner>& owners,
+                            const store::Ownership& ownership,
                             const std::map<int, int64_t>& local) {
   RebalancePlan plan;
   plan.target = assignment.parts_of(me);
   const std::set<int> target(plan.target.begin(), plan.target.end());
   const int parts = static_cast<int>(assignment.owner.size());
 
-  std::map<int, int64_t> mine;  // ours per the database
-  std::set<int> taken;          // owned by anyone
-  for (const store::Owner& o : owners) {
-    taken.insert(o.part);
-    if (o.session == me) mine[o.part] = o.epoch;
-  }
+  const std::map<int, int64_t>& mine = ownership.mine;
+  std::set<int> taken(ownership.others.begin(), ownership.others.end());
+  for (const auto& [part, epoch] : mine) taken.insert(part);
   for (const auto& [part, epoch] : local) {
     auto it = mine.find(part);
     if (it == mine.end() || it->second != epoch) plan.lost.push_back(part);

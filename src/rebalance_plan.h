@@ -23,9 +23,10 @@ struct RebalancePlan {
   bool converged = false;        // owned == target, nothing to drop or take
 };
 
-// `local` maps the parts this member runs to their epochs.
+// `ownership` is what the database says; `local` maps the parts this member
+// runs to their epochs.
 RebalancePlan PlanRebalance(const std::string& me, const Assignment& assignment,
-                            const std::vector<store::Owner>& owners,
+                            const store::Ownership& ownership,
                             const std::map<int, int64_t>& local);
 
 }  // namespace sqlgroup

@@ -59,7 +59,8 @@ std::string HeartbeatSql() {
 
 // The membership read: one statement, so one snapshot and one round trip
 // (every member reads it on every change of membership): the live sessions
-// in lexical order, how many expired ones wait to be reaped, the owners.
+// in lexical order, how many expired ones wait to be reaped, the reader's
+// own parts with their epochs and the parts others own.
 std::string GroupViewSql() {
   return absl::StrCat(
       "SELECT ", SettingsColumns(),
@@ -69,9 +70,11 @@ std::string GroupViewSql() {
       "), (SELECT count(*) FROM sqlgroup.sessions s "
       "  WHERE s.group_name = g.name AND NOT (",
       kAlive,
-      ")), (SELECT string_agg(p.part::text || '/' || p.session_id::text || "
-      "  '/' || p.epoch::text, ',') FROM sqlgroup.session_parts p "
-      "  WHERE p.group_name = g.name) "
+      ")), (SELECT string_agg(p.part::text || '/' || p.epoch::text, ',') "
+      "  FROM sqlgroup.session_parts p "
+      "  WHERE p.group_name = g.name AND p.session_id = $2::uuid), "
+      "(SELECT string_agg(p.part::text, ',') FROM sqlgroup.session_parts p "
+      "  WHERE p.group_name = g.name AND p.session_id <> $2::uuid) "
       "FROM sqlgroup.groups g WHERE g.name = $1");
 }
 
@@ -233,11 +236,12 @@ absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
 }
 
 absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
-                                        const std::string& group) {
+                                        const std::string& group,
+                                        const std::string& session) {
   std::optional<GroupView> view;
   absl::Status s = Guard("read group members", [&] {
     pqxx::nontransaction tx(conn);
-    const pqxx::result r = tx.exec_prepared(kGroupView, group);
+    const pqxx::result r = tx.exec_prepared(kGroupView, group, session);
     if (r.empty()) return;
     const pqxx::row& row = r[0];
     view.emplace();
@@ -249,9 +253,15 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
     if (!row[5].is_null()) {
       for (absl::string_view entry :
            absl::StrSplit(row[5].as<std::string>(), ',')) {
-        const std::vector<std::string> f = absl::StrSplit(entry, '/');
-        view->owners.push_back(
-            {std::stoi(f.at(0)), f.at(1), std::stoll(f.at(2))});
+        const std::pair<std::string, std::string> f =
+            absl::StrSplit(entry, '/');
+        view->ownership.mine[std::stoi(f.first)] = std::stoll(f.second);
+      }
+    }
+    if (!row[6].is_null()) {
+      for (absl::string_view part :
+           absl::StrSplit(row[6].as<std::string>(), ',')) {
+        view->ownership.others.push_back(std::stoi(std::string(part)));
       }
     }
   });

@@ -6,6 +6,7 @@
 #define SQLGROUP_STORE_MEMBER_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <pqxx/connection>
 #include <string>
@@ -31,13 +32,21 @@ struct Owner {
   int64_t epoch = 0;
 };
 
-// Live sessions (lexical order) and current owners, read in one snapshot.
+// Who owns what, as one member needs to know it: its own parts with their
+// epochs, and which parts other sessions own (not who: 4,096 session ids
+// per read were most of the read's cost).
+struct Ownership {
+  std::map<int, int64_t> mine;
+  std::vector<int> others;
+};
+
+// Live sessions (lexical order) and current ownership, read in one snapshot.
 struct GroupView {
   GroupSettings settings;
   std::vector<std::string> live_sessions;
   // Sessions of the group that expired and wait to be reaped.
   int expired_sessions = 0;
-  std::vector<Owner> owners;
+  Ownership ownership;  // as seen by the session that read it
 };
 
 // What a heartbeat that got through reports about the group, from the same
@@ -103,8 +112,10 @@ absl::StatusOr<std::vector<std::string>> ReapExpired(
     pqxx::connection& conn, const std::string& group, bool notify,
     absl::Time deadline = absl::InfiniteFuture());
 
+// NOT_FOUND when the group does not exist.
 absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
-                                        const std::string& group);
+                                        const std::string& group,
+                                        const std::string& session);
 
 // Takes those of `parts` that are free, only while `session` is alive; never
 // overwrites another owner. Returns the parts taken with their new epochs.

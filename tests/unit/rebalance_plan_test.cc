@@ -14,6 +14,21 @@ Assignment Lexical(std::vector<std::string> sessions, int parts) {
   return LexicalRangeAssignor().Assign(std::move(sessions), parts);
 }
 
+// The plan as `me` sees `owners` (every owner named, as in session_parts).
+RebalancePlan PlanRebalance(const std::string& me, const Assignment& assignment,
+                            const std::vector<Owner>& owners,
+                            const std::map<int, int64_t>& local) {
+  store::Ownership ownership;
+  for (const Owner& o : owners) {
+    if (o.session == me) {
+      ownership.mine[o.part] = o.epoch;
+    } else {
+      ownership.others.push_back(o.part);
+    }
+  }
+  return sqlgroup::PlanRebalance(me, assignment, ownership, local);
+}
+
 TEST(RebalancePlan, AJoinerTakesOnlyFreePartsAndWaitsForTheRest) {
   // b joins a: a still owns everything.
   std::vector<Owner> owners;
