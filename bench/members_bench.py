@@ -25,6 +25,7 @@ Prints a table and one JSON line per P.
 
 Usage: bench/members_bench.py --cli build/sqlgroup [--members 200]
          [--parts 256,4096] [--workers 1] [--window 20] [--repeats 5]
+         [--ttl 5s] [--heartbeat 1s]
 """
 import argparse
 import json
@@ -273,7 +274,8 @@ def measure(cluster, db, fleet, parts):
     group = "many_p%d" % parts
     fleet.restarts = 0
     subprocess.run([ARGS.cli, "group", "create", group, "--parts", str(parts),
-                    "--ttl", "5s", "--heartbeat", "1s", "--dsn", cluster.dsn],
+                    "--ttl", ARGS.ttl, "--heartbeat", ARGS.heartbeat,
+                    "--dsn", cluster.dsn],
                    check=True, capture_output=True)
     # Start in waves, as a fleet rolls out: 200 registrations at once would
     # measure a thundering herd, not the steady state.
@@ -324,6 +326,7 @@ def measure(cluster, db, fleet, parts):
 
     return {
         "bench": "members", "parts": parts, "members": m,
+        "ttl": ARGS.ttl, "heartbeat": ARGS.heartbeat,
         "restarted_at_rollout": fleet.restarts,
         "workers": ARGS.workers, "window_s": round(elapsed, 1),
         "db_cpu_pct": pct(db1 - db0), "member_cpu_pct": pct(mem1 - mem0),
@@ -357,6 +360,9 @@ def main():
     parser.add_argument("--settle", type=float, default=10,
                         help="seconds idle after settling, before measuring")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--ttl", default="5s", help="the group's session TTL")
+    parser.add_argument("--heartbeat", default="1s",
+                        help="the group's heartbeat interval")
     parser.add_argument("--pause", type=float, default=2,
                         help="seconds between a join and the next leave")
     parser.add_argument("--pg_bin", default="/usr/lib/postgresql/15/bin")
