@@ -5,6 +5,7 @@
 #include <set>
 #include <thread>
 
+#include "absl/random/distributions.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "backoff.h"
@@ -375,10 +376,11 @@ std::string MemberLoop::RebalanceReason(
 void MemberLoop::Rebalance() {
   const absl::Time now = absl::Now();
   rebalance_now_ = false;
-  // A NOTIFY wakes a listening member on every change of membership or
-  // ownership, and the reap timer below re-reads when the next member would
-  // expire: the periodic read is only a safety net then.
-  next_rebalance_ = now + (listener_ ? config_.rebalance_poll_listening
+  // While listening, NOTIFYs and the heartbeats' live count cover every
+  // change: the periodic read is only a safety net, spread by +-20% so the
+  // members that rebalanced together do not all re-read together.
+  next_rebalance_ = now + (listener_ ? config_.rebalance_poll_listening *
+                                           absl::Uniform(jitter_, 0.8, 1.2)
                                      : config_.rebalance_poll);
   auto view = store::ReadGroupView(*conn_, config_.group, session_);
   if (!view.ok()) {
