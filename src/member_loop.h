@@ -115,6 +115,7 @@ class MemberLoop {
   std::map<int, int64_t> local_;        // parts run, with epochs
   std::map<int, absl::Time> revoking_;  // part -> drain deadline
   Assignment assignment_;               // of the last membership read
+  absl::BitGen jitter_;                 // spreads the safety re-reads
   std::vector<int> last_target_;
   std::vector<std::string> last_live_;  // sessions at the last rebalance
   bool reaped_since_rebalance_ = false;
