@@ -419,7 +419,7 @@ void MemberLoop::Rebalance() {
     }
     log_->warn("group={} session={} parts {} lost", config_.group, session_,
                Parts(plan.lost));
-    if (config_.listener) config_.listener->OnPartsLost(plan.lost);
+    CallListener("OnPartsLost", &RebalanceListener::OnPartsLost, plan.lost);
   }
   for (const auto& [part, epoch] : plan.adopt) {
     scheduler_.Add({config_.group, session_, part, epoch},
@@ -467,7 +467,8 @@ void MemberLoop::Rebalance() {
       }
       log_->info("group={} session={} took parts {}", config_.group, session_,
                  Parts(parts));
-      if (config_.listener) config_.listener->OnPartsAssigned(parts);
+      CallListener("OnPartsAssigned", &RebalanceListener::OnPartsAssigned,
+                   parts);
     }
   }
   if (!HeartbeatIfDue()) return;
@@ -503,6 +504,24 @@ std::vector<std::string> MemberLoop::TargetsOf(
   return {targets.begin(), targets.end()};
 }
 
+void MemberLoop::CallListener(
+    const char* name,
+    void (RebalanceListener::*callback)(const std::vector<int>&),
+    const std::vector<int>& parts) {
+  if (!config_.listener) return;
+  // The user's code runs on the control thread: an exception must neither
+  // end the thread (and the process) nor stop the rebalance half-way.
+  try {
+    (config_.listener->*callback)(parts);
+  } catch (const std::exception& e) {
+    log_->error("group={} session={} RebalanceListener::{}({}) threw: {}",
+                config_.group, session_, name, Parts(parts), e.what());
+  } catch (...) {
+    log_->error("group={} session={} RebalanceListener::{}({}) threw",
+                config_.group, session_, name, Parts(parts));
+  }
+}
+
 void MemberLoop::FinishDrains(bool force) {
   const absl::Time now = absl::Now();
   std::vector<int> ready;
@@ -512,7 +531,7 @@ void MemberLoop::FinishDrains(bool force) {
     }
   }
   if (ready.empty()) return;
-  if (config_.listener) config_.listener->OnPartsRevoked(ready);
+  CallListener("OnPartsRevoked", &RebalanceListener::OnPartsRevoked, ready);
   auto dropped = store::DropParts(*conn_, config_.group, session_, ready,
                                   config_.use_notify, TargetsOf(ready));
   if (!dropped.ok()) {
@@ -542,8 +561,8 @@ void MemberLoop::LoseSession(const std::string& why) {
   revoking_.clear();
   last_target_.clear();
   rebalance_started_.reset();
-  if (config_.listener && !parts.empty()) {
-    config_.listener->OnPartsLost(parts);
+  if (!parts.empty()) {
+    CallListener("OnPartsLost", &RebalanceListener::OnPartsLost, parts);
   }
   SetPhase(Phase::kJoining);
   session_.clear();
@@ -578,8 +597,9 @@ void MemberLoop::Leave() {
     }
     absl::SleepFor(kDrainCheck);
   }
-  if (config_.listener && !local_.empty()) {
-    config_.listener->OnPartsRevoked(Keys(local_));
+  if (!local_.empty()) {
+    CallListener("OnPartsRevoked", &RebalanceListener::OnPartsRevoked,
+                 Keys(local_));
   }
   scheduler_.Shutdown();
   if (!session_.empty() && (conn_ || EnsureConnected())) {

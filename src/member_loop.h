@@ -87,6 +87,12 @@ class MemberLoop {
   void Leave();
   void WaitForWork(absl::Time until);
   void SleepUnlessStopped(absl::Duration d);
+  // Calls config_.listener's `callback` if there is a listener; logs what
+  // it throws instead of letting it end the control thread.
+  void CallListener(
+      const char* name,
+      void (RebalanceListener::*callback)(const std::vector<int>&),
+      const std::vector<int>& parts);
   // LISTENs on this session's own channel (parts freed for it).
   void ListenForSession();
   // The sessions the last assignment gives `parts` to, this one excluded.

@@ -44,7 +44,8 @@ class Registry;
 namespace sqlgroup {
 
 // Like Kafka's ConsumerRebalanceListener. Called on the member's control
-// thread; keep the callbacks short.
+// thread; keep the callbacks short. An exception thrown from a callback is
+// logged and otherwise ignored: the rebalance goes on.
 class RebalanceListener {
  public:
   virtual ~RebalanceListener() = default;

@@ -10,6 +10,7 @@
 #include <map>
 #include <pqxx/pqxx>
 #include <set>
+#include <stdexcept>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -445,6 +446,38 @@ TEST_F(ConsumerTest, TheListenerHearsOfAssignedRevokedAndLostParts) {
       WaitFor([&] { return !heard.lost().empty(); }, absl::Seconds(10)));
   EXPECT_EQ(heard.lost(), std::set<int>(kept.begin(), kept.end()));
   EXPECT_GE(a->stats().sessions_lost, 1);
+}
+
+// A listener whose every callback throws.
+class ThrowingListener : public RebalanceListener {
+ public:
+  void OnPartsAssigned(const std::vector<int>&) override { Throw(); }
+  void OnPartsRevoked(const std::vector<int>&) override { Throw(); }
+  void OnPartsLost(const std::vector<int>&) override { Throw(); }
+  int calls() const { return calls_; }
+
+ private:
+  void Throw() {
+    ++calls_;
+    throw std::runtime_error("listener failed");
+  }
+  std::atomic<int> calls_{0};
+};
+
+TEST_F(ConsumerTest, AListenerThatThrowsNeitherStopsTheMemberNorItsRebalance) {
+  CreateGroup("g", 8);
+  ThrowingListener throwing;
+  auto options = Options("g", Recorder("g"));
+  options.listener = &throwing;
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(Settles("g", 8, {a.get()}));
+  auto b = Start(Options("g", Recorder("g")));
+  // a's revocation callback throws too; it still hands b its parts.
+  EXPECT_TRUE(Settles("g", 8, {a.get(), b.get()}));
+  EXPECT_GE(throwing.calls(), 2);
+  Produce("g", 100);
+  EXPECT_TRUE(Drained(absl::Seconds(10)));
+  EXPECT_TRUE(a->Stop().ok());
 }
 
 TEST_F(ConsumerTest, AMemberOwningManyPartsStaysWithinItsConnectionBound) {
