@@ -62,7 +62,9 @@ bool PartScheduler::Busy(int part) const {
 
 bool PartScheduler::AnyBusy() const {
   absl::MutexLock lock(&mu_);
-  return !in_flight_.empty() || probing_ || measuring_;
+  // Items only: a probe or a lag measurement only reads, so a leave need
+  // not wait for one (a lag query may take up to its 5 s timeout).
+  return !in_flight_.empty();
 }
 
 void PartScheduler::WakeIdle() {
@@ -149,8 +151,8 @@ PartTask PartScheduler::Next() {
     // got items must not wait for the run queue to empty. When the rotation
     // is empty, a NOTIFY (wake_) probes at once.
     const absl::Time now = absl::Now();
-    const bool rotating = std::any_of(
-        run_queue_.begin(), run_queue_.end(), [&](int part) {
+    const bool rotating =
+        std::any_of(run_queue_.begin(), run_queue_.end(), [&](int part) {
           auto it = parts_.find(part);
           return it != parts_.end() && it->second.queued && !it->second.revoked;
         });

@@ -58,6 +58,7 @@ class PartScheduler {
   void Revoke(int part);
   void Unrevoke(int part);
   void Remove(int part);
+  // Whether an item of `part` (of any part) is with a handler.
   bool Busy(int part) const;
   bool AnyBusy() const;
   // Items arrived (a producer's NOTIFY): probe the idle parts now.

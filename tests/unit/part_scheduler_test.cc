@@ -38,6 +38,20 @@ TEST(PartScheduler, NewTakesAreProbedTogetherNotClaimedOneByOne) {
   EXPECT_EQ(claim.ref.part, 1);
 }
 
+TEST(PartScheduler, OnlyItemsWithAHandlerMakeTheMemberBusy) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  s.Add(Ref(0, 1), PartRange(0, 1));
+  const PartTask probe = s.Next();
+  ASSERT_EQ(probe.kind, PartTask::Kind::kProbe);
+  // A probe in flight only reads: a leave need not wait for it.
+  EXPECT_FALSE(s.AnyBusy());
+  s.FinishProbe({0});
+  const PartTask claim = s.Next();
+  ASSERT_EQ(claim.kind, PartTask::Kind::kClaim);
+  EXPECT_TRUE(s.AnyBusy());
+  EXPECT_TRUE(s.Busy(0));
+}
+
 TEST(PartScheduler, OwnedPartsAreServedRoundRobin) {
   PartScheduler s(kLong, absl::ZeroDuration());
   s.Add(Ref(0, 1), PartRange(0, 2));
@@ -171,14 +185,15 @@ TEST(PartScheduler, AListeningMemberWithoutWorkProbesRarelyAndWakesOnNotify) {
       s, absl::Milliseconds(200), [&] { s.WakeIdle(); }, absl::Seconds(5)));
 }
 
-TEST(PartScheduler, WithoutNotifyOrAfterRecentWorkIdlePartsAreProbedEveryIdlePoll) {
+TEST(PartScheduler,
+     WithoutNotifyOrAfterRecentWorkIdlePartsAreProbedEveryIdlePoll) {
   {
     PartScheduler polling(absl::Milliseconds(5), absl::ZeroDuration(), kLong,
                           kLong);
     polling.Add(Ref(0, 1), PartRange(0, 1));
     ProbeFindsWork(polling, {});
-    EXPECT_TRUE(ProbedWithin(polling, absl::Seconds(5), nullptr,
-                             absl::ZeroDuration()));
+    EXPECT_TRUE(
+        ProbedWithin(polling, absl::Seconds(5), nullptr, absl::ZeroDuration()));
   }
   {
     // Listening, but a claim found items a moment ago: retries with a
