@@ -20,6 +20,10 @@ bool IsTransient(const pqxx::sql_error& e) {
   return state == "40001" || state == "40P01" || state == "55P03";
 }
 
+// After this many conflicts in a row in one member, an item's next
+// conflict counts as a failed attempt.
+constexpr int kConflictsPerAttempt = 10;
+
 // The handler's verdict; an exception is a failure with its message, except
 // a broken connection or a transient conflict, which the caller handles.
 template <typename F>
@@ -273,6 +277,7 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     }
   }
   if (verdict.ok()) {
+    config_.conflicts->Forget(ids);
     if (deleted == static_cast<int64_t>(ids.size())) {
       metrics_.Acked(deleted, absl::Now() - ack_start);
       return Outcome::kAcked;
@@ -314,6 +319,15 @@ PartWorker::Outcome PartWorker::Conflict(const store::ClaimRef& ref,
       ref.part, ref.epoch, items.size(), error);
   for (const Item& item : items) {
     metrics_.Conflicted();
+    if (config_.conflicts->Add(item.id) >= kConflictsPerAttempt) {
+      config_.conflicts->Forget({item.id});
+      const Outcome o =
+          Fail(ref, item,
+               absl::StrCat("conflicted ", kConflictsPerAttempt,
+                            " times in a row, counted as a failure: ", error));
+      if (o == Outcome::kBroken) return o;
+      continue;
+    }
     auto released = store::ReleaseForRetry(
         *conn_, ref, item.id, error,
         Backoff(1, config_.backoff_initial, config_.backoff_max),

@@ -9,6 +9,7 @@
 #include <pqxx/connection>
 #include <string>
 
+#include "conflict_tally.h"
 #include "metrics.h"
 #include "part_scheduler.h"
 #include "sqlgroup/consumer.h"
@@ -31,6 +32,8 @@ struct WorkerConfig {
   absl::Duration connect_timeout;
   // Ends a transaction left idle this long (a paused process): the TTL.
   absl::Duration idle_in_transaction_timeout;
+  // Shared by the member's workers.
+  std::shared_ptr<ConflictTally> conflicts = std::make_shared<ConflictTally>();
 };
 
 class PartWorker {
@@ -56,7 +59,9 @@ class PartWorker {
   Outcome HandleBatch(const store::ClaimRef& ref,
                       const std::vector<Item>& items);
   // A serialization failure, deadlock or lock timeout: release `items` with
-  // a backoff, counting no attempt.
+  // a backoff, counting no attempt, unless an item has conflicted
+  // kConflictsPerAttempt times in a row in this member: then it is a failure (a
+  // handler that deadlocks every time must not be retried forever).
   Outcome Conflict(const store::ClaimRef& ref, const std::vector<Item>& items,
                    const std::string& error);
   // The handler failed on `item`: retry later or dead-letter.

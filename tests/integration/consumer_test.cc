@@ -202,6 +202,29 @@ TEST_F(ConsumerTest, AFailingHandlerRetriesWithBackoffThenDeadLetters) {
   EXPECT_EQ(a->stats().failed, 3);
 }
 
+TEST_F(ConsumerTest, AHandlerThatDeadlocksEveryTimeIsDeadLetteredInTheEnd) {
+  CreateGroup("g", 2);
+  Produce("g", 1);
+  std::atomic<int> calls{0};
+  auto options =
+      Options("g", [&](const Item&, AckTransaction&) -> absl::Status {
+        ++calls;
+        throw pqxx::deadlock_detected("deadlock detected (planted)");
+      });
+  options.max_attempts = 2;
+  auto a = Start(std::move(options));
+  // Conflicts count no attempt, but every 10th in a row counts as a
+  // failure: 2 attempts, 20 calls, then the dead-letter table.
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM sqlgroup.dead_items") == 1; },
+      absl::Seconds(30)));
+  EXPECT_EQ(calls, 20);
+  pqxx::nontransaction tx(*conn_);
+  EXPECT_THAT(tx.exec1("SELECT last_error FROM sqlgroup.dead_items")[0]
+                  .as<std::string>(),
+              HasSubstr("conflicted 10 times in a row"));
+}
+
 TEST_F(ConsumerTest, AThrowingHandlerIsAFailureNotACrash) {
   CreateGroup("g", 1);
   Produce("g", 1);
