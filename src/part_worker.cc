@@ -311,26 +311,53 @@ PartWorker::Outcome PartWorker::Conflict(const store::ClaimRef& ref,
                                          const std::vector<Item>& items,
                                          const std::string& error) {
   // Runs after the acknowledging transaction has rolled back. The items go
-  // back with a short backoff, so a conflict that persists does not spin;
-  // no attempt is counted, the items did nothing wrong.
-  log_->info(
-      "part={} epoch={} transient conflict on {} item(s), retrying "
-      "after a backoff: {}",
-      ref.part, ref.epoch, items.size(), error);
-  for (const Item& item : items) {
-    metrics_.Conflicted();
-    if (config_.conflicts->Add(item.id) >= kConflictsPerAttempt) {
-      config_.conflicts->Forget({item.id});
-      const Outcome o =
-          Fail(ref, item,
-               absl::StrCat("conflicted ", kConflictsPerAttempt,
-                            " times in a row, counted as a failure: ", error));
-      if (o == Outcome::kBroken) return o;
-      continue;
+  // back with a backoff that grows with the conflicts in a row (up to 8x
+  // backoff_initial), and no attempt is counted: the items did nothing
+  // wrong, unless it keeps happening (see kConflictsPerAttempt).
+  for (size_t i = 0; i < items.size(); ++i) metrics_.Conflicted();
+  if (items.size() > 1) {
+    // A batch is tallied as a whole (by its first item); once it has
+    // conflicted too often, each item is tried on its own, so only an item
+    // that conflicts by itself is ever counted as failing.
+    const int n = config_.conflicts->Add("batch:" + items.front().id);
+    if (n >= kConflictsPerAttempt) {
+      config_.conflicts->Forget({"batch:" + items.front().id});
+      log_->info(
+          "part={} epoch={} batch of {} conflicted {} times in a row; "
+          "trying its items singly: {}",
+          ref.part, ref.epoch, items.size(), n, error);
+      for (const Item& item : items) {
+        if (scheduler_.ShouldYield(ref.part, ref.epoch))
+          return Outcome::kRetryLater;
+        const Outcome o = HandleBatch(ref, {item});
+        if (o != Outcome::kAcked && o != Outcome::kFailed) return o;
+      }
+      return Outcome::kFailed;
     }
+    return ReleaseAfterConflict(ref, items, n, error);
+  }
+  const Item& item = items.front();
+  const int n = config_.conflicts->Add(item.id);
+  if (n >= kConflictsPerAttempt) {
+    return Fail(ref, item,
+                absl::StrCat("conflicted ", n,
+                             " times in a row, counted as a failure: ", error));
+  }
+  return ReleaseAfterConflict(ref, items, n, error);
+}
+
+PartWorker::Outcome PartWorker::ReleaseAfterConflict(
+    const store::ClaimRef& ref, const std::vector<Item>& items, int in_a_row,
+    const std::string& error) {
+  log_->info(
+      "part={} epoch={} transient conflict on {} item(s) ({} in a row), "
+      "retrying after a backoff: {}",
+      ref.part, ref.epoch, items.size(), in_a_row, error);
+  for (const Item& item : items) {
     auto released = store::ReleaseForRetry(
         *conn_, ref, item.id, error,
-        Backoff(1, config_.backoff_initial, config_.backoff_max),
+        Backoff(std::min(in_a_row, 4), config_.backoff_initial,
+                config_.backoff_max),
         /*count_attempt=*/false);
     if (!released.ok()) {
       if (absl::IsUnavailable(released.status())) {
@@ -346,6 +373,7 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
                                      const Item& item,
                                      const std::string& error) {
   metrics_.Failed();
+  config_.conflicts->Forget({item.id});  // "in a row" starts over
   const bool dead = item.attempt >= config_.max_attempts;
   absl::StatusOr<bool> done =
       dead ? store::DeadLetter(*conn_, ref, item.id, error)

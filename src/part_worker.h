@@ -60,10 +60,16 @@ class PartWorker {
                       const std::vector<Item>& items);
   // A serialization failure, deadlock or lock timeout: release `items` with
   // a backoff, counting no attempt, unless an item has conflicted
-  // kConflictsPerAttempt times in a row in this member: then it is a failure (a
-  // handler that deadlocks every time must not be retried forever).
+  // kConflictsPerAttempt times in a row in this member: then it is a
+  // failure (a handler that deadlocks every time must not be retried
+  // forever). A batch that conflicts that often is tried item by item.
   Outcome Conflict(const store::ClaimRef& ref, const std::vector<Item>& items,
                    const std::string& error);
+  // Releases `items` with a backoff for `in_a_row` conflicts, counting no
+  // attempt.
+  Outcome ReleaseAfterConflict(const store::ClaimRef& ref,
+                               const std::vector<Item>& items, int in_a_row,
+                               const std::string& error);
   // The handler failed on `item`: retry later or dead-letter.
   Outcome Fail(const store::ClaimRef& ref, const Item& item,
                const std::string& error);

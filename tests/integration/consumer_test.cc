@@ -212,6 +212,9 @@ TEST_F(ConsumerTest, AHandlerThatDeadlocksEveryTimeIsDeadLetteredInTheEnd) {
         throw pqxx::deadlock_detected("deadlock detected (planted)");
       });
   options.max_attempts = 2;
+  options.backoff_max = absl::Milliseconds(200);
+  // Idle parts (items waiting out a backoff) are re-checked every 50 ms.
+  options.idle_poll = options.idle_poll_listening = absl::Milliseconds(50);
   auto a = Start(std::move(options));
   // Conflicts count no attempt, but every 10th in a row counts as a
   // failure: 2 attempts, 20 calls, then the dead-letter table.
@@ -223,6 +226,35 @@ TEST_F(ConsumerTest, AHandlerThatDeadlocksEveryTimeIsDeadLetteredInTheEnd) {
   EXPECT_THAT(tx.exec1("SELECT last_error FROM sqlgroup.dead_items")[0]
                   .as<std::string>(),
               HasSubstr("conflicted 10 times in a row"));
+}
+
+TEST_F(ConsumerTest, InABatchOnlyTheItemThatDeadlocksIsDeadLettered) {
+  CreateGroup("g", 1);  // one part: every claim holds all of them
+  Produce("g", 5);
+  ConsumerOptions options = Options("g", nullptr);
+  options.batch_handler = [&](const std::vector<Item>& items,
+                              AckTransaction& ack) -> absl::Status {
+    for (const Item& item : items) {
+      if (item.payload == "2") throw pqxx::deadlock_detected("planted");
+      ack.work().exec_params("INSERT INTO results (id) VALUES ($1::uuid)",
+                             item.id);
+    }
+    return absl::OkStatus();
+  };
+  options.max_attempts = 2;
+  options.backoff_max = absl::Milliseconds(200);
+  // Idle parts (items waiting out a backoff) are re-checked every 50 ms.
+  options.idle_poll = options.idle_poll_listening = absl::Milliseconds(50);
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  // The four others were acknowledged, none of them counted as failing.
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 4);
+  pqxx::nontransaction tx(*conn_);
+  EXPECT_EQ(tx.exec1("SELECT convert_from(payload, 'UTF8') FROM "
+                     "sqlgroup.dead_items")[0]
+                .as<std::string>(),
+            "2");
+  EXPECT_EQ(a->stats().failed, 2);
 }
 
 TEST_F(ConsumerTest, AThrowingHandlerIsAFailureNotACrash) {
