@@ -170,11 +170,12 @@ bool MemberLoop::EnsureConnected() {
   options.statement_timeout = bound;
   options.lock_timeout = bound;
   options.idle_in_transaction_timeout = settings_.ttl;
-  // Heartbeats, takes, drops and leaves need no flush of their own: a crash
+  // Heartbeats, takes, drops and reaps need no flush of their own: a crash
   // that loses the newest of them loses them whole (the database stays the
   // arbiter of ownership, and members reconcile with it on their next
   // read), and an ack that depends on a take flushes the take first. It
-  // saves a WAL flush per heartbeat, per member and second.
+  // saves a WAL flush per heartbeat, per member and second. (A leave is
+  // flushed: lost, its parts would wait out the TTL.)
   options.asynchronous_commit = true;
   auto conn = store::Connect(config_.dsn, options);
   if (!conn.ok()) {
@@ -204,7 +205,10 @@ bool MemberLoop::EnsureConnected() {
   }
   // Idle parts may be probed less often only while NOTIFYs reach us.
   scheduler_.SetListening(listener_ != nullptr);
-  if (!session_.empty()) ListenForSession();
+  if (!session_.empty()) {
+    ListenForSession();
+    if (!conn_) return false;  // the LISTEN found the connection broken
+  }
   if (connect_failures_ > 0) {
     log_->info("group={} control connection restored", config_.group);
   }
@@ -329,13 +333,15 @@ void MemberLoop::Heartbeat() {
   // Reap the next member to expire right when it does (a little past, so
   // the reap's clock agrees). Its own heartbeats keep moving this on, so
   // while everyone is alive the timer never fires.
+  // Counted from the reply, not the request: the server measured the
+  // expiry in between, so the timer cannot fire before it.
   const absl::Duration next_expiry = (*beat)->next_expiry;
   next_reap_ = next_expiry == absl::InfiniteDuration()
                    ? absl::InfiniteFuture()
-                   : start + std::max(next_expiry, absl::ZeroDuration()) +
+                   : absl::Now() + std::max(next_expiry, absl::ZeroDuration()) +
                          absl::Milliseconds(5);
   // Someone joined or left without a NOTIFY (or it was missed).
-  if ((*beat)->live_sessions != static_cast<int>(last_live_.size())) {
+  if ((*beat)->membership != last_membership_) {
     rebalance_now_ = true;
   }
 }
@@ -376,9 +382,10 @@ std::string MemberLoop::RebalanceReason(
 void MemberLoop::Rebalance() {
   const absl::Time now = absl::Now();
   rebalance_now_ = false;
-  // While listening, NOTIFYs and the heartbeats' live count cover every
-  // change: the periodic read is only a safety net, spread by +-20% so the
-  // members that rebalanced together do not all re-read together.
+  // While listening, NOTIFYs and the heartbeats' fingerprint of the live
+  // members cover every change: the periodic read is only a safety net,
+  // spread by +-20% so the members that rebalanced together do not all
+  // re-read together.
   next_rebalance_ = now + (listener_ ? config_.rebalance_poll_listening *
                                            absl::Uniform(jitter_, 0.8, 1.2)
                                      : config_.rebalance_poll);
@@ -410,6 +417,7 @@ void MemberLoop::Rebalance() {
     last_target_ = plan.target;
   }
   last_live_ = view->live_sessions;
+  last_membership_ = view->membership;
   reaped_since_rebalance_ = false;
   if (!plan.lost.empty()) {
     for (int part : plan.lost) {

@@ -124,6 +124,7 @@ class MemberLoop {
   absl::BitGen jitter_;                 // spreads the safety re-reads
   std::vector<int> last_target_;
   std::vector<std::string> last_live_;  // sessions at the last rebalance
+  std::string last_membership_;         // GroupView::membership, the same
   bool reaped_since_rebalance_ = false;
   bool rejoined_after_loss_ = false;
   std::optional<absl::Time> rebalance_started_;

@@ -37,9 +37,9 @@ constexpr char kGroupView[] = "sqlgroup_group_view";
 
 // The heartbeat: one statement, autocommitted and prepared, since every
 // member sends it every interval. It also reads, over the group's few
-// session rows, when the next other member expires and how many are live,
-// so an idle member needs no other query to reap on time and to notice a
-// change nobody announced.
+// session rows, when the next other member expires and a fingerprint of
+// the live ones, so an idle member needs no other query to reap on time
+// and to notice a change nobody announced.
 std::string HeartbeatSql() {
   return absl::StrCat(
       "WITH beat AS (UPDATE sqlgroup.sessions s "
@@ -50,10 +50,13 @@ std::string HeartbeatSql() {
       MicrosOf("g.heartbeat_interval"),
       " AS heartbeat_us) SELECT beat.parts, beat.ttl_us, beat.heartbeat_us, ",
       MicrosOf("o.oldest + beat.session_ttl - clock_timestamp()"),
-      ", o.live FROM beat, LATERAL (SELECT "
+      ", o.live::text || '/' || coalesce(", MicrosOf("o.newest"),
+      "::text, '-') FROM beat, LATERAL (SELECT "
       "  min(x.heartbeated_at) FILTER (WHERE x.id <> $1::uuid) AS oldest, "
       "  count(*) FILTER (WHERE x.heartbeated_at > "
-      "    clock_timestamp() - beat.session_ttl) AS live "
+      "    clock_timestamp() - beat.session_ttl) AS live, "
+      "  max(x.created_at) FILTER (WHERE x.heartbeated_at > "
+      "    clock_timestamp() - beat.session_ttl) AS newest "
       "  FROM sqlgroup.sessions x WHERE x.group_name = beat.group_name) o");
 }
 
@@ -74,8 +77,11 @@ std::string GroupViewSql() {
       "  FROM sqlgroup.session_parts p "
       "  WHERE p.group_name = g.name AND p.session_id = $2::uuid), "
       "(SELECT string_agg(p.part::text, ',') FROM sqlgroup.session_parts p "
-      "  WHERE p.group_name = g.name AND p.session_id <> $2::uuid) "
-      "FROM sqlgroup.groups g WHERE g.name = $1");
+      "  WHERE p.group_name = g.name AND p.session_id <> $2::uuid), "
+      "(SELECT count(*)::text || '/' || coalesce(",
+      MicrosOf("max(s.created_at)"),
+      "::text, '-') FROM sqlgroup.sessions s WHERE s.group_name = g.name AND ",
+      kAlive, ") FROM sqlgroup.groups g WHERE g.name = $1");
 }
 
 void Notify(pqxx::work& tx, const std::string& payload) {
@@ -183,7 +189,7 @@ absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
     if (!r[0][3].is_null()) {
       out->next_expiry = absl::Microseconds(r[0][3].as<int64_t>());
     }
-    out->live_sessions = r[0][4].as<int>();
+    out->membership = r[0][4].as<std::string>();
     return out;
   });
 }
@@ -258,6 +264,7 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
         view->ownership.mine[std::stoi(f.first)] = std::stoll(f.second);
       }
     }
+    view->membership = row[7].as<std::string>();
     if (!row[6].is_null()) {
       for (absl::string_view part :
            absl::StrSplit(row[6].as<std::string>(), ',')) {
@@ -346,6 +353,9 @@ absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
                           const std::string& session, bool notify) {
   return Guard("leave group", [&] {
     pqxx::work tx(conn);
+    // Durable even on a control connection with asynchronous commit: a
+    // leave lost in a crash would leave its parts idle for a TTL.
+    tx.exec("SET LOCAL synchronous_commit = on");
     tx.exec_params("DELETE FROM sqlgroup.sessions WHERE id = $1::uuid",
                    session);
     ReleaseSessionHistory(tx, session, "leave");

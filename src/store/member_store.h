@@ -46,6 +46,8 @@ struct GroupView {
   std::vector<std::string> live_sessions;
   // Sessions of the group that expired and wait to be reaped.
   int expired_sessions = 0;
+  // The live sessions' count and newest creation time (see Beat).
+  std::string membership;
   Ownership ownership;  // as seen by the session that read it
 };
 
@@ -57,9 +59,11 @@ struct Beat {
   // (negative: one already has), by the database clock; infinite when the
   // member is alone.
   absl::Duration next_expiry = absl::InfiniteDuration();
-  // Live sessions, this one included: a change nobody announced (a member
-  // that does not NOTIFY) shows here within a heartbeat.
-  int live_sessions = 0;
+  // The live sessions' count and newest creation time, this one included,
+  // as in GroupView::membership: a change nobody announced (a member that
+  // does not NOTIFY) shows here within a heartbeat. Every join is newer
+  // than every live session, and a leave alone lowers the count.
+  std::string membership;
 };
 
 struct SessionInfo {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 
+#include "sqlgroup/assignor.h"
 #include "support/consumer_fixture.h"
 #include "support/wait.h"
 
@@ -72,6 +73,44 @@ TEST_F(RebalanceWakeupTest, AJoinWithoutNotifyShowsInTheNextHeartbeat) {
         return OwnedAsTargeted("g", 8, {a.get(), b.get()});
       },
       absl::Seconds(4)));
+}
+
+TEST_F(RebalanceWakeupTest, ALeaveAndAJoinTogetherShowInTheNextHeartbeat) {
+  CreateGroup("g", 8);
+  auto a = Start(Patient("g"));
+  ASSERT_TRUE(Settles("g", 8, {a.get()}));
+  // Sessions of no process, alive for an hour, written without a NOTIFY:
+  // first one that sorts before every other id...
+  const std::string first = "00000000-0000-4000-8000-000000000000";
+  const std::string last = "ffffffff-ffff-4fff-bfff-ffffffffffff";
+  auto insert = [&](pqxx::work& tx, const std::string& id) {
+    tx.exec_params(
+        "INSERT INTO sqlgroup.sessions (id, group_name, heartbeated_at) "
+        "VALUES ($1::uuid, 'g', clock_timestamp() + interval '1 hour')",
+        id);
+  };
+  {
+    pqxx::work tx(*conn_);
+    insert(tx, first);
+    tx.commit();
+  }
+  const auto targets = [&](const std::string& other) {
+    return LexicalRangeAssignor()
+        .Assign({a->session_id(), other}, 8)
+        .parts_of(a->session_id());
+  };
+  ASSERT_TRUE(WaitFor([&] { return a->owned_parts() == targets(first); },
+                      absl::Seconds(4)));
+  // ...then, in one transaction, it leaves and one that sorts after every
+  // other id joins: the number of members stays the same.
+  {
+    pqxx::work tx(*conn_);
+    tx.exec_params("DELETE FROM sqlgroup.sessions WHERE id = $1::uuid", first);
+    insert(tx, last);
+    tx.commit();
+  }
+  EXPECT_TRUE(WaitFor([&] { return a->owned_parts() == targets(last); },
+                      absl::Seconds(4)));
 }
 
 }  // namespace
