@@ -296,15 +296,21 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     log_->info("part={} epoch={} batch of {} failed ({}); retrying singly",
                ref.part, ref.epoch, items.size(),
                std::string(verdict.message()));
-    for (const Item& item : items) {
-      if (scheduler_.ShouldYield(ref.part, ref.epoch))
-        return Outcome::kRetryLater;
-      const Outcome o = HandleBatch(ref, {item});
-      if (o != Outcome::kAcked && o != Outcome::kFailed) return o;
-    }
-    return Outcome::kFailed;
+    return HandleSingly(ref, items);
   }
   return Fail(ref, items.front(), std::string(verdict.message()));
+}
+
+PartWorker::Outcome PartWorker::HandleSingly(const store::ClaimRef& ref,
+                                             const std::vector<Item>& items) {
+  for (const Item& item : items) {
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) {
+      return Outcome::kRetryLater;
+    }
+    const Outcome o = HandleBatch(ref, {item});
+    if (o != Outcome::kAcked && o != Outcome::kFailed) return o;
+  }
+  return Outcome::kFailed;
 }
 
 PartWorker::Outcome PartWorker::Conflict(const store::ClaimRef& ref,
@@ -326,13 +332,7 @@ PartWorker::Outcome PartWorker::Conflict(const store::ClaimRef& ref,
           "part={} epoch={} batch of {} conflicted {} times in a row; "
           "trying its items singly: {}",
           ref.part, ref.epoch, items.size(), n, error);
-      for (const Item& item : items) {
-        if (scheduler_.ShouldYield(ref.part, ref.epoch))
-          return Outcome::kRetryLater;
-        const Outcome o = HandleBatch(ref, {item});
-        if (o != Outcome::kAcked && o != Outcome::kFailed) return o;
-      }
-      return Outcome::kFailed;
+      return HandleSingly(ref, items);
     }
     return ReleaseAfterConflict(ref, items, n, error);
   }

@@ -58,6 +58,10 @@ class PartWorker {
   bool ProcessItems(const store::ClaimRef& ref, const std::vector<Item>& items);
   Outcome HandleBatch(const store::ClaimRef& ref,
                       const std::vector<Item>& items);
+  // A batch that failed or kept conflicting, again item by item, so that
+  // only the item at fault is counted against.
+  Outcome HandleSingly(const store::ClaimRef& ref,
+                       const std::vector<Item>& items);
   // A serialization failure, deadlock or lock timeout: release `items` with
   // a backoff, counting no attempt, unless an item has conflicted
   // kConflictsPerAttempt times in a row in this member: then it is a
