@@ -127,15 +127,8 @@ TEST_F(ConsumerTest, TheOwnershipLogRecordsEveryTakeAndWhyItEnded) {
   ASSERT_TRUE(Settles("g", 8, {a.get(), b.get(), c.get()}));
   ASSERT_TRUE(c->Stop().ok());
   ASSERT_TRUE(Settles("g", 8, {a.get(), b.get()}));
-  {
-    // b expires by the database clock: someone reaps it, b rejoins.
-    pqxx::work tx(*conn_);
-    tx.exec_params(
-        "UPDATE sqlgroup.sessions SET heartbeated_at = heartbeated_at - "
-        "interval '1 hour' WHERE id = $1::uuid",
-        b->session_id());
-    tx.commit();
-  }
+  // b expires by the database clock: someone reaps it, b rejoins.
+  ExpireSession(b->session_id());
   ASSERT_TRUE(WaitFor(
       [&] {
         return Count(
@@ -489,14 +482,7 @@ TEST_F(ConsumerTest, TheListenerHearsOfAssignedRevokedAndLostParts) {
   EXPECT_EQ(heard.revoked(), std::set<int>(moved.begin(), moved.end()));
   EXPECT_TRUE(heard.lost().empty());
   const std::vector<int> kept = a->owned_parts();
-  {
-    pqxx::work tx(*conn_);
-    tx.exec_params(
-        "UPDATE sqlgroup.sessions SET heartbeated_at = "
-        "heartbeated_at - interval '1 hour' WHERE id = $1::uuid",
-        a->session_id());
-    tx.commit();
-  }
+  ExpireSession(a->session_id());
   ASSERT_TRUE(
       WaitFor([&] { return !heard.lost().empty(); }, absl::Seconds(10)));
   EXPECT_EQ(heard.lost(), std::set<int>(kept.begin(), kept.end()));

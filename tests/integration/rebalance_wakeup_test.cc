@@ -52,11 +52,7 @@ TEST_F(RebalanceWakeupTest, ADropWakesTheMemberWaitingForThePart) {
   // a finishes its items and drops b's parts; only that drop's NOTIFY can
   // bring b back before its own re-read, 6 s after the last.
   hold = false;
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        return OwnedAsTargeted("g", 8, {a.get(), b.get()});
-      },
-      absl::Seconds(3)));
+  EXPECT_TRUE(Settles("g", 8, {a.get(), b.get()}, absl::Seconds(3)));
 }
 
 TEST_F(RebalanceWakeupTest, AJoinWithoutNotifyShowsInTheNextHeartbeat) {
@@ -64,15 +60,11 @@ TEST_F(RebalanceWakeupTest, AJoinWithoutNotifyShowsInTheNextHeartbeat) {
   auto a = Start(Patient("g"));
   ASSERT_TRUE(Settles("g", 8, {a.get()}));
   // b neither LISTENs nor NOTIFYs, so a hears nothing of it; a's
-  // heartbeats (every 400 ms) count the live members and see it.
+  // heartbeats (every 400 ms) fingerprint the live members and see it.
   ConsumerOptions quiet = Options("g", Recorder("g"));
   quiet.use_notify = false;
   auto b = Start(std::move(quiet));
-  EXPECT_TRUE(WaitFor(
-      [&] {
-        return OwnedAsTargeted("g", 8, {a.get(), b.get()});
-      },
-      absl::Seconds(4)));
+  EXPECT_TRUE(Settles("g", 8, {a.get(), b.get()}, absl::Seconds(4)));
 }
 
 TEST_F(RebalanceWakeupTest, ALeaveAndAJoinTogetherShowInTheNextHeartbeat) {

@@ -137,9 +137,21 @@ class ConsumerFixture : public ::testing::Test {
   // Waits until the database shows every part owned as the lexical
   // assignment over exactly `members` says.
   bool Settles(const std::string& group, int parts,
-               const std::vector<Consumer*>& members) {
+               const std::vector<Consumer*>& members,
+               absl::Duration timeout = absl::Seconds(10)) {
     return WaitFor([&] { return OwnedAsTargeted(group, parts, members); },
-                   absl::Seconds(10));
+                   timeout);
+  }
+
+  // Makes `session` an hour overdue by the database clock, as if it had
+  // stopped heartbeating long ago.
+  void ExpireSession(const std::string& session) {
+    pqxx::work tx(*conn_);
+    tx.exec_params(
+        "UPDATE sqlgroup.sessions SET heartbeated_at = "
+        "heartbeated_at - interval '1 hour' WHERE id = $1::uuid",
+        session);
+    tx.commit();
   }
 
   std::string member_dsn_;
