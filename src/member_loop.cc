@@ -347,7 +347,7 @@ void MemberLoop::Heartbeat() {
 }
 
 void MemberLoop::Reap() {
-  next_reap_ = absl::InfiniteFuture();  // the next view sets it again
+  next_reap_ = absl::InfiniteFuture();  // our next heartbeat sets it again
   // Stop at the next heartbeat: several reaps blocked by zombies' locks
   // must not cost this member its own session.
   auto reaped = store::ReapExpired(*conn_, config_.group, config_.use_notify,

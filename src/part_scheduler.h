@@ -58,8 +58,10 @@ class PartScheduler {
   void Revoke(int part);
   void Unrevoke(int part);
   void Remove(int part);
-  // Whether an item of `part` (of any part) is with a handler.
+  // Whether an item of `part` is with a handler.
   bool Busy(int part) const;
+  // Whether an item of any part is; probes and lag reads do not count (they
+  // only read, so a leave need not wait for them).
   bool AnyBusy() const;
   // Items arrived (a producer's NOTIFY): probe the idle parts now.
   void WakeIdle();

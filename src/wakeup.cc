@@ -33,11 +33,16 @@ void Wakeup::Signal() {
   (void)!write(write_fd_, &byte, 1);
 }
 
+int PollTimeoutMs(absl::Duration timeout) {
+  const absl::Duration bounded =
+      std::clamp(timeout, absl::ZeroDuration(), absl::Hours(1));
+  return static_cast<int>(
+      absl::ToInt64Milliseconds(absl::Ceil(bounded, absl::Milliseconds(1))));
+}
+
 bool Wakeup::WaitFor(absl::Duration timeout) const {
   pollfd fd = {read_fd_, POLLIN, 0};
-  const int64_t ms = absl::ToInt64Milliseconds(absl::Ceil(
-      std::max(timeout, absl::ZeroDuration()), absl::Milliseconds(1)));
-  return poll(&fd, 1, static_cast<int>(std::min<int64_t>(ms, 3600 * 1000))) > 0;
+  return poll(&fd, 1, PollTimeoutMs(timeout)) > 0;
 }
 
 }  // namespace sqlgroup

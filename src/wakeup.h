@@ -10,6 +10,10 @@
 
 namespace sqlgroup {
 
+// `timeout` as poll(2) takes it: whole milliseconds, rounded up (so a wait
+// never ends before its deadline), at least 0, at most an hour.
+int PollTimeoutMs(absl::Duration timeout);
+
 class Wakeup {
  public:
   Wakeup();

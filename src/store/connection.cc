@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "dsn.h"
 #include "store/errors.h"
+#include "wakeup.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -102,11 +103,7 @@ absl::Status AwaitNotifications(pqxx::connection& conn, int wake_fd,
     const int sock = conn.sock();
     if (sock < 0) throw pqxx::broken_connection("connection is closed");
     pollfd fds[2] = {{sock, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    const int64_t ms = std::max<int64_t>(
-        0,
-        absl::ToInt64Milliseconds(absl::Ceil(timeout, absl::Milliseconds(1))));
-    const int ready =
-        poll(fds, 2, static_cast<int>(std::min<int64_t>(ms, 60 * 60 * 1000)));
+    const int ready = poll(fds, 2, PollTimeoutMs(timeout));
     if (ready < 0 && errno != EINTR) {
       throw pqxx::broken_connection(std::string("poll: ") +
                                     std::strerror(errno));

@@ -119,10 +119,6 @@ constexpr char kOldestWaitingSql[] =
     "  * 1000000)::bigint FROM sqlgroup.items WHERE group_name = $1 "
     "AND claim_session IS NULL ORDER BY enqueued_at LIMIT $2";
 
-std::string UuidArray(const std::vector<std::string>& ids) {
-  return absl::StrCat("{", absl::StrJoin(ids, ","), "}");
-}
-
 // A random version-4 UUID.
 std::string NewItemId(absl::BitGen& gen) {
   Uuid128 v = absl::MakeUint128(absl::Uniform<uint64_t>(gen),
@@ -184,7 +180,7 @@ absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
 
 int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
                       const std::vector<std::string>& ids) {
-  return static_cast<int64_t>(tx.exec_prepared(kAck, ref.group, UuidArray(ids),
+  return static_cast<int64_t>(tx.exec_prepared(kAck, ref.group, SqlArray(ids),
                                                ref.session, ref.part, ref.epoch)
                                   .affected_rows());
 }
@@ -192,7 +188,7 @@ int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
 int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
                          const std::vector<std::string>& ids) {
   pqxx::nontransaction tx(conn);
-  return static_cast<int64_t>(tx.exec_prepared(kAck, ref.group, UuidArray(ids),
+  return static_cast<int64_t>(tx.exec_prepared(kAck, ref.group, SqlArray(ids),
                                                ref.session, ref.part, ref.epoch)
                                   .affected_rows());
 }
@@ -247,8 +243,8 @@ absl::StatusOr<std::vector<int>> PartsWithDueItems(
     pqxx::nontransaction tx(conn);
     std::vector<int> due;
     for (const pqxx::row& row :
-         tx.exec_prepared(kProbe, group, SqlArray(parts), UuidArray(firsts),
-                          UuidArray(lasts))) {
+         tx.exec_prepared(kProbe, group, SqlArray(parts), SqlArray(firsts),
+                          SqlArray(lasts))) {
       due.push_back(row[0].as<int>());
     }
     return due;
@@ -273,8 +269,8 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
     std::vector<PartLagRow> rows;
     std::map<Uuid128, int> big;  // first key -> part, for parts at the cap
     for (const pqxx::row& row :
-         tx.exec_prepared(kLag, group, SqlArray(parts), UuidArray(firsts),
-                          UuidArray(lasts), cap)) {
+         tx.exec_prepared(kLag, group, SqlArray(parts), SqlArray(firsts),
+                          SqlArray(lasts), cap)) {
       PartLagRow lag;
       lag.part = row[0].as<int>();
       lag.items = row[1].as<int64_t>();

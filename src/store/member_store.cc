@@ -35,6 +35,15 @@ GroupSettings SettingsFrom(const pqxx::row& row, int first) {
 constexpr char kHeartbeat[] = "sqlgroup_heartbeat";
 constexpr char kGroupView[] = "sqlgroup_group_view";
 
+// The live members' fingerprint (Beat::membership, GroupView::membership)
+// from their count and newest creation time: the one expression both
+// statements must agree on.
+std::string Fingerprint(const std::string& count,
+                        const std::string& newest_created) {
+  return absl::StrCat(count, "::text || '/' || coalesce(",
+                      MicrosOf(newest_created), "::text, '-')");
+}
+
 // The heartbeat: one statement, autocommitted and prepared, since every
 // member sends it every interval. It also reads, over the group's few
 // session rows, when the next other member expires and a fingerprint of
@@ -49,9 +58,9 @@ std::string HeartbeatSql() {
       MicrosOf("g.session_ttl"), " AS ttl_us, ",
       MicrosOf("g.heartbeat_interval"),
       " AS heartbeat_us) SELECT beat.parts, beat.ttl_us, beat.heartbeat_us, ",
-      MicrosOf("o.oldest + beat.session_ttl - clock_timestamp()"),
-      ", o.live::text || '/' || coalesce(", MicrosOf("o.newest"),
-      "::text, '-') FROM beat, LATERAL (SELECT "
+      MicrosOf("o.oldest + beat.session_ttl - clock_timestamp()"), ", ",
+      Fingerprint("o.live", "o.newest"),
+      " FROM beat, LATERAL (SELECT "
       "  min(x.heartbeated_at) FILTER (WHERE x.id <> $1::uuid) AS oldest, "
       "  count(*) FILTER (WHERE x.heartbeated_at > "
       "    clock_timestamp() - beat.session_ttl) AS live, "
@@ -78,10 +87,10 @@ std::string GroupViewSql() {
       "  WHERE p.group_name = g.name AND p.session_id = $2::uuid), "
       "(SELECT string_agg(p.part::text, ',') FROM sqlgroup.session_parts p "
       "  WHERE p.group_name = g.name AND p.session_id <> $2::uuid), "
-      "(SELECT count(*)::text || '/' || coalesce(",
-      MicrosOf("max(s.created_at)"),
-      "::text, '-') FROM sqlgroup.sessions s WHERE s.group_name = g.name AND ",
-      kAlive, ") FROM sqlgroup.groups g WHERE g.name = $1");
+      "(SELECT ",
+      Fingerprint("count(*)", "max(s.created_at)"),
+      " FROM sqlgroup.sessions s WHERE s.group_name = g.name AND ", kAlive,
+      ") FROM sqlgroup.groups g WHERE g.name = $1");
 }
 
 void Notify(pqxx::work& tx, const std::string& payload) {

@@ -147,9 +147,10 @@ absl::StatusOr<int64_t> PruneOwnershipLog(pqxx::connection& conn,
                                           const std::string& group,
                                           absl::Duration retention, int limit);
 
-// A PostgreSQL array literal of numbers: "{1,2,3}".
-template <typename Number>
-std::string SqlArray(const std::vector<Number>& values) {
+// A PostgreSQL array literal of values that need no quoting (numbers,
+// UUIDs): "{1,2,3}".
+template <typename Value>
+std::string SqlArray(const std::vector<Value>& values) {
   return absl::StrCat("{", absl::StrJoin(values, ","), "}");
 }
 
