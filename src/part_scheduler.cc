@@ -91,9 +91,13 @@ void PartScheduler::Shutdown() {
 
 bool PartScheduler::ProbeDue(absl::Time now) const {
   if (probing_) return false;
-  bool any_idle = false;
-  for (const auto& [part, e] : parts_) any_idle |= Idle(part, e);
-  return any_idle && (wake_ || now - last_probe_ >= ProbeInterval(now));
+  // The clock first: Next() asks on every claim, and the scan below is
+  // O(owned parts).
+  if (!wake_ && now - last_probe_ < ProbeInterval(now)) return false;
+  for (const auto& [part, e] : parts_) {
+    if (Idle(part, e)) return true;
+  }
+  return false;
 }
 
 bool PartScheduler::LagDue(absl::Time now) const {
@@ -151,13 +155,14 @@ PartTask PartScheduler::Next() {
     // got items must not wait for the run queue to empty. When the rotation
     // is empty, a NOTIFY (wake_) probes at once.
     const absl::Time now = absl::Now();
-    const bool rotating =
-        std::any_of(run_queue_.begin(), run_queue_.end(), [&](int part) {
-          auto it = parts_.find(part);
-          return it != parts_.end() && it->second.queued && !it->second.revoked;
-        });
+    const auto rotating = [&] {
+      return std::any_of(run_queue_.begin(), run_queue_.end(), [&](int part) {
+        auto it = parts_.find(part);
+        return it != parts_.end() && it->second.queued && !it->second.revoked;
+      });
+    };
     if (ProbeDue(now) &&
-        (!rotating || now - last_probe_ >= ProbeInterval(now))) {
+        (now - last_probe_ >= ProbeInterval(now) || !rotating())) {
       PartTask task;
       task.kind = PartTask::Kind::kProbe;
       for (const auto& [part, e] : parts_) {
