@@ -23,6 +23,10 @@
 
 namespace sqlgroup {
 
+// After a sign of work, idle parts are probed every idle_poll for this
+// long: a producer that does not NOTIFY tends to send more than one item.
+constexpr absl::Duration kStayWarm = absl::Seconds(10);
+
 absl::Status ConsumerOptions::Validate() const {
   auto bad = [](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("ConsumerOptions.", what));
@@ -113,7 +117,7 @@ class Consumer::Impl {
         scheduler_(options_.idle_poll,
                    options_.metrics != nullptr ? options_.lag_interval
                                                : absl::ZeroDuration(),
-                   options_.idle_poll_listening, options_.backoff_max) {
+                   options_.idle_poll_listening, kStayWarm) {
     log_ =
         options_.logger
             ? options_.logger

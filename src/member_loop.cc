@@ -64,6 +64,9 @@ class MemberLoop::Listener : public pqxx::notification_receiver {
       loop_->rebalance_now_ = true;
     } else if (payload == store::ItemsArrived(loop_->config_.group)) {
       loop_->scheduler_.WakeIdle();
+    } else if (const auto delay =
+                   store::ParseItemsDueIn(loop_->config_.group, payload)) {
+      loop_->scheduler_.ExpectAt(absl::Now() + *delay);
     }
   }
 
@@ -144,14 +147,17 @@ void MemberLoop::Run() {
       if (!Join()) return;  // fatal
       continue;
     }
-    if (absl::Now() >= next_heartbeat_) Heartbeat();
+    if (absl::Now() >= next_heartbeat_ || absl::Now() >= next_watch_) {
+      Heartbeat();
+    }
     if (!conn_ || session_.empty()) continue;
-    if (absl::Now() >= next_reap_) Reap();
+    if (reap_now_) Reap();
     if (!conn_ || session_.empty()) continue;
     if (rebalance_now_ || absl::Now() >= next_rebalance_) Rebalance();
     if (!conn_ || session_.empty()) continue;
     FinishDrains(false);
-    absl::Time until = std::min({next_heartbeat_, next_rebalance_, next_reap_});
+    absl::Time until =
+        std::min({next_heartbeat_, next_rebalance_, next_watch_});
     if (!revoking_.empty()) until = std::min(until, absl::Now() + kDrainCheck);
     WaitForWork(until);
   }
@@ -290,6 +296,7 @@ bool MemberLoop::Join() {
   const absl::Time now = absl::Now();
   last_heartbeat_ok_ = now;
   next_heartbeat_ = now + settings_.heartbeat;
+  next_watch_ = next_heartbeat_;  // the first heartbeat sets the reap timer
   rebalance_now_ = true;
   SetPhase(Phase::kActive);
   PublishOwned();
@@ -310,10 +317,12 @@ bool MemberLoop::Join() {
 
 void MemberLoop::Heartbeat() {
   const absl::Time start = absl::Now();
-  auto beat = store::Heartbeat(*conn_, session_);
+  const bool watch = start >= next_watch_;
+  auto beat = store::Heartbeat(*conn_, session_, watch);
   if (!beat.ok()) {
     Handle(beat.status());
     next_heartbeat_ = absl::Now() + settings_.heartbeat / 4;
+    next_watch_ = std::max(next_watch_, next_heartbeat_);  // no tight retry
     return;
   }
   if (!beat->has_value()) {
@@ -330,16 +339,22 @@ void MemberLoop::Heartbeat() {
   last_heartbeat_ok_ = start;
   metrics_.Heartbeat(absl::Now() - start);
   next_heartbeat_ = start + settings_.heartbeat;
-  // Reap the next member to expire right when it does (a little past, so
-  // the reap's clock agrees). Its own heartbeats keep moving this on, so
-  // while everyone is alive the timer never fires.
+  if (!(*beat)->watched) return;
+  // Watch again when the next other member would expire (a little past, so
+  // the server's clock agrees): then it has either heartbeated, and the
+  // timer moves on, or it is reaped right then. A TTL at the latest, so the
+  // fingerprint below is read even while alone.
   // Counted from the reply, not the request: the server measured the
   // expiry in between, so the timer cannot fire before it.
+  const absl::Time now = absl::Now();
   const absl::Duration next_expiry = (*beat)->next_expiry;
-  next_reap_ = next_expiry == absl::InfiniteDuration()
-                   ? absl::InfiniteFuture()
-                   : absl::Now() + std::max(next_expiry, absl::ZeroDuration()) +
-                         absl::Milliseconds(5);
+  if (next_expiry <= absl::ZeroDuration()) reap_now_ = true;
+  next_watch_ = now + settings_.ttl;
+  if (next_expiry != absl::InfiniteDuration()) {
+    next_watch_ = std::min(next_watch_,
+                           now + std::max(next_expiry, absl::ZeroDuration()) +
+                               absl::Milliseconds(5));
+  }
   // Someone joined or left without a NOTIFY (or it was missed).
   if ((*beat)->membership != last_membership_) {
     rebalance_now_ = true;
@@ -347,7 +362,8 @@ void MemberLoop::Heartbeat() {
 }
 
 void MemberLoop::Reap() {
-  next_reap_ = absl::InfiniteFuture();  // our next heartbeat sets it again
+  reap_now_ = false;
+  next_watch_ = next_heartbeat_;  // which sets the timer again
   // Stop at the next heartbeat: several reaps blocked by zombies' locks
   // must not cost this member its own session.
   auto reaped = store::ReapExpired(*conn_, config_.group, config_.use_notify,
@@ -402,7 +418,7 @@ void MemberLoop::Rebalance() {
   settings_ = view->settings;
   // The heartbeats time the reaping of members that will expire; these
   // already have.
-  if (view->expired_sessions > 0) next_reap_ = now;
+  if (view->expired_sessions > 0) reap_now_ = true;
   assignment_ = config_.assignor->Assign(view->live_sessions, settings_.parts);
   const RebalancePlan plan =
       PlanRebalance(session_, assignment_, view->ownership, local_);
@@ -599,7 +615,7 @@ void MemberLoop::Leave() {
   while (scheduler_.AnyBusy() && absl::Now() < deadline) {
     // In-flight acks are fenced on this session being alive: keep it so.
     if (conn_ && !session_.empty() && absl::Now() >= next_heartbeat_) {
-      auto beat = store::Heartbeat(*conn_, session_);
+      auto beat = store::Heartbeat(*conn_, session_, /*watch=*/false);
       if (!beat.ok()) Handle(beat.status());
       next_heartbeat_ = absl::Now() + settings_.heartbeat;
     }

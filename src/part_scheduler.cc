@@ -73,6 +73,18 @@ void PartScheduler::WakeIdle() {
   last_work_ = absl::Now();
 }
 
+void PartScheduler::ExpectAt(absl::Time due) {
+  absl::MutexLock lock(&mu_);
+  // Times already past all mean "probe when a part is idle": keep one, so
+  // a member whose parts never go idle does not pile them up.
+  const auto past = expected_.upper_bound(absl::Now());
+  if (past != expected_.begin()) {
+    expected_.erase(std::next(expected_.begin()), past);
+  }
+  expected_.insert(due);
+  retime_ = true;  // a waiting worker's deadline may now be too late
+}
+
 void PartScheduler::SetListening(bool listening) {
   absl::MutexLock lock(&mu_);
   if (listening && !listening_) wake_ = true;
@@ -93,7 +105,11 @@ bool PartScheduler::ProbeDue(absl::Time now) const {
   if (probing_) return false;
   // The clock first: Next() asks on every claim, and the scan below is
   // O(owned parts).
-  if (!wake_ && now - last_probe_ < ProbeInterval(now)) return false;
+  // An expected due time that has come counts like a NOTIFY.
+  const bool expected = !expected_.empty() && *expected_.begin() <= now;
+  if (!wake_ && !expected && now - last_probe_ < ProbeInterval(now)) {
+    return false;
+  }
   for (const auto& [part, e] : parts_) {
     if (Idle(part, e)) return true;
   }
@@ -114,7 +130,10 @@ absl::Time PartScheduler::NextTimedTask() const {
   for (const auto& [part, e] : parts_) any_idle |= Idle(part, e);
   // Warm or cold: a part going cold only delays the probe (Next() then
   // waits again), never brings it forward.
-  if (any_idle && !probing_) next = last_probe_ + ProbeInterval(absl::Now());
+  if (any_idle && !probing_) {
+    next = last_probe_ + ProbeInterval(absl::Now());
+    if (!expected_.empty()) next = std::min(next, *expected_.begin());
+  }
   if (lag_interval_ > absl::ZeroDuration() && !measuring_ && !parts_.empty()) {
     next = std::min(next, last_lag_ + lag_interval_);
   }
@@ -122,7 +141,7 @@ absl::Time PartScheduler::NextTimedTask() const {
 }
 
 bool PartScheduler::HasTask() const {
-  if (shutdown_) return true;
+  if (shutdown_ || retime_) return true;
   if (LagDue(absl::Now())) return true;
   for (int part : run_queue_) {
     auto it = parts_.find(part);
@@ -137,6 +156,7 @@ PartTask PartScheduler::Next() {
     // Wake at the latest when a periodic task falls due.
     mu_.AwaitWithDeadline(absl::Condition(this, &PartScheduler::HasTask),
                           NextTimedTask());
+    retime_ = false;
     if (shutdown_) return PartTask{};
     if (LagDue(absl::Now())) {
       PartTask task;
@@ -173,6 +193,7 @@ PartTask PartScheduler::Next() {
       probing_ = true;
       wake_ = false;
       last_probe_ = now;
+      expected_.erase(expected_.begin(), expected_.upper_bound(now));
       return task;
     }
     while (!run_queue_.empty()) {

@@ -4,10 +4,11 @@
 // all idle parts (on a producer's NOTIFY, or every idle_poll) finds it has
 // work again. No database in here: workers run the queries.
 //
-// A member that LISTENs and has seen no sign of work for a while probes less
-// often: producers' NOTIFYs wake it at once, and what no NOTIFY announces
-// (items retried after a backoff) becomes due within `warm_for` of a sign of
-// work (a claim that found items, a probe that found some, a NOTIFY).
+// A member that LISTENs and has seen no sign of work (a claim that found
+// items, a probe that found some, a NOTIFY) for `warm_for` probes less
+// often: producers' NOTIFYs wake it at once, and items due later (retried
+// after a backoff, enqueued with a delay) are probed for when they fall due
+// (ExpectAt). Only what nobody announces waits for the rare poll.
 //
 // Thread safety: all methods are safe to call from any thread.
 #ifndef SQLGROUP_PART_SCHEDULER_H_
@@ -65,6 +66,9 @@ class PartScheduler {
   bool AnyBusy() const;
   // Items arrived (a producer's NOTIFY): probe the idle parts now.
   void WakeIdle();
+  // Items fall due at `due` (an item released for retry, a producer's
+  // NOTIFY of delayed items): probe the idle parts then.
+  void ExpectAt(absl::Time due);
   // Whether NOTIFYs reach the member (the control connection LISTENs).
   // Turning it on probes at once: items may have come while it was off.
   void SetListening(bool listening);
@@ -119,6 +123,10 @@ class PartScheduler {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool probing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_probe_ ABSL_GUARDED_BY(mu_);
+  // Announced due times still ahead of the last probe.
+  std::set<absl::Time> expected_ ABSL_GUARDED_BY(mu_);
+  // Set by ExpectAt: a worker waiting in Next() computes its deadline anew.
+  bool retime_ ABSL_GUARDED_BY(mu_) = false;
   bool listening_ ABSL_GUARDED_BY(mu_) = false;
   // The last sign of work; a new member starts cold (Add probes at once).
   absl::Time last_work_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -354,17 +354,18 @@ PartWorker::Outcome PartWorker::ReleaseAfterConflict(
       "retrying after a backoff: {}",
       ref.part, ref.epoch, items.size(), in_a_row, error);
   for (const Item& item : items) {
-    auto released = store::ReleaseForRetry(
-        *conn_, ref, item.id, error,
-        Backoff(std::min(in_a_row, 4), config_.backoff_initial,
-                config_.backoff_max),
-        /*count_attempt=*/false);
+    const absl::Duration delay = Backoff(
+        std::min(in_a_row, 4), config_.backoff_initial, config_.backoff_max);
+    auto released = store::ReleaseForRetry(*conn_, ref, item.id, error, delay,
+                                           /*count_attempt=*/false);
     if (!released.ok()) {
       if (absl::IsUnavailable(released.status())) {
         Disconnect(released.status());
       }
       return Outcome::kBroken;  // ReleaseAll runs before the next claim
     }
+    // The database set not_before before this clock read: never early.
+    scheduler_.ExpectAt(absl::Now() + delay);
   }
   return Outcome::kFailed;
 }
@@ -375,13 +376,12 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
   metrics_.Failed();
   config_.conflicts->Forget({item.id});  // "in a row" starts over
   const bool dead = item.attempt >= config_.max_attempts;
+  const absl::Duration delay =
+      Backoff(item.attempt, config_.backoff_initial, config_.backoff_max);
   absl::StatusOr<bool> done =
       dead ? store::DeadLetter(*conn_, ref, item.id, error)
-           : store::ReleaseForRetry(
-                 *conn_, ref, item.id, error,
-                 Backoff(item.attempt, config_.backoff_initial,
-                         config_.backoff_max),
-                 /*count_attempt=*/true);
+           : store::ReleaseForRetry(*conn_, ref, item.id, error, delay,
+                                    /*count_attempt=*/true);
   if (!done.ok()) {
     if (absl::IsUnavailable(done.status())) {
       Disconnect(done.status());
@@ -398,6 +398,7 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
                ref.part, ref.epoch, item.id, item.attempt, error);
   } else {
     metrics_.Retried();
+    scheduler_.ExpectAt(absl::Now() + delay);
     log_->debug("part={} epoch={} item={} attempt {} failed: {}", ref.part,
                 ref.epoch, item.id, item.attempt, error);
   }

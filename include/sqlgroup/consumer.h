@@ -105,12 +105,15 @@ struct ConsumerOptions {
   // without a NOTIFY from a producer. Default 250 ms.
   absl::Duration idle_poll = absl::Milliseconds(250);
   // While the member LISTENs and has seen no sign of work (an item claimed or
-  // found, a producer's NOTIFY) for backoff_max, idle parts are probed this
-  // often instead: NOTIFYs wake it at once, and items retried with a backoff
-  // are due within backoff_max of such a sign. An item enqueued with a delay
-  // longer than backoff_max may be found up to this much after it is due.
-  // >= idle_poll. Default 2 s.
-  absl::Duration idle_poll_listening = absl::Seconds(2);
+  // found, a producer's NOTIFY) for 10 s, idle parts are probed this often
+  // instead. Nothing announced waits for it: a producer's NOTIFY wakes the
+  // member at once, and items retried after a backoff or enqueued with a
+  // delay (by the Producer, which announces when they fall due) are probed
+  // for when due. What nobody announces may be found up to this late: rows
+  // inserted by plain SQL without `SELECT pg_notify('sqlgroup', 'items:' ||
+  // group)`, a producer with notify off, and retries that another member
+  // scheduled before the part moved here. >= idle_poll. Default 10 s.
+  absl::Duration idle_poll_listening = absl::Seconds(10);
   // How often the lag of the owned parts is measured for the metrics
   // (sqlgroup_part_lag_items, ..._oldest_item_age_seconds). Zero: never.
   // Never measured without a `metrics` registry. Default 5 s.

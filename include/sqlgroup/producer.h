@@ -40,8 +40,9 @@ struct NewItem {
 struct ProducerOptions {
   std::string dsn;    // empty: libpq's PG* variables
   std::string group;  // must exist
-  // One NOTIFY per Enqueue call wakes idle members at once; without it
-  // they notice within their idle poll.
+  // One NOTIFY per Enqueue call wakes idle members at once (and, for
+  // delayed items, one more tells them when the soonest falls due);
+  // without it they notice within their idle poll.
   bool notify = true;
   // Larger payloads are refused with INVALID_ARGUMENT, and nothing of the
   // call is enqueued. Default kDefaultMaxPayloadBytes (1 MiB).

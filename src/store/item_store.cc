@@ -351,8 +351,26 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
       }
       tx.exec(sql);
     }
-    if (notify && !items.empty()) {
-      tx.exec_params("SELECT pg_notify($1, $2)", kChannel, ItemsArrived(group));
+    if (notify) {
+      // One NOTIFY for the items due now, one for the soonest delayed one:
+      // idle members then probe exactly when something falls due.
+      bool due_now = false;
+      absl::Duration soonest = absl::InfiniteDuration();
+      for (const NewItem& item : items) {
+        if (item.delay > absl::ZeroDuration()) {
+          soonest = std::min(soonest, item.delay);
+        } else {
+          due_now = true;
+        }
+      }
+      if (due_now) {
+        tx.exec_params("SELECT pg_notify($1, $2)", kChannel,
+                       ItemsArrived(group));
+      }
+      if (soonest != absl::InfiniteDuration()) {
+        tx.exec_params("SELECT pg_notify($1, $2)", kChannel,
+                       ItemsDueIn(group, soonest));
+      }
     }
   });
   if (!s.ok()) return s;

@@ -2,6 +2,8 @@
 
 #include <pqxx/pqxx>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -33,6 +35,7 @@ GroupSettings SettingsFrom(const pqxx::row& row, int first) {
 }
 
 constexpr char kHeartbeat[] = "sqlgroup_heartbeat";
+constexpr char kWatchedHeartbeat[] = "sqlgroup_watched_heartbeat";
 constexpr char kGroupView[] = "sqlgroup_group_view";
 
 // The live members' fingerprint (Beat::membership, GroupView::membership)
@@ -45,11 +48,22 @@ std::string Fingerprint(const std::string& count,
 }
 
 // The heartbeat: one statement, autocommitted and prepared, since every
-// member sends it every interval. It also reads, over the group's few
-// session rows, when the next other member expires and a fingerprint of
-// the live ones, so an idle member needs no other query to reap on time
-// and to notice a change nobody announced.
+// member sends it every interval. One row by primary key and the group's
+// settings, so its cost does not grow with the members.
 std::string HeartbeatSql() {
+  return absl::StrCat(
+      "UPDATE sqlgroup.sessions s SET heartbeated_at = clock_timestamp() "
+      "FROM sqlgroup.groups g WHERE s.id = $1::uuid AND g.name = s.group_name "
+      "AND ",
+      kAlive, " RETURNING ", SettingsColumns());
+}
+
+// The watched heartbeat also reads, over the group's session rows, when the
+// next other member expires and a fingerprint of the live ones, so an idle
+// member needs no other query to reap on time and to notice a change nobody
+// announced. O(members), so a member sends it only when its reap timer
+// fires (or a TTL after the last one), not every interval.
+std::string WatchedHeartbeatSql() {
   return absl::StrCat(
       "WITH beat AS (UPDATE sqlgroup.sessions s "
       "  SET heartbeated_at = clock_timestamp() FROM sqlgroup.groups g "
@@ -112,6 +126,7 @@ void ReleaseSessionHistory(pqxx::work& tx, const std::string& session,
 
 void PrepareMemberStatements(pqxx::connection& conn) {
   conn.prepare(kHeartbeat, HeartbeatSql());
+  conn.prepare(kWatchedHeartbeat, WatchedHeartbeatSql());
   conn.prepare(kGroupView, GroupViewSql());
 }
 
@@ -124,6 +139,22 @@ std::string MembershipChanged(const std::string& group) {
 }
 std::string ItemsArrived(const std::string& group) {
   return absl::StrCat("items:", group);
+}
+std::string ItemsDueIn(const std::string& group, absl::Duration delay) {
+  return absl::StrCat(ItemsArrived(group), "@",
+                      absl::ToInt64Microseconds(delay));
+}
+std::optional<absl::Duration> ParseItemsDueIn(const std::string& group,
+                                              const std::string& payload) {
+  const std::string prefix = absl::StrCat(ItemsArrived(group), "@");
+  int64_t micros = 0;
+  if (!absl::StartsWith(payload, prefix) ||
+      !absl::SimpleAtoi(absl::string_view(payload).substr(prefix.size()),
+                        &micros) ||
+      micros < 0) {
+    return std::nullopt;
+  }
+  return absl::Microseconds(micros);
 }
 
 absl::Status GroupNotFound(const std::string& group) {
@@ -187,14 +218,18 @@ absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
 }
 
 absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
-                                              const std::string& session) {
+                                              const std::string& session,
+                                              bool watch) {
   return GuardOr<std::optional<Beat>>("heartbeat", [&] {
     pqxx::nontransaction tx(conn);
-    const pqxx::result r = tx.exec_prepared(kHeartbeat, session);
+    const pqxx::result r =
+        tx.exec_prepared(watch ? kWatchedHeartbeat : kHeartbeat, session);
     std::optional<Beat> out;
     if (r.empty()) return out;
     out.emplace();
     out->settings = SettingsFrom(r[0], 0);
+    out->watched = watch;
+    if (!watch) return out;
     if (!r[0][3].is_null()) {
       out->next_expiry = absl::Microseconds(r[0][3].as<int64_t>());
     }

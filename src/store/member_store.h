@@ -55,14 +55,16 @@ struct GroupView {
 // statement: what a member needs to stay idle without reading the view.
 struct Beat {
   GroupSettings settings;  // current, so ALTERs reach running members
+  // The rest only from a watched heartbeat.
+  bool watched = false;
   // Until the earliest other session expires unless it heartbeats
   // (negative: one already has), by the database clock; infinite when the
   // member is alone.
   absl::Duration next_expiry = absl::InfiniteDuration();
   // The live sessions' count and newest creation time, this one included,
   // as in GroupView::membership: a change nobody announced (a member that
-  // does not NOTIFY) shows here within a heartbeat. Every join is newer
-  // than every live session, and a leave alone lowers the count.
+  // does not NOTIFY) shows here at the next watched heartbeat. Every join is
+  // newer than every live session, and a leave alone lowers the count.
   std::string membership;
 };
 
@@ -75,6 +77,12 @@ struct SessionInfo {
 // NOTIFY payloads on channel "sqlgroup", which every member hears.
 std::string MembershipChanged(const std::string& group);  // "rebalance:G"
 std::string ItemsArrived(const std::string& group);       // "items:G"
+// Items that fall due `delay` after the commit: "items:G@<microseconds>"
+// ('@' is never part of a group name).
+std::string ItemsDueIn(const std::string& group, absl::Duration delay);
+// The delay of an ItemsDueIn payload of `group`; nullopt for anything else.
+std::optional<absl::Duration> ParseItemsDueIn(const std::string& group,
+                                              const std::string& payload);
 inline constexpr char kChannel[] = "sqlgroup";
 // One session's own channel, "sqlgroup:<id>": a part it waits for was
 // freed. Addressed, so a drop wakes the member that takes the part instead
@@ -105,9 +113,11 @@ absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
                                             bool notify);
 
 // Refreshes the heartbeat unless the session has expired or is gone; then
-// nullopt: the session is lost for good.
+// nullopt: the session is lost for good. `watch` also reads the others'
+// expiry and the membership fingerprint (O(members) rows).
 absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
-                                              const std::string& session);
+                                              const std::string& session,
+                                              bool watch);
 
 // Deletes the group's expired sessions (their parts and claims go with
 // them) one statement each, stopping once `deadline` has passed, and

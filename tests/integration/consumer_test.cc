@@ -250,6 +250,36 @@ TEST_F(ConsumerTest, InABatchOnlyTheItemThatDeadlocksIsDeadLettered) {
   EXPECT_EQ(a->stats().failed, 2);
 }
 
+// With no poll to fall back on, only the announcements bring these items:
+// the producer's NOTIFY of when its delayed item falls due, and the worker's
+// own note of when the item it released for retry does.
+TEST_F(ConsumerTest,
+       AnIdleMemberTakesDelayedItemsAndRetriesWhenDueWithoutPolling) {
+  CreateGroup("g", 2);
+  std::atomic<int> calls{0};
+  auto options =
+      Options("g", [&](const Item&, AckTransaction&) -> absl::Status {
+        if (calls.fetch_add(1) == 0) return absl::UnavailableError("not yet");
+        return absl::OkStatus();
+      });
+  options.idle_poll = options.idle_poll_listening = absl::Hours(1);
+  options.backoff_max = absl::Milliseconds(300);
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(Settles("g", 2, {a.get()}));
+  absl::SleepFor(absl::Milliseconds(200));  // the first probes are done
+
+  auto p = Producer::Create({.dsn = db_.dsn(), .group = "g"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<NewItem> items(1);
+  items[0].delay = absl::Milliseconds(500);
+  const absl::Time enqueued = absl::Now();
+  ASSERT_TRUE((*p)->Enqueue(items).ok());
+  // Delivered once due (the first call fails), retried after the backoff.
+  ASSERT_TRUE(Drained(absl::Seconds(10)));
+  EXPECT_GE(absl::Now() - enqueued, absl::Milliseconds(500));
+  EXPECT_EQ(calls, 2);
+}
+
 TEST_F(ConsumerTest, AThrowingHandlerIsAFailureNotACrash) {
   CreateGroup("g", 1);
   Produce("g", 1);

@@ -1,7 +1,8 @@
 // How members learn of changes without polling for them: a drop wakes the
-// member that takes the part (its own NOTIFY channel), and a heartbeat
-// shows a join that announced nothing. Polls are set far longer than the
-// waits here, so a test passes only through the wake-up it is about.
+// member that takes the part (its own NOTIFY channel), and a watched
+// heartbeat (at least one a TTL) shows a join that announced nothing. Polls are
+// set far longer than the waits here, so a test passes only through the wake-up
+// it is about.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -55,19 +56,19 @@ TEST_F(RebalanceWakeupTest, ADropWakesTheMemberWaitingForThePart) {
   EXPECT_TRUE(Settles("g", 8, {a.get(), b.get()}, absl::Seconds(3)));
 }
 
-TEST_F(RebalanceWakeupTest, AJoinWithoutNotifyShowsInTheNextHeartbeat) {
+TEST_F(RebalanceWakeupTest, AJoinWithoutNotifyShowsInAWatchedHeartbeat) {
   CreateGroup("g", 8);
   auto a = Start(Patient("g"));
   ASSERT_TRUE(Settles("g", 8, {a.get()}));
-  // b neither LISTENs nor NOTIFYs, so a hears nothing of it; a's
-  // heartbeats (every 400 ms) fingerprint the live members and see it.
+  // b neither LISTENs nor NOTIFYs, so a hears nothing of it; a's watched
+  // heartbeats (alone: one a TTL, 2 s) fingerprint the live members.
   ConsumerOptions quiet = Options("g", Recorder("g"));
   quiet.use_notify = false;
   auto b = Start(std::move(quiet));
   EXPECT_TRUE(Settles("g", 8, {a.get(), b.get()}, absl::Seconds(4)));
 }
 
-TEST_F(RebalanceWakeupTest, ALeaveAndAJoinTogetherShowInTheNextHeartbeat) {
+TEST_F(RebalanceWakeupTest, ALeaveAndAJoinTogetherShowInAWatchedHeartbeat) {
   CreateGroup("g", 8);
   auto a = Start(Patient("g"));
   ASSERT_TRUE(Settles("g", 8, {a.get()}));

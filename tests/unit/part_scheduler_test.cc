@@ -185,6 +185,30 @@ TEST(PartScheduler, AListeningMemberWithoutWorkProbesRarelyAndWakesOnNotify) {
       s, absl::Milliseconds(200), [&] { s.WakeIdle(); }, absl::Seconds(5)));
 }
 
+TEST(PartScheduler, AnExpectedDueTimeBringsAProbeThenNotBefore) {
+  PartScheduler s(kLong, absl::ZeroDuration(), kLong, absl::Milliseconds(1));
+  s.SetListening(true);
+  s.Add(Ref(0, 1), PartRange(0, 1));
+  ProbeFindsWork(s, {});
+  // A worker already waits, with no deadline, when the due time is set.
+  absl::Notification probed;
+  absl::Time probed_at;
+  std::thread worker([&] {
+    if (s.Next().kind == PartTask::Kind::kProbe) {
+      probed_at = absl::Now();
+      probed.Notify();
+    }
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  const absl::Time due = absl::Now() + absl::Milliseconds(150);
+  s.ExpectAt(due);
+  const bool got = probed.WaitForNotificationWithTimeout(absl::Seconds(5));
+  s.Shutdown();
+  worker.join();
+  ASSERT_TRUE(got);
+  EXPECT_GE(probed_at, due);
+}
+
 TEST(PartScheduler,
      WithoutNotifyOrAfterRecentWorkIdlePartsAreProbedEveryIdlePoll) {
   {
