@@ -147,17 +147,14 @@ void MemberLoop::Run() {
       if (!Join()) return;  // fatal
       continue;
     }
-    if (absl::Now() >= next_heartbeat_ || absl::Now() >= next_watch_) {
-      Heartbeat();
-    }
+    if (absl::Now() >= next_heartbeat_) Heartbeat();
     if (!conn_ || session_.empty()) continue;
     if (reap_now_) Reap();
     if (!conn_ || session_.empty()) continue;
     if (rebalance_now_ || absl::Now() >= next_rebalance_) Rebalance();
     if (!conn_ || session_.empty()) continue;
     FinishDrains(false);
-    absl::Time until =
-        std::min({next_heartbeat_, next_rebalance_, next_watch_});
+    absl::Time until = std::min(next_heartbeat_, next_rebalance_);
     if (!revoking_.empty()) until = std::min(until, absl::Now() + kDrainCheck);
     WaitForWork(until);
   }
@@ -322,7 +319,6 @@ void MemberLoop::Heartbeat() {
   if (!beat.ok()) {
     Handle(beat.status());
     next_heartbeat_ = absl::Now() + settings_.heartbeat / 4;
-    next_watch_ = std::max(next_watch_, next_heartbeat_);  // no tight retry
     return;
   }
   if (!beat->has_value()) {
@@ -340,10 +336,13 @@ void MemberLoop::Heartbeat() {
   metrics_.Heartbeat(absl::Now() - start);
   next_heartbeat_ = start + settings_.heartbeat;
   if (!(*beat)->watched) return;
-  // Watch again when the next other member would expire (a little past, so
-  // the server's clock agrees): then it has either heartbeated, and the
-  // timer moves on, or it is reaped right then. A TTL at the latest, so the
-  // fingerprint below is read even while alone.
+  // Watch again with the first heartbeat after the next other member would
+  // expire (a little past, so the server's clock agrees): then it has
+  // either heartbeated, and the timer moves on, or it is reaped right then.
+  // A TTL at the latest, so the fingerprint below is read even while alone.
+  // Waiting for our own heartbeat delays a reap by at most one interval
+  // (with many members, the first watcher's is soon), and sends no extra
+  // statement.
   // Counted from the reply, not the request: the server measured the
   // expiry in between, so the timer cannot fire before it.
   const absl::Time now = absl::Now();

@@ -130,10 +130,9 @@ class MemberLoop {
   std::optional<absl::Time> rebalance_started_;
   absl::Time next_heartbeat_;
   absl::Time next_rebalance_;
-  // When our next heartbeat is a watched one: when the next other member
+  // From when our heartbeats are watched ones: when the next other member
   // expires unless it heartbeats (the last watched heartbeat read it), a
-  // TTL at the latest. Reaping right then moves a dead member's parts after
-  // the TTL, not a heartbeat later.
+  // TTL at the latest.
   absl::Time next_watch_ = absl::InfiniteFuture();
   bool reap_now_ = false;  // a watched heartbeat or the view saw an expiry
   bool rebalance_now_ = true;
