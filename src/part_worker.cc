@@ -120,14 +120,18 @@ void PartWorker::RunProbe(const PartTask& task) {
     scheduler_.AbandonProbe();
     return;
   }
-  auto due = store::PartsWithDueItems(*conn_, config_.group, task.probe_parts,
-                                      task.probe_ranges);
-  if (!due.ok()) {
-    if (absl::IsUnavailable(due.status())) Disconnect(due.status());
+  auto probe = store::ProbeParts(*conn_, config_.group, task.probe_parts,
+                                 task.probe_ranges);
+  if (!probe.ok()) {
+    if (absl::IsUnavailable(probe.status())) Disconnect(probe.status());
     scheduler_.AbandonProbe();
     return;
   }
-  scheduler_.FinishProbe(*due);
+  if (probe->soonest != absl::InfiniteDuration()) {
+    // Measured before this clock read: never early.
+    scheduler_.ExpectAt(absl::Now() + probe->soonest);
+  }
+  scheduler_.FinishProbe(probe->due);
 }
 
 void PartWorker::RunMeasureLag(const PartTask& task) {

@@ -107,12 +107,13 @@ struct ConsumerOptions {
   // While the member LISTENs and has seen no sign of work (an item claimed or
   // found, a producer's NOTIFY) for 10 s, idle parts are probed this often
   // instead. Nothing announced waits for it: a producer's NOTIFY wakes the
-  // member at once, and items retried after a backoff or enqueued with a
-  // delay (by the Producer, which announces when they fall due) are probed
-  // for when due. What nobody announces may be found up to this late: rows
-  // inserted by plain SQL without `SELECT pg_notify('sqlgroup', 'items:' ||
-  // group)`, a producer with notify off, and retries that another member
-  // scheduled before the part moved here. >= idle_poll. Default 10 s.
+  // member at once, and items due later are probed for when they fall due
+  // (the Producer announces delayed items, a worker notes the retries it
+  // schedules, and every probe returns when the soonest of the first 100
+  // waiting items of each probed part falls due). What nobody announces may
+  // be found up to this late: rows inserted by plain SQL without `SELECT
+  // pg_notify('sqlgroup', 'items:' || group)`, and a producer with notify
+  // off. >= idle_poll. Default 10 s.
   absl::Duration idle_poll_listening = absl::Seconds(10);
   // How often the lag of the owned parts is measured for the metrics
   // (sqlgroup_part_lag_items, ..._oldest_item_age_seconds). Zero: never.

@@ -89,12 +89,24 @@ constexpr char kReleaseAllSql[] =
 
 // $1 group, $2 parts (int[]), $3 first keys (uuid[]), $4 last keys.
 constexpr char kProbe[] = "sqlgroup_probe";
-constexpr char kProbeSql[] =
-    "SELECT b.part FROM unnest($2::int[], $3::uuid[], $4::uuid[]) "
-    "  AS b(part, lo, hi) "
-    "WHERE EXISTS (SELECT 1 FROM sqlgroup.items i WHERE i.group_name = $1 "
-    "  AND i.claim_session IS NULL AND i.id BETWEEN b.lo AND b.hi "
-    "  AND i.not_before <= clock_timestamp())";
+// Per part: whether an item is due, and the soonest of the first waiting
+// ones that are not (both from items_unclaimed, not_before included).
+const std::string& ProbeSql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "SELECT b.part, d.due, ", MicrosOf("w.soonest - clock_timestamp()"),
+      " FROM unnest($2::int[], $3::uuid[], $4::uuid[]) AS b(part, lo, hi) "
+      "CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM sqlgroup.items i "
+      "  WHERE i.group_name = $1 AND i.claim_session IS NULL "
+      "  AND i.id BETWEEN b.lo AND b.hi "
+      "  AND i.not_before <= clock_timestamp()) AS due) d "
+      "CROSS JOIN LATERAL (SELECT min(x.not_before) AS soonest FROM ("
+      "  SELECT i.not_before FROM sqlgroup.items i WHERE i.group_name = $1 "
+      "  AND i.claim_session IS NULL AND i.id BETWEEN b.lo AND b.hi "
+      "  AND i.not_before > clock_timestamp() "
+      "  AND i.not_before < 'infinity' ORDER BY i.id LIMIT ",
+      kProbeLookahead, ") x) w WHERE d.due OR w.soonest IS NOT NULL"));
+  return *kSql;
+}
 
 // $1 group, $2 parts, $3 first keys, $4 last keys, $5 cap. Per part: how
 // many of its first `cap` keys exist, the last of them, and the oldest of
@@ -138,7 +150,7 @@ void PrepareItemStatements(pqxx::connection& conn) {
   conn.prepare(kRelease, kReleaseSql);
   conn.prepare(kDeadLetter, kDeadLetterSql);
   conn.prepare(kReleaseAll, kReleaseAllSql);
-  conn.prepare(kProbe, kProbeSql);
+  conn.prepare(kProbe, ProbeSql());
   conn.prepare(kLag, kLagSql);
   conn.prepare(kOldestWaiting, kOldestWaitingSql);
 }
@@ -231,23 +243,28 @@ absl::Status ReleaseAll(pqxx::connection& conn, const ClaimRef& ref) {
   });
 }
 
-absl::StatusOr<std::vector<int>> PartsWithDueItems(
-    pqxx::connection& conn, const std::string& group,
-    const std::vector<int>& parts, const std::vector<KeyRange>& ranges) {
-  return GuardOr<std::vector<int>>("look for due items", [&] {
+absl::StatusOr<ProbeResult> ProbeParts(pqxx::connection& conn,
+                                       const std::string& group,
+                                       const std::vector<int>& parts,
+                                       const std::vector<KeyRange>& ranges) {
+  return GuardOr<ProbeResult>("look for due items", [&] {
     std::vector<std::string> firsts, lasts;
     for (const KeyRange& r : ranges) {
       firsts.push_back(FormatUuid(r.first));
       lasts.push_back(FormatUuid(r.last));
     }
     pqxx::nontransaction tx(conn);
-    std::vector<int> due;
+    ProbeResult out;
     for (const pqxx::row& row :
          tx.exec_prepared(kProbe, group, SqlArray(parts), SqlArray(firsts),
                           SqlArray(lasts))) {
-      due.push_back(row[0].as<int>());
+      if (row[1].as<bool>()) out.due.push_back(row[0].as<int>());
+      if (!row[2].is_null()) {
+        out.soonest =
+            std::min(out.soonest, absl::Microseconds(row[2].as<int64_t>()));
+      }
     }
-    return due;
+    return out;
   });
 }
 

@@ -73,11 +73,23 @@ absl::StatusOr<bool> DeadLetter(pqxx::connection& conn, const ClaimRef& ref,
 // without counting an attempt.
 absl::Status ReleaseAll(pqxx::connection& conn, const ClaimRef& ref);
 
-// Which of `parts` (with their ranges) have unclaimed, due items: one query
-// for all of a member's idle parts.
-absl::StatusOr<std::vector<int>> PartsWithDueItems(
-    pqxx::connection& conn, const std::string& group,
-    const std::vector<int>& parts, const std::vector<KeyRange>& ranges);
+struct ProbeResult {
+  std::vector<int> due;  // parts with unclaimed items due now
+  // Until the soonest unclaimed item that is not due yet falls due (among
+  // the first kProbeLookahead waiting in each part's range, by key);
+  // infinite when there is none.
+  absl::Duration soonest = absl::InfiniteDuration();
+};
+inline constexpr int kProbeLookahead = 100;
+
+// Which of `parts` (with their ranges) have unclaimed, due items, and when
+// the next waiting ones fall due (retries another owner scheduled before a
+// part moved, delayed items nobody announced): one query for all of a
+// member's idle parts.
+absl::StatusOr<ProbeResult> ProbeParts(pqxx::connection& conn,
+                                       const std::string& group,
+                                       const std::vector<int>& parts,
+                                       const std::vector<KeyRange>& ranges);
 
 struct PartLagRow {
   int part = 0;

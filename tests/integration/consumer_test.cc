@@ -280,6 +280,28 @@ TEST_F(ConsumerTest,
   EXPECT_EQ(calls, 2);
 }
 
+// An item that waits out a backoff when its part moves (a retry the last
+// owner scheduled) was announced to nobody: the new owner's first probe
+// finds when it falls due.
+TEST_F(ConsumerTest, ANewOwnerTakesAWaitingRetryWhenDueWithoutPolling) {
+  CreateGroup("g", 2);
+  {
+    pqxx::work tx(*conn_);
+    tx.exec(
+        "INSERT INTO sqlgroup.items (group_name, payload, attempts, "
+        "not_before) VALUES ('g', 'x', 1, "
+        "clock_timestamp() + interval '1500 milliseconds')");
+    tx.commit();
+  }
+  const absl::Time inserted = absl::Now();
+  auto options = Options("g", Recorder("g"));
+  options.idle_poll = options.idle_poll_listening = absl::Hours(1);
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(Drained(absl::Seconds(10)));
+  EXPECT_GE(absl::Now() - inserted, absl::Milliseconds(1500));
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
+}
+
 TEST_F(ConsumerTest, AThrowingHandlerIsAFailureNotACrash) {
   CreateGroup("g", 1);
   Produce("g", 1);
