@@ -155,6 +155,7 @@ void MemberLoop::Run() {
     if (!conn_ || session_.empty()) continue;
     FinishDrains(false);
     absl::Time until = std::min(next_heartbeat_, next_rebalance_);
+    if (reap_now_) until = absl::Now();  // seen in a view read: reap at once
     if (!revoking_.empty()) until = std::min(until, absl::Now() + kDrainCheck);
     WaitForWork(until);
   }

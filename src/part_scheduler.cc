@@ -75,14 +75,28 @@ void PartScheduler::WakeIdle() {
 
 void PartScheduler::ExpectAt(absl::Time due) {
   absl::MutexLock lock(&mu_);
-  // Times already past all mean "probe when a part is idle": keep one, so
-  // a member whose parts never go idle does not pile them up.
+  // A member without parts has nothing to probe (a take probes anyway).
+  if (parts_.empty()) return;
+  // Times already past all mean "probe when a part is idle": keep one.
   const auto past = expected_.upper_bound(absl::Now());
   if (past != expected_.begin()) {
     expected_.erase(std::next(expected_.begin()), past);
   }
+  // Due times this close share one probe, at the later of them (never
+  // early): the retries of one batch, a soonest item seen by every probe.
+  auto near = expected_.lower_bound(due - kExpectMerge);
+  if (near != expected_.end() && *near <= due + kExpectMerge) {
+    if (*near >= due) return;
+    expected_.erase(near);
+  } else if (expected_.size() >= kMaxExpected) {
+    // Forget the latest: a probe before it re-reads the soonest, and the
+    // idle poll covers the rest.
+    if (due > *expected_.rbegin()) return;
+    expected_.erase(std::prev(expected_.end()));
+  }
+  const bool earliest = expected_.empty() || due < *expected_.begin();
   expected_.insert(due);
-  retime_ = true;  // a waiting worker's deadline may now be too late
+  if (earliest) ++retimed_;  // waiting workers' deadlines may be too late
 }
 
 void PartScheduler::SetListening(bool listening) {
@@ -140,8 +154,12 @@ absl::Time PartScheduler::NextTimedTask() const {
   return next;
 }
 
+bool PartScheduler::HasTaskOrRetimed(uint64_t retimed) const {
+  return retimed_ != retimed || HasTask();
+}
+
 bool PartScheduler::HasTask() const {
-  if (shutdown_ || retime_) return true;
+  if (shutdown_) return true;
   if (LagDue(absl::Now())) return true;
   for (int part : run_queue_) {
     auto it = parts_.find(part);
@@ -154,9 +172,17 @@ PartTask PartScheduler::Next() {
   absl::MutexLock lock(&mu_);
   while (true) {
     // Wake at the latest when a periodic task falls due.
-    mu_.AwaitWithDeadline(absl::Condition(this, &PartScheduler::HasTask),
-                          NextTimedTask());
-    retime_ = false;
+    struct Wait {
+      const PartScheduler* scheduler;
+      uint64_t retimed;
+    } wait{this, retimed_};
+    mu_.AwaitWithDeadline(
+        absl::Condition(
+            +[](Wait* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return w->scheduler->HasTaskOrRetimed(w->retimed);
+            },
+            &wait),
+        NextTimedTask());
     if (shutdown_) return PartTask{};
     if (LagDue(absl::Now())) {
       PartTask task;

@@ -67,7 +67,8 @@ class PartScheduler {
   // Items arrived (a producer's NOTIFY): probe the idle parts now.
   void WakeIdle();
   // Items fall due at `due` (an item released for retry, a producer's
-  // NOTIFY of delayed items): probe the idle parts then.
+  // NOTIFY of delayed items, a probe's look-ahead): probe the idle parts
+  // then, or up to kExpectMerge later when another due time is that close.
   void ExpectAt(absl::Time due);
   // Whether NOTIFYs reach the member (the control connection LISTENs).
   // Turning it on probes at once: items may have come while it was off.
@@ -90,6 +91,9 @@ class PartScheduler {
   bool ShouldYield(int part, int64_t epoch) const;
 
  private:
+  static constexpr absl::Duration kExpectMerge = absl::Milliseconds(100);
+  static constexpr size_t kMaxExpected = 256;
+
   struct Entry {
     store::ClaimRef ref;
     KeyRange range{};
@@ -100,6 +104,9 @@ class PartScheduler {
   };
 
   bool HasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // HasTask, or an earlier due time was set since `retimed` was read.
+  bool HasTaskOrRetimed(uint64_t retimed) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ProbeDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool LagDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time NextTimedTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -123,10 +130,12 @@ class PartScheduler {
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool probing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_probe_ ABSL_GUARDED_BY(mu_);
-  // Announced due times still ahead of the last probe.
+  // Announced due times still ahead of the last probe: at most
+  // kMaxExpected, none closer than kExpectMerge to another.
   std::set<absl::Time> expected_ ABSL_GUARDED_BY(mu_);
-  // Set by ExpectAt: a worker waiting in Next() computes its deadline anew.
-  bool retime_ ABSL_GUARDED_BY(mu_) = false;
+  // Bumped when ExpectAt sets a new earliest due time: every worker
+  // waiting in Next() computes its deadline anew.
+  uint64_t retimed_ ABSL_GUARDED_BY(mu_) = 0;
   bool listening_ ABSL_GUARDED_BY(mu_) = false;
   // The last sign of work; a new member starts cold (Add probes at once).
   absl::Time last_work_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

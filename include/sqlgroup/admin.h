@@ -32,8 +32,9 @@ struct GroupConfig {
   // creation (changing it online is not supported yet).
   int parts = 16;
   // A session that has not heartbeated for this long is expired and may be
-  // reaped by any member: its parts move after at most this long. >= 2x
-  // heartbeat_interval. Default 5 s.
+  // reaped by any member: its parts move after about this long (at most one
+  // heartbeat_interval more: the first member to heartbeat after the expiry
+  // reaps it). >= 2x heartbeat_interval. Default 5 s.
   absl::Duration session_ttl = absl::Seconds(5);
   // How often members heartbeat. > 0 and <= session_ttl / 2. Default 1 s.
   absl::Duration heartbeat_interval = absl::Seconds(1);

@@ -95,10 +95,10 @@ struct ConsumerOptions {
   // Default 500 ms.
   absl::Duration rebalance_poll = absl::Milliseconds(500);
   // While the member LISTENs, joins, leaves and reaps wake every member at
-  // once, a drop wakes the member that takes the part, and each heartbeat
-  // reports a fingerprint of the live members (their number and newest
-  // join: a change without a NOTIFY shows within a heartbeat); this poll is
-  // only the last safety net.
+  // once, a drop wakes the member that takes the part, and a watched
+  // heartbeat (at least one a TTL) reports a fingerprint of the live members
+  // (their number and newest join: a change without a NOTIFY shows within a
+  // TTL and a heartbeat interval); this poll is only the last safety net.
   // >= rebalance_poll. Default 30 s.
   absl::Duration rebalance_poll_listening = absl::Seconds(30);
   // Idle parts are re-checked for new items at least this often even

@@ -64,7 +64,9 @@ class Producer {
   absl::StatusOr<std::vector<std::string>> Enqueue(
       const std::vector<NewItem>& items);
 
-  // Enqueues into the caller's transaction; visible when it commits.
+  // Enqueues into the caller's transaction; visible when it commits. The
+  // NOTIFY of delayed items counts their delay from the commit: a long
+  // transaction makes idle members probe for them late, never early.
   static absl::StatusOr<std::vector<std::string>> EnqueueIn(
       pqxx::work& tx, const std::string& group,
       const std::vector<NewItem>& items, bool notify = true,

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "keyspace.h"
 #include "sqlgroup/admin.h"
@@ -256,14 +257,17 @@ TEST_F(ConsumerTest, InABatchOnlyTheItemThatDeadlocksIsDeadLettered) {
 TEST_F(ConsumerTest,
        AnIdleMemberTakesDelayedItemsAndRetriesWhenDueWithoutPolling) {
   CreateGroup("g", 2);
-  std::atomic<int> calls{0};
+  absl::Mutex mu;
+  std::vector<absl::Time> calls;
   auto options =
       Options("g", [&](const Item&, AckTransaction&) -> absl::Status {
-        if (calls.fetch_add(1) == 0) return absl::UnavailableError("not yet");
+        absl::MutexLock lock(&mu);
+        calls.push_back(absl::Now());
+        if (calls.size() == 1) return absl::UnavailableError("not yet");
         return absl::OkStatus();
       });
   options.idle_poll = options.idle_poll_listening = absl::Hours(1);
-  options.backoff_max = absl::Milliseconds(300);
+  options.backoff_initial = options.backoff_max = absl::Milliseconds(300);
   auto a = Start(std::move(options));
   ASSERT_TRUE(Settles("g", 2, {a.get()}));
   absl::SleepFor(absl::Milliseconds(200));  // the first probes are done
@@ -274,10 +278,15 @@ TEST_F(ConsumerTest,
   items[0].delay = absl::Milliseconds(500);
   const absl::Time enqueued = absl::Now();
   ASSERT_TRUE((*p)->Enqueue(items).ok());
-  // Delivered once due (the first call fails), retried after the backoff.
+  // Delivered once due (the first call fails), retried after the backoff
+  // (300 ms +-20%); each on time, not at the next poll.
   ASSERT_TRUE(Drained(absl::Seconds(10)));
-  EXPECT_GE(absl::Now() - enqueued, absl::Milliseconds(500));
-  EXPECT_EQ(calls, 2);
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_GE(calls[0] - enqueued, absl::Milliseconds(500));
+  EXPECT_LT(calls[0] - enqueued, absl::Milliseconds(1500));
+  EXPECT_GE(calls[1] - calls[0], absl::Milliseconds(240));
+  EXPECT_LT(calls[1] - calls[0], absl::Milliseconds(1360));
 }
 
 // An item that waits out a backoff when its part moves (a retry the last
@@ -285,6 +294,7 @@ TEST_F(ConsumerTest,
 // finds when it falls due.
 TEST_F(ConsumerTest, ANewOwnerTakesAWaitingRetryWhenDueWithoutPolling) {
   CreateGroup("g", 2);
+  const absl::Time before_insert = absl::Now();
   {
     pqxx::work tx(*conn_);
     tx.exec(
@@ -293,12 +303,19 @@ TEST_F(ConsumerTest, ANewOwnerTakesAWaitingRetryWhenDueWithoutPolling) {
         "clock_timestamp() + interval '1500 milliseconds')");
     tx.commit();
   }
-  const absl::Time inserted = absl::Now();
-  auto options = Options("g", Recorder("g"));
+  std::atomic<int64_t> handled_at{0};
+  auto options = Options(
+      "g", [&, record = Recorder("g")](const Item& item, AckTransaction& ack) {
+        handled_at = absl::ToUnixMicros(absl::Now());
+        return record(item, ack);
+      });
   options.idle_poll = options.idle_poll_listening = absl::Hours(1);
   auto a = Start(std::move(options));
   ASSERT_TRUE(Drained(absl::Seconds(10)));
-  EXPECT_GE(absl::Now() - inserted, absl::Milliseconds(1500));
+  const absl::Duration waited =
+      absl::FromUnixMicros(handled_at) - before_insert;
+  EXPECT_GE(waited, absl::Milliseconds(1500));
+  EXPECT_LT(waited, absl::Milliseconds(3000));
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
 }
 

@@ -209,6 +209,23 @@ TEST(PartScheduler, AnExpectedDueTimeBringsAProbeThenNotBefore) {
   EXPECT_GE(probed_at, due);
 }
 
+TEST(PartScheduler, DueTimesCloseTogetherShareOneProbeAtTheLaterOne) {
+  PartScheduler s(kLong, absl::ZeroDuration(), kLong, absl::Milliseconds(1));
+  s.SetListening(true);
+  s.Add(Ref(0, 1), PartRange(0, 1));
+  ProbeFindsWork(s, {});
+  const absl::Time first = absl::Now() + absl::Milliseconds(100);
+  s.ExpectAt(first);
+  s.ExpectAt(first + absl::Milliseconds(60));  // e.g. a retry's jitter
+  const PartTask probe = s.Next();
+  ASSERT_EQ(probe.kind, PartTask::Kind::kProbe);
+  EXPECT_GE(absl::Now(), first + absl::Milliseconds(60));
+  s.FinishProbe({});
+  // Nothing else was due: no second probe.
+  EXPECT_FALSE(
+      ProbedWithin(s, absl::Milliseconds(300), nullptr, absl::ZeroDuration()));
+}
+
 TEST(PartScheduler,
      WithoutNotifyOrAfterRecentWorkIdlePartsAreProbedEveryIdlePoll) {
   {
