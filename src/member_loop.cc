@@ -336,7 +336,7 @@ void MemberLoop::Heartbeat() {
   last_heartbeat_ok_ = start;
   metrics_.Heartbeat(absl::Now() - start);
   next_heartbeat_ = start + settings_.heartbeat;
-  if (!(*beat)->watched) return;
+  if (!watch) return;
   // Watch again with the first heartbeat after the next other member would
   // expire (a little past, so the server's clock agrees): then it has
   // either heartbeated, and the timer moves on, or it is reaped right then.

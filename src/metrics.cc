@@ -193,8 +193,8 @@ void MemberMetrics::Retried() {
   if (families_) families_->retried->Increment();
 }
 
-void MemberMetrics::Conflicted() {
-  if (families_) families_->conflict->Increment();
+void MemberMetrics::Conflicted(int64_t items) {
+  if (families_) families_->conflict->Increment(static_cast<double>(items));
 }
 
 void MemberMetrics::DeadLettered() {

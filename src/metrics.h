@@ -43,7 +43,7 @@ class MemberMetrics {
   void Failed();
   void Retried();
   // Released after a serialization failure, deadlock or lock timeout.
-  void Conflicted();
+  void Conflicted(int64_t items);
   void DeadLettered();
   void LostClaims(int64_t items);
   // The lag of one owned part; `oldest` is the age of its oldest item.

@@ -324,7 +324,7 @@ PartWorker::Outcome PartWorker::Conflict(const store::ClaimRef& ref,
   // back with a backoff that grows with the conflicts in a row (up to 8x
   // backoff_initial), and no attempt is counted: the items did nothing
   // wrong, unless it keeps happening (see kConflictsPerAttempt).
-  for (size_t i = 0; i < items.size(); ++i) metrics_.Conflicted();
+  metrics_.Conflicted(static_cast<int64_t>(items.size()));
   if (items.size() > 1) {
     // A batch is tallied as a whole (by its first item); once it has
     // conflicted too often, each item is tried on its own, so only an item
@@ -357,20 +357,20 @@ PartWorker::Outcome PartWorker::ReleaseAfterConflict(
       "part={} epoch={} transient conflict on {} item(s) ({} in a row), "
       "retrying after a backoff: {}",
       ref.part, ref.epoch, items.size(), in_a_row, error);
-  for (const Item& item : items) {
-    const absl::Duration delay = Backoff(
-        std::min(in_a_row, 4), config_.backoff_initial, config_.backoff_max);
-    auto released = store::ReleaseForRetry(*conn_, ref, item.id, error, delay,
-                                           /*count_attempt=*/false);
-    if (!released.ok()) {
-      if (absl::IsUnavailable(released.status())) {
-        Disconnect(released.status());
-      }
-      return Outcome::kBroken;  // ReleaseAll runs before the next claim
+  std::vector<std::string> ids;
+  for (const Item& item : items) ids.push_back(item.id);
+  const absl::Duration delay = Backoff(
+      std::min(in_a_row, 4), config_.backoff_initial, config_.backoff_max);
+  auto released = store::ReleaseForRetry(*conn_, ref, ids, error, delay,
+                                         /*count_attempt=*/false);
+  if (!released.ok()) {
+    if (absl::IsUnavailable(released.status())) {
+      Disconnect(released.status());
     }
-    // The database set not_before before this clock read: never early.
-    scheduler_.ExpectAt(absl::Now() + delay);
+    return Outcome::kBroken;  // ReleaseAll runs before the next claim
   }
+  // The database set not_before before this clock read: never early.
+  scheduler_.ExpectAt(absl::Now() + delay);
   return Outcome::kFailed;
 }
 
@@ -382,10 +382,18 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
   const bool dead = item.attempt >= config_.max_attempts;
   const absl::Duration delay =
       Backoff(item.attempt, config_.backoff_initial, config_.backoff_max);
-  absl::StatusOr<bool> done =
-      dead ? store::DeadLetter(*conn_, ref, item.id, error)
-           : store::ReleaseForRetry(*conn_, ref, item.id, error, delay,
-                                    /*count_attempt=*/true);
+  absl::StatusOr<bool> done;
+  if (dead) {
+    done = store::DeadLetter(*conn_, ref, item.id, error);
+  } else {
+    auto released = store::ReleaseForRetry(*conn_, ref, {item.id}, error, delay,
+                                           /*count_attempt=*/true);
+    if (released.ok()) {
+      done = *released == 1;
+    } else {
+      done = released.status();
+    }
+  }
   if (!done.ok()) {
     if (absl::IsUnavailable(done.status())) {
       Disconnect(done.status());

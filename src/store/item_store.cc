@@ -51,15 +51,15 @@ constexpr char kAckSql[] =
     "  WHERE s.id = $3::uuid "
     "  AND s.heartbeated_at > clock_timestamp() - g.session_ttl)";
 
-// $1 group, $2 id, $3 session, $4 part, $5 epoch, $6 error, $7 backoff,
-// $8 attempts to add (0 or 1).
+// $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch, $6 error,
+// $7 backoff, $8 attempts to add (0 or 1).
 constexpr char kRelease[] = "sqlgroup_release";
 constexpr char kReleaseSql[] =
     "UPDATE sqlgroup.items SET claim_session = NULL, claim_part = NULL, "
     "  claim_epoch = NULL, claimed_at = NULL, attempts = attempts + $8, "
     "  last_error = $6, not_before = clock_timestamp() + $7::interval "
-    "WHERE group_name = $1 AND id = $2::uuid AND claim_session = $3::uuid "
-    "AND claim_part = $4 AND claim_epoch = $5";
+    "WHERE group_name = $1 AND id = ANY($2::uuid[]) "
+    "AND claim_session = $3::uuid AND claim_part = $4 AND claim_epoch = $5";
 
 // $1 group, $2 id, $3 session, $4 part, $5 epoch, $6 error. Moves the
 // item in one statement, fenced like an ack (claim and session liveness).
@@ -209,20 +209,20 @@ int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
                                   .affected_rows());
 }
 
-absl::StatusOr<bool> ReleaseForRetry(pqxx::connection& conn,
-                                     const ClaimRef& ref, const std::string& id,
-                                     const std::string& error,
-                                     absl::Duration backoff,
-                                     bool count_attempt) {
-  return GuardOr<bool>("release item for retry", [&] {
-    pqxx::work tx(conn);
-    const bool released =
-        tx.exec_prepared(kRelease, ref.group, id, ref.session, ref.part,
-                         ref.epoch, error, ToInterval(backoff),
+absl::StatusOr<int64_t> ReleaseForRetry(pqxx::connection& conn,
+                                        const ClaimRef& ref,
+                                        const std::vector<std::string>& ids,
+                                        const std::string& error,
+                                        absl::Duration backoff,
+                                        bool count_attempt) {
+  return GuardOr<int64_t>("release items for retry", [&] {
+    // One autocommitted statement: one round trip, not BEGIN and COMMIT too.
+    pqxx::nontransaction tx(conn);
+    return static_cast<int64_t>(
+        tx.exec_prepared(kRelease, ref.group, SqlArray(ids), ref.session,
+                         ref.part, ref.epoch, error, ToInterval(backoff),
                          count_attempt ? 1 : 0)
-            .affected_rows() == 1;
-    tx.commit();
-    return released;
+            .affected_rows());
   });
 }
 
@@ -384,13 +384,9 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
           due_now = true;
         }
       }
-      if (due_now) {
-        tx.exec_params("SELECT pg_notify($1, $2)", kChannel,
-                       ItemsArrived(group));
-      }
+      if (due_now) Notify(tx, ItemsArrived(group));
       if (soonest != absl::InfiniteDuration()) {
-        tx.exec_params("SELECT pg_notify($1, $2)", kChannel,
-                       ItemsDueIn(group, soonest));
+        Notify(tx, ItemsDueIn(group, soonest));
       }
     }
   });

@@ -55,13 +55,15 @@ int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
 int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
                          const std::vector<std::string>& ids);
 
-// Gives a claimed item back, not before now + backoff, with attempts + 1
-// when `count_attempt`. False when the claim was already lost.
-absl::StatusOr<bool> ReleaseForRetry(pqxx::connection& conn,
-                                     const ClaimRef& ref, const std::string& id,
-                                     const std::string& error,
-                                     absl::Duration backoff,
-                                     bool count_attempt);
+// Gives claimed items back in one statement, not before now + backoff,
+// with attempts + 1 when `count_attempt`. Returns how many were still
+// claimed under `ref` (the others' claims were already lost).
+absl::StatusOr<int64_t> ReleaseForRetry(pqxx::connection& conn,
+                                        const ClaimRef& ref,
+                                        const std::vector<std::string>& ids,
+                                        const std::string& error,
+                                        absl::Duration backoff,
+                                        bool count_attempt);
 
 // Moves a claimed item to dead_items with its last error, in one
 // transaction. False when the claim was already lost.

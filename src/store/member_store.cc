@@ -50,13 +50,15 @@ std::string Fingerprint(const std::string& count,
 // The heartbeat: one statement, autocommitted and prepared, since every
 // member sends it every interval. One row by primary key and the group's
 // settings, so its cost does not grow with the members.
-std::string HeartbeatSql() {
+// `returning`: what it returns of s and g.
+std::string HeartbeatUpdate(const std::string& returning) {
   return absl::StrCat(
       "UPDATE sqlgroup.sessions s SET heartbeated_at = clock_timestamp() "
       "FROM sqlgroup.groups g WHERE s.id = $1::uuid AND g.name = s.group_name "
       "AND ",
-      kAlive, " RETURNING ", SettingsColumns());
+      kAlive, " RETURNING ", returning);
 }
+std::string HeartbeatSql() { return HeartbeatUpdate(SettingsColumns()); }
 
 // The watched heartbeat also reads, over the group's session rows, when the
 // next other member expires and a fingerprint of the live ones, so an idle
@@ -65,13 +67,12 @@ std::string HeartbeatSql() {
 // fires (or a TTL after the last one), not every interval.
 std::string WatchedHeartbeatSql() {
   return absl::StrCat(
-      "WITH beat AS (UPDATE sqlgroup.sessions s "
-      "  SET heartbeated_at = clock_timestamp() FROM sqlgroup.groups g "
-      "  WHERE s.id = $1::uuid AND g.name = s.group_name AND ",
-      kAlive, " RETURNING s.group_name, g.session_ttl, g.parts, ",
-      MicrosOf("g.session_ttl"), " AS ttl_us, ",
-      MicrosOf("g.heartbeat_interval"),
-      " AS heartbeat_us) SELECT beat.parts, beat.ttl_us, beat.heartbeat_us, ",
+      "WITH beat AS (",
+      HeartbeatUpdate(absl::StrCat("s.group_name, g.session_ttl, g.parts, ",
+                                   MicrosOf("g.session_ttl"), " AS ttl_us, ",
+                                   MicrosOf("g.heartbeat_interval"),
+                                   " AS heartbeat_us")),
+      ") SELECT beat.parts, beat.ttl_us, beat.heartbeat_us, ",
       MicrosOf("o.oldest + beat.session_ttl - clock_timestamp()"), ", ",
       Fingerprint("o.live", "o.newest"),
       " FROM beat, LATERAL (SELECT "
@@ -107,10 +108,6 @@ std::string GroupViewSql() {
       ") FROM sqlgroup.groups g WHERE g.name = $1");
 }
 
-void Notify(pqxx::work& tx, const std::string& payload) {
-  tx.exec_params("SELECT pg_notify($1, $2)", kChannel, payload);
-}
-
 // Stamps the end of every open take of `session` in the ownership log. Run
 // after the statement that removed the session (and, by cascade, its parts)
 // in the same transaction, so the stamp is later than the removal itself.
@@ -123,6 +120,10 @@ void ReleaseSessionHistory(pqxx::work& tx, const std::string& session,
 }
 
 }  // namespace
+
+void Notify(pqxx::work& tx, const std::string& payload) {
+  tx.exec_params("SELECT pg_notify($1, $2)", kChannel, payload);
+}
 
 void PrepareMemberStatements(pqxx::connection& conn) {
   conn.prepare(kHeartbeat, HeartbeatSql());
@@ -228,7 +229,6 @@ absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
     if (r.empty()) return out;
     out.emplace();
     out->settings = SettingsFrom(r[0], 0);
-    out->watched = watch;
     if (!watch) return out;
     if (!r[0][3].is_null()) {
       out->next_expiry = absl::Microseconds(r[0][3].as<int64_t>());

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <pqxx/connection>
+#include <pqxx/transaction>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,8 +56,8 @@ struct GroupView {
 // statement: what a member needs to stay idle without reading the view.
 struct Beat {
   GroupSettings settings;  // current, so ALTERs reach running members
-  // The rest only from a watched heartbeat.
-  bool watched = false;
+  // The rest only from a watched heartbeat (left at these defaults by any
+  // other).
   // Until the earliest other session expires unless it heartbeats
   // (negative: one already has), by the database clock; infinite when the
   // member is alone.
@@ -89,6 +90,9 @@ inline constexpr char kChannel[] = "sqlgroup";
 // of every member of the group.
 std::string SessionChannel(const std::string& session);
 inline constexpr char kPartsFreed[] = "freed";
+
+// Sends `payload` on kChannel when `tx` commits.
+void Notify(pqxx::work& tx, const std::string& payload);
 
 // Registers the statements a member's control connection runs most often
 // (heartbeat, membership read) as prepared statements on `conn`.
