@@ -1,8 +1,8 @@
 // How members learn of changes without polling for them: a drop wakes the
 // member that takes the part (its own NOTIFY channel), and a watched
-// heartbeat (at least one a TTL) shows a join that announced nothing. Polls are
-// set far longer than the waits here, so a test passes only through the wake-up
-// it is about.
+// heartbeat (at least one a TTL) shows a join that announced nothing.
+// Polls are set far longer than the waits here, so a test passes only
+// through the wake-up it is about.
 #include <gtest/gtest.h>
 
 #include <atomic>
