@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "heartbeat_batcher.h"
 #include "member_loop.h"
 #include "metrics.h"
 #include "migrations.h"
@@ -65,6 +66,16 @@ absl::Status ConsumerOptions::Validate() const {
   }
   if (connect_timeout < absl::Seconds(1)) {
     return bad("connect_timeout must be >= 1s");
+  }
+  if (shared_heartbeat) {
+    if (!std::dynamic_pointer_cast<HeartbeatBatcher>(shared_heartbeat)) {
+      return bad("shared_heartbeat must come from SharedHeartbeat::Create");
+    }
+    if (shared_heartbeat->dsn() != dsn) {
+      return bad(
+          "shared_heartbeat was created for another dsn; its sessions would "
+          "be heartbeated in another database");
+    }
   }
   return absl::OkStatus();
 }
@@ -145,6 +156,8 @@ class Consumer::Impl {
     member.use_notify = options_.use_notify;
     member.assignor = options_.assignor;
     member.listener = options_.listener;
+    member.shared_heartbeat =
+        std::dynamic_pointer_cast<HeartbeatBatcher>(options_.shared_heartbeat);
     loop_ = std::make_unique<MemberLoop>(member, settings_, scheduler_,
                                          metrics_, log_);
     WorkerConfig worker;

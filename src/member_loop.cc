@@ -140,6 +140,15 @@ void MemberLoop::PublishOwned() {
 }
 
 void MemberLoop::Run() {
+  // Attached for as long as this member may ask for heartbeats, so a batch
+  // waits for it.
+  if (config_.shared_heartbeat) config_.shared_heartbeat->Attach(settings_.ttl);
+  struct Detach {
+    HeartbeatBatcher* batcher;
+    ~Detach() {
+      if (batcher) batcher->Detach();
+    }
+  } detach{config_.shared_heartbeat.get()};
   while (!StopRequested()) {
     if (phase() == Phase::kFailed) return;
     if (!EnsureConnected()) continue;
@@ -169,10 +178,8 @@ bool MemberLoop::EnsureConnected() {
   options.application_name = "sqlgroup-control";
   // Every control statement must finish well inside the TTL, or a blocked
   // reap or drop could cost this member its own heartbeat.
-  const absl::Duration bound =
-      std::max(settings_.ttl / 4, absl::Milliseconds(250));
-  options.statement_timeout = bound;
-  options.lock_timeout = bound;
+  options.statement_timeout = StatementBound();
+  options.lock_timeout = StatementBound();
   options.idle_in_transaction_timeout = settings_.ttl;
   // Heartbeats, takes, drops and reaps need no flush of their own: a crash
   // that loses the newest of them loses them whole (the database stays the
@@ -230,6 +237,10 @@ void MemberLoop::ListenForSession() {
   });
   // Waiting members poll briskly anyway; this only makes them faster.
   if (!s.ok()) Handle(s);
+}
+
+absl::Duration MemberLoop::StatementBound() const {
+  return std::max(settings_.ttl / 4, absl::Milliseconds(250));
 }
 
 void MemberLoop::SleepUnlessStopped(absl::Duration d) {
@@ -293,7 +304,9 @@ bool MemberLoop::Join() {
   session_ = *id;
   const absl::Time now = absl::Now();
   last_heartbeat_ok_ = now;
-  next_heartbeat_ = now + settings_.heartbeat;
+  next_heartbeat_ = config_.shared_heartbeat
+                        ? HeartbeatBatcher::NextSlot(now, settings_.heartbeat)
+                        : now + settings_.heartbeat;
   next_watch_ = next_heartbeat_;  // the first heartbeat sets the reap timer
   rebalance_now_ = true;
   SetPhase(Phase::kActive);
@@ -313,12 +326,34 @@ bool MemberLoop::Join() {
   return true;
 }
 
+absl::StatusOr<std::optional<store::Beat>> MemberLoop::SendHeartbeat(
+    bool watch) {
+  if (config_.shared_heartbeat) {
+    return config_.shared_heartbeat->Beat(
+        config_.group, session_,
+        absl::Now() + HeartbeatBatcher::kGather + StatementBound());
+  }
+  return store::Heartbeat(*conn_, session_, watch);
+}
+
 void MemberLoop::Heartbeat() {
   const absl::Time start = absl::Now();
-  const bool watch = start >= next_watch_;
-  auto beat = store::Heartbeat(*conn_, session_, watch);
+  const bool shared = config_.shared_heartbeat != nullptr;
+  const bool watch = shared || start >= next_watch_;
+  auto beat = SendHeartbeat(watch);
   if (!beat.ok()) {
-    Handle(beat.status());
+    if (shared && (absl::IsUnavailable(beat.status()) ||
+                   absl::IsDeadlineExceeded(beat.status()))) {
+      // The shared connection failed, not necessarily this member's own.
+      log_->warn("group={} session={} heartbeat failed: {}", config_.group,
+                 session_, std::string(beat.status().message()));
+      if (start - last_heartbeat_ok_ > settings_.ttl) {
+        LoseSession("no heartbeat got through for longer than the TTL");
+        return;
+      }
+    } else {
+      Handle(beat.status());
+    }
     next_heartbeat_ = absl::Now() + settings_.heartbeat / 4;
     return;
   }
@@ -335,7 +370,10 @@ void MemberLoop::Heartbeat() {
   settings_ = (*beat)->settings;
   last_heartbeat_ok_ = start;
   metrics_.Heartbeat(absl::Now() - start);
-  next_heartbeat_ = start + settings_.heartbeat;
+  // Shared: on the process's grid, where the other members ask too.
+  next_heartbeat_ = shared
+                        ? HeartbeatBatcher::NextSlot(start, settings_.heartbeat)
+                        : start + settings_.heartbeat;
   if (!watch) return;
   // Watch again with the first heartbeat after the next other member would
   // expire (a little past, so the server's clock agrees): then it has
@@ -615,7 +653,7 @@ void MemberLoop::Leave() {
   while (scheduler_.AnyBusy() && absl::Now() < deadline) {
     // In-flight acks are fenced on this session being alive: keep it so.
     if (conn_ && !session_.empty() && absl::Now() >= next_heartbeat_) {
-      auto beat = store::Heartbeat(*conn_, session_, /*watch=*/false);
+      auto beat = SendHeartbeat(/*watch=*/false);
       if (!beat.ok()) Handle(beat.status());
       next_heartbeat_ = absl::Now() + settings_.heartbeat;
     }

@@ -21,6 +21,7 @@
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "heartbeat_batcher.h"
 #include "metrics.h"
 #include "part_scheduler.h"
 #include "sqlgroup/consumer.h"
@@ -44,6 +45,9 @@ struct MemberConfig {
   bool use_notify = true;
   std::shared_ptr<const Assignor> assignor;
   RebalanceListener* listener = nullptr;
+  // Heartbeats go through it, with those of the process's other members,
+  // instead of over the control connection. Optional.
+  std::shared_ptr<HeartbeatBatcher> shared_heartbeat;
 };
 
 class MemberLoop {
@@ -76,6 +80,11 @@ class MemberLoop {
   // Returns false when the loop must end (fatal error).
   bool Join();
   void Heartbeat();
+  // One heartbeat, over the shared heartbeat if there is one (then always
+  // a watched one), else over the control connection.
+  absl::StatusOr<std::optional<store::Beat>> SendHeartbeat(bool watch);
+  // How long one control statement may take: well inside the TTL.
+  absl::Duration StatementBound() const;
   // Deletes the group's expired sessions. Runs when the earliest expiry the
   // last view showed falls due, or at once when a view shows expired ones:
   // no reap query on every heartbeat.

@@ -33,6 +33,7 @@
 #include "absl/time/time.h"
 #include "sqlgroup/assignor.h"
 #include "sqlgroup/item.h"
+#include "sqlgroup/shared_heartbeat.h"
 
 namespace spdlog {
 class logger;
@@ -131,6 +132,11 @@ struct ConsumerOptions {
   absl::Duration connect_timeout = absl::Seconds(5);
   // Wake on PostgreSQL LISTEN/NOTIFY; false polls only (e.g. CockroachDB).
   bool use_notify = true;
+  // Optional: heartbeat together with the process's other consumers given
+  // the same one (see shared_heartbeat.h): one statement per interval for
+  // all of them. Created for the same dsn. Null: this consumer heartbeats
+  // over its own control connection.
+  std::shared_ptr<SharedHeartbeat> shared_heartbeat;
 
   // INVALID_ARGUMENT naming the field.
   absl::Status Validate() const;

@@ -36,6 +36,7 @@ GroupSettings SettingsFrom(const pqxx::row& row, int first) {
 
 constexpr char kHeartbeat[] = "sqlgroup_heartbeat";
 constexpr char kWatchedHeartbeat[] = "sqlgroup_watched_heartbeat";
+constexpr char kSharedHeartbeat[] = "sqlgroup_shared_heartbeat";
 constexpr char kGroupView[] = "sqlgroup_group_view";
 
 // The live members' fingerprint (Beat::membership, GroupView::membership)
@@ -50,15 +51,26 @@ std::string Fingerprint(const std::string& count,
 // The heartbeat: one statement, autocommitted and prepared, since every
 // member sends it every interval. One row by primary key and the group's
 // settings, so its cost does not grow with the members.
-// `returning`: what it returns of s and g.
-std::string HeartbeatUpdate(const std::string& returning) {
+// `ids`: which sessions (a condition on s.id); `returning`: what it returns
+// of s and g.
+std::string HeartbeatUpdate(const std::string& ids,
+                            const std::string& returning) {
   return absl::StrCat(
       "UPDATE sqlgroup.sessions s SET heartbeated_at = clock_timestamp() "
-      "FROM sqlgroup.groups g WHERE s.id = $1::uuid AND g.name = s.group_name "
-      "AND ",
-      kAlive, " RETURNING ", returning);
+      "FROM sqlgroup.groups g WHERE s.id ",
+      ids, " AND g.name = s.group_name AND ", kAlive, " RETURNING ", returning);
 }
-std::string HeartbeatSql() { return HeartbeatUpdate(SettingsColumns()); }
+constexpr char kOneSession[] = "= $1::uuid";
+std::string HeartbeatSql() {
+  return HeartbeatUpdate(kOneSession, SettingsColumns());
+}
+
+// What a watched heartbeat's UPDATE returns for the read that follows it.
+std::string BeatColumns() {
+  return absl::StrCat("s.group_name, g.session_ttl, g.parts, ",
+                      MicrosOf("g.session_ttl"), " AS ttl_us, ",
+                      MicrosOf("g.heartbeat_interval"), " AS heartbeat_us");
+}
 
 // The watched heartbeat also reads, over the group's session rows, when the
 // next other member expires and a fingerprint of the live ones, so an idle
@@ -67,11 +79,7 @@ std::string HeartbeatSql() { return HeartbeatUpdate(SettingsColumns()); }
 // fires (or a TTL after the last one), not every interval.
 std::string WatchedHeartbeatSql() {
   return absl::StrCat(
-      "WITH beat AS (",
-      HeartbeatUpdate(absl::StrCat("s.group_name, g.session_ttl, g.parts, ",
-                                   MicrosOf("g.session_ttl"), " AS ttl_us, ",
-                                   MicrosOf("g.heartbeat_interval"),
-                                   " AS heartbeat_us")),
+      "WITH beat AS (", HeartbeatUpdate(kOneSession, BeatColumns()),
       ") SELECT beat.parts, beat.ttl_us, beat.heartbeat_us, ",
       MicrosOf("o.oldest + beat.session_ttl - clock_timestamp()"), ", ",
       Fingerprint("o.live", "o.newest"),
@@ -82,6 +90,33 @@ std::string WatchedHeartbeatSql() {
       "  max(x.created_at) FILTER (WHERE x.heartbeated_at > "
       "    clock_timestamp() - beat.session_ttl) AS newest "
       "  FROM sqlgroup.sessions x WHERE x.group_name = beat.group_name) o");
+}
+
+// The shared heartbeat of the members of one process: every session of $1
+// (any groups) in one UPDATE by primary key, and per group one read of its
+// session rows, so each reply is a watched one at O(members) per group and
+// statement, not per session. Others' expiry counts only the sessions this
+// statement did not refresh (those it did expire a TTL from now).
+std::string SharedHeartbeatSql() {
+  return absl::StrCat(
+      "WITH beat AS (",
+      HeartbeatUpdate("= ANY($1::uuid[])",
+                      absl::StrCat("s.id, ", BeatColumns())),
+      "), seen AS (SELECT x.group_name, "
+      "  min(x.heartbeated_at) FILTER (WHERE b.id IS NULL) AS oldest, "
+      "  count(*) FILTER (WHERE x.heartbeated_at > "
+      "    clock_timestamp() - g.session_ttl) AS live, "
+      "  max(x.created_at) FILTER (WHERE x.heartbeated_at > "
+      "    clock_timestamp() - g.session_ttl) AS newest "
+      "  FROM sqlgroup.sessions x "
+      "  JOIN sqlgroup.groups g ON g.name = x.group_name "
+      "  LEFT JOIN beat b ON b.id = x.id "
+      "  WHERE x.group_name IN (SELECT group_name FROM beat) "
+      "  GROUP BY x.group_name) "
+      "SELECT beat.id::text, beat.parts, beat.ttl_us, beat.heartbeat_us, ",
+      MicrosOf("seen.oldest + beat.session_ttl - clock_timestamp()"), ", ",
+      Fingerprint("seen.live", "seen.newest"),
+      " FROM beat JOIN seen ON seen.group_name = beat.group_name");
 }
 
 // The membership read: one statement, so one snapshot and one round trip
@@ -128,6 +163,7 @@ void Notify(pqxx::work& tx, const std::string& payload) {
 void PrepareMemberStatements(pqxx::connection& conn) {
   conn.prepare(kHeartbeat, HeartbeatSql());
   conn.prepare(kWatchedHeartbeat, WatchedHeartbeatSql());
+  conn.prepare(kSharedHeartbeat, SharedHeartbeatSql());
   conn.prepare(kGroupView, GroupViewSql());
 }
 
@@ -235,6 +271,25 @@ absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
     }
     out->membership = r[0][4].as<std::string>();
     return out;
+  });
+}
+
+absl::StatusOr<std::map<std::string, Beat>> HeartbeatMany(
+    pqxx::connection& conn, const std::vector<std::string>& sessions) {
+  using Beats = std::map<std::string, Beat>;
+  return GuardOr<Beats>("shared heartbeat", [&] {
+    pqxx::nontransaction tx(conn);
+    Beats beats;
+    for (const pqxx::row& row :
+         tx.exec_prepared(kSharedHeartbeat, SqlArray(sessions))) {
+      Beat& beat = beats[row[0].as<std::string>()];
+      beat.settings = SettingsFrom(row, 1);
+      if (!row[4].is_null()) {
+        beat.next_expiry = absl::Microseconds(row[4].as<int64_t>());
+      }
+      beat.membership = row[5].as<std::string>();
+    }
+    return beats;
   });
 }
 

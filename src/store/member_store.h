@@ -123,6 +123,13 @@ absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
                                               const std::string& session,
                                               bool watch);
 
+// Heartbeats `sessions` (of any groups) in one statement, as Heartbeat
+// does one: the members of one process sharing a connection. Every reply is
+// a watched one; its next_expiry counts only the sessions this statement did
+// not refresh. Sessions that expired or are gone have no entry.
+absl::StatusOr<std::map<std::string, Beat>> HeartbeatMany(
+    pqxx::connection& conn, const std::vector<std::string>& sessions);
+
 // Deletes the group's expired sessions (their parts and claims go with
 // them) one statement each, stopping once `deadline` has passed, and
 // returns their ids.

@@ -1,0 +1,195 @@
+#include "heartbeat_batcher.h"
+
+#include <algorithm>
+#include <pqxx/pqxx>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "backoff.h"
+#include "store/connection.h"
+
+namespace sqlgroup {
+
+absl::StatusOr<std::shared_ptr<SharedHeartbeat>> SharedHeartbeat::Create(
+    SharedHeartbeatOptions options) {
+  if (options.connect_timeout < absl::Seconds(1)) {
+    return absl::InvalidArgumentError(
+        "SharedHeartbeatOptions.connect_timeout must be >= 1s");
+  }
+  // Only to check the connection string now, where the caller can act on
+  // the error: the sending thread connects with its own settings.
+  store::ConnectOptions connect;
+  connect.connect_timeout = options.connect_timeout;
+  connect.application_name = "sqlgroup-heartbeat";
+  auto conn = store::Connect(options.dsn, connect);
+  if (!conn.ok()) return conn.status();
+  conn->reset();
+  return std::make_shared<HeartbeatBatcher>(std::move(options));
+}
+
+HeartbeatBatcher::HeartbeatBatcher(SharedHeartbeatOptions options)
+    : options_(std::move(options)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+HeartbeatBatcher::~HeartbeatBatcher() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+SharedHeartbeatStats HeartbeatBatcher::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void HeartbeatBatcher::Attach(absl::Duration ttl) {
+  absl::MutexLock lock(&mu_);
+  ++attached_;
+  min_ttl_ = std::min(min_ttl_, ttl);
+}
+
+void HeartbeatBatcher::Detach() {
+  absl::MutexLock lock(&mu_);
+  --attached_;
+}
+
+absl::Time HeartbeatBatcher::NextSlot(absl::Time t, absl::Duration interval) {
+  const int64_t step = std::max<int64_t>(1, absl::ToInt64Nanoseconds(interval));
+  const int64_t now = absl::ToUnixNanos(t);
+  return absl::FromUnixNanos((now / step + 1) * step);
+}
+
+bool HeartbeatBatcher::BatchReady() const {
+  return stop_ || static_cast<int>(pending_.size()) >= attached_;
+}
+
+absl::StatusOr<std::optional<store::Beat>> HeartbeatBatcher::Beat(
+    const std::string& group, const std::string& session, absl::Time deadline) {
+  auto request = std::make_shared<Request>();
+  request->group = group;
+  request->session = session;
+  absl::MutexLock lock(&mu_);
+  if (stop_) return absl::UnavailableError("shared heartbeat stopped");
+  if (pending_.empty()) first_pending_ = absl::Now();
+  pending_.push_back(request);
+  if (!mu_.AwaitWithDeadline(absl::Condition(&request->done), deadline)) {
+    return absl::DeadlineExceededError(
+        "shared heartbeat: no reply in time (the statement or the "
+        "connection is slow)");
+  }
+  return request->result;
+}
+
+void HeartbeatBatcher::Run() {
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    mu_.Await(absl::Condition(
+        +[](HeartbeatBatcher* b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(b->mu_) {
+          return b->stop_ || !b->pending_.empty();
+        },
+        this));
+    if (stop_) break;
+    // Members on the same grid ask within a few milliseconds of each other.
+    mu_.AwaitWithDeadline(absl::Condition(this, &HeartbeatBatcher::BatchReady),
+                          first_pending_ + kGather);
+    if (stop_) break;
+    Batch batch;
+    batch.swap(pending_);
+    mu_.Unlock();
+    Send(batch);
+    mu_.Lock();
+    for (const auto& request : batch) request->done = true;
+  }
+  for (const auto& request : pending_) {
+    request->result = absl::UnavailableError("shared heartbeat stopped");
+    request->done = true;
+  }
+  pending_.clear();
+}
+
+bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
+  if (conn_) return true;
+  const absl::Time now = absl::Now();
+  if (now < next_connect_) {
+    *why = last_connect_error_;
+    return false;
+  }
+  absl::Duration ttl;
+  {
+    absl::MutexLock lock(&mu_);
+    ttl = min_ttl_;
+  }
+  store::ConnectOptions options;
+  options.connect_timeout = options_.connect_timeout;
+  options.application_name = "sqlgroup-heartbeat";
+  // As on a member's control connection: a heartbeat must finish well
+  // inside the TTL, and needs no WAL flush of its own.
+  const absl::Duration bound = ttl == absl::InfiniteDuration()
+                                   ? absl::Seconds(1)
+                                   : std::max(ttl / 4, absl::Milliseconds(250));
+  options.statement_timeout = bound;
+  options.lock_timeout = bound;
+  options.asynchronous_commit = true;
+  auto conn = store::Connect(options_.dsn, options);
+  if (!conn.ok()) {
+    ++connect_failures_;
+    next_connect_ = now + Backoff(connect_failures_, absl::Milliseconds(100),
+                                  absl::Seconds(2));
+    last_connect_error_ = absl::UnavailableError(
+        absl::StrCat("shared heartbeat: ", conn.status().message()));
+    *why = last_connect_error_;
+    return false;
+  }
+  conn_ = std::move(*conn);
+  store::PrepareMemberStatements(*conn_);
+  connect_failures_ = 0;
+  return true;
+}
+
+void HeartbeatBatcher::Send(const Batch& batch) {
+  auto fail = [&](const absl::Status& s) {
+    for (const auto& request : batch) request->result = s;
+    absl::MutexLock lock(&mu_);
+    ++stats_.failures;
+  };
+  absl::Status why;
+  if (!EnsureConnected(&why)) {
+    fail(why);
+    return;
+  }
+  std::vector<std::string> sessions;
+  for (const auto& request : batch) sessions.push_back(request->session);
+  std::sort(sessions.begin(), sessions.end());
+  sessions.erase(std::unique(sessions.begin(), sessions.end()), sessions.end());
+  auto beats = store::HeartbeatMany(*conn_, sessions);
+  if (!beats.ok()) {
+    if (absl::IsUnavailable(beats.status()) ||
+        absl::IsUnknown(beats.status())) {
+      conn_.reset();
+    }
+    fail(absl::UnavailableError(beats.status().message()));
+    return;
+  }
+  std::set<std::string> told;  // groups whose reaper this batch named
+  for (const auto& request : batch) {
+    auto it = beats->find(request->session);
+    if (it == beats->end()) {
+      request->result = std::optional<store::Beat>();
+      continue;
+    }
+    store::Beat beat = it->second;
+    if (!told.insert(request->group).second) {
+      beat.next_expiry = absl::InfiniteDuration();
+    }
+    request->result = std::optional<store::Beat>(std::move(beat));
+  }
+  absl::MutexLock lock(&mu_);
+  ++stats_.statements;
+  stats_.beats += static_cast<int64_t>(sessions.size());
+}
+
+}  // namespace sqlgroup

@@ -1,0 +1,200 @@
+// Consumers of one process that share a heartbeat: one statement per
+// interval for all their sessions, while each session still lives only as
+// long as its own consumer asks for it.
+#include "sqlgroup/shared_heartbeat.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <pqxx/pqxx>
+
+#include "heartbeat_batcher.h"
+#include "support/consumer_fixture.h"
+#include "support/wait.h"
+
+namespace sqlgroup {
+namespace {
+
+using testing::WaitFor;
+
+class SharedHeartbeatTest : public testing::ConsumerFixture {
+ protected:
+  void SetUp() override {
+    ConsumerFixture::SetUp();
+    auto shared = SharedHeartbeat::Create({member_dsn_});
+    ASSERT_TRUE(shared.ok()) << shared.status();
+    shared_ = *shared;
+  }
+
+  ConsumerOptions Sharing(const std::string& group) {
+    ConsumerOptions o = Options(group, Recorder(group));
+    o.shared_heartbeat = shared_;
+    return o;
+  }
+
+  std::vector<std::string> Sessions(
+      const std::vector<std::unique_ptr<Consumer>>& members) {
+    std::vector<std::string> ids;
+    for (const auto& c : members) ids.push_back(c->session_id());
+    return ids;
+  }
+
+  int64_t HeartbeatBackends() {
+    return Count(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE application_name = 'sqlgroup-heartbeat'");
+  }
+
+  std::shared_ptr<SharedHeartbeat> shared_;
+};
+
+std::vector<Consumer*> Raw(const std::vector<std::unique_ptr<Consumer>>& cs) {
+  std::vector<Consumer*> raw;
+  for (const auto& c : cs) raw.push_back(c.get());
+  return raw;
+}
+
+TEST(NextSlot, IsTheNextMultipleOfTheIntervalStrictlyAfter) {
+  const absl::Duration s = absl::Seconds(1);
+  EXPECT_EQ(HeartbeatBatcher::NextSlot(absl::FromUnixMillis(10'250), s),
+            absl::FromUnixSeconds(11));
+  EXPECT_EQ(HeartbeatBatcher::NextSlot(absl::FromUnixSeconds(11), s),
+            absl::FromUnixSeconds(12));
+  EXPECT_EQ(HeartbeatBatcher::NextSlot(absl::FromUnixMillis(10'999),
+                                       absl::Milliseconds(400)),
+            absl::FromUnixMillis(11'200));
+}
+
+TEST_F(SharedHeartbeatTest, MembersOfOneProcessHeartbeatInOneStatement) {
+  CreateGroup("g", 12);  // TTL 2 s, heartbeat 400 ms
+  std::vector<std::unique_ptr<Consumer>> members;
+  for (int i = 0; i < 6; ++i) members.push_back(Start(Sharing("g")));
+  ASSERT_TRUE(Settles("g", 12, Raw(members)));
+  const std::vector<std::string> sessions = Sessions(members);
+  const SharedHeartbeatStats before = shared_->stats();
+  absl::SleepFor(absl::Seconds(4));  // 10 intervals, two TTLs
+  const SharedHeartbeatStats after = shared_->stats();
+  const int64_t beats = after.beats - before.beats;
+  const int64_t statements = after.statements - before.statements;
+  // Every member kept its session by these heartbeats alone...
+  EXPECT_EQ(Sessions(members), sessions);
+  EXPECT_GE(beats, 6 * 10 * 8 / 10) << statements << " statements";
+  // ...sent together: about one statement per interval, not one per member.
+  EXPECT_LE(statements * 4, beats) << beats << " beats";
+  EXPECT_EQ(after.failures, 0);
+  EXPECT_EQ(HeartbeatBackends(), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.sessions WHERE "
+                  "heartbeated_at > clock_timestamp() - interval '1 second'"),
+            6);
+  for (auto& c : members) EXPECT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.sessions"), 0);
+}
+
+// A listener that, once armed, hangs the control thread of its member at
+// the next rebalance: the member's session must expire and be reaped, while
+// the members it shares the heartbeat with keep theirs.
+class Hang : public RebalanceListener {
+ public:
+  void OnPartsAssigned(const std::vector<int>&) override { Wait(); }
+  void OnPartsRevoked(const std::vector<int>&) override { Wait(); }
+  void Wait() {
+    if (!armed) return;
+    hung = true;
+    while (armed) absl::SleepFor(absl::Milliseconds(5));
+  }
+  std::atomic<bool> armed{false};
+  std::atomic<bool> hung{false};
+};
+
+TEST_F(SharedHeartbeatTest, AMemberThatHangsExpiresWhileTheOthersStay) {
+  // TTL 2 s, heartbeat 400 ms. 12 parts: from 3 members to 4, every
+  // member's range changes (no boundary of 3 blocks is one of 4).
+  CreateGroup("g", 12);
+  std::vector<std::unique_ptr<Consumer>> others;
+  for (int i = 0; i < 2; ++i) others.push_back(Start(Sharing("g")));
+  Hang hang;
+  ConsumerOptions o = Sharing("g");
+  o.listener = &hang;
+  auto hung = Start(std::move(o));
+  // Declared after `hung`, so released before it is stopped, however the
+  // test ends.
+  struct Release {
+    Hang& hang;
+    ~Release() { hang.armed = false; }
+  } release{hang};
+  std::vector<Consumer*> three = Raw(others);
+  three.push_back(hung.get());
+  ASSERT_TRUE(Settles("g", 12, three));
+  absl::SleepFor(absl::Seconds(1));  // it has heartbeated with the others
+  const std::string hung_session = hung->session_id();
+  // A fourth member joins: the next rebalance hangs the third.
+  hang.armed = true;
+  others.push_back(Start(Sharing("g")));
+  ASSERT_TRUE(WaitFor([&] { return hang.hung.load(); }, absl::Seconds(5)));
+  const std::vector<std::string> sessions = Sessions(others);
+  // Its session goes within the TTL and a heartbeat or two, and its parts
+  // go to the others.
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Count(absl::StrCat("SELECT count(*) FROM sqlgroup.sessions "
+                                  "WHERE id = '",
+                                  hung_session, "'")) == 0;
+      },
+      absl::Seconds(4)));
+  EXPECT_TRUE(Settles("g", 12, Raw(others), absl::Seconds(3)));
+  EXPECT_EQ(Sessions(others), sessions);
+  // Released, it finds its session gone and joins again as a new one.
+  hang.armed = false;
+  std::vector<Consumer*> all = Raw(others);
+  all.push_back(hung.get());
+  EXPECT_TRUE(Settles("g", 12, all));
+  EXPECT_NE(hung->session_id(), hung_session);
+  EXPECT_EQ(Sessions(others), sessions);
+}
+
+TEST_F(SharedHeartbeatTest, AKilledHeartbeatConnectionCostsNoSession) {
+  CreateGroup("g", 6);  // TTL 2 s, heartbeat 400 ms
+  std::vector<std::unique_ptr<Consumer>> members;
+  for (int i = 0; i < 3; ++i) members.push_back(Start(Sharing("g")));
+  ASSERT_TRUE(Settles("g", 6, Raw(members)));
+  const std::vector<std::string> sessions = Sessions(members);
+  // It connects for the first heartbeat.
+  ASSERT_TRUE(
+      WaitFor([&] { return HeartbeatBackends() == 1; }, absl::Seconds(2)));
+  ASSERT_EQ(Count("SELECT count(pg_terminate_backend(pid)) FROM "
+                  "pg_stat_activity WHERE application_name = "
+                  "'sqlgroup-heartbeat'"),
+            1);
+  const SharedHeartbeatStats killed = shared_->stats();
+  absl::SleepFor(absl::Seconds(3));  // past the TTL
+  const SharedHeartbeatStats after = shared_->stats();
+  EXPECT_GE(after.failures, 1);  // the statement after the kill
+  EXPECT_GE(after.statements - killed.statements, 4);  // and it goes on
+  EXPECT_EQ(HeartbeatBackends(), 1);
+  EXPECT_EQ(Sessions(members), sessions);
+  EXPECT_TRUE(OwnedAsTargeted("g", 6, Raw(members)));
+}
+
+TEST_F(SharedHeartbeatTest, WrongInputIsRefusedWithAReason) {
+  CreateGroup("g", 2);
+  // Shared over another connection string than the consumer's.
+  auto other = SharedHeartbeat::Create({db_.dsn()});
+  ASSERT_TRUE(other.ok()) << other.status();
+  ConsumerOptions o = Options("g", Recorder("g"));
+  o.shared_heartbeat = *other;
+  auto c = Consumer::Create(std::move(o));
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(c.status())) << c.status();
+  EXPECT_NE(c.status().message().find("another dsn"), std::string::npos);
+  // Nothing listens there.
+  auto unreachable = SharedHeartbeat::Create(
+      {"host=127.0.0.1 port=1 dbname=x", absl::Seconds(1)});
+  ASSERT_FALSE(unreachable.ok());
+  EXPECT_TRUE(absl::IsUnavailable(unreachable.status()))
+      << unreachable.status();
+  EXPECT_NE(unreachable.status().message().find("127.0.0.1"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace sqlgroup
