@@ -151,9 +151,9 @@ const std::map<std::string, Command>& Commands() {
         RunProduce}},
       {"consume",
        {"consume --group NAME [--handler noop|count|record|sleep:D|fail:RATE] "
-        "[--instance NAME] [--workers 4] [--batch] "
+        "[--instance NAME] [--workers 4] [--members 1] [--batch] "
         "[--metrics_addr 127.0.0.1:9464]",
-        {"group", "handler", "instance", "workers", "claim_batch",
+        {"group", "handler", "instance", "workers", "members", "claim_batch",
          "max_attempts", "batch", "notify", "metrics_addr"},
         0,
         RunConsume}},

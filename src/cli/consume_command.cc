@@ -1,9 +1,12 @@
-// `sqlgroup consume`: one member, until SIGINT or SIGTERM (graceful).
+// `sqlgroup consume`: one member (or --members N sharing a heartbeat), until
+// SIGINT or SIGTERM (graceful).
 #include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 #include <signal.h>
 
 #include <cstdio>
+#include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -15,6 +18,7 @@
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 #include "sqlgroup/consumer.h"
+#include "sqlgroup/shared_heartbeat.h"
 #include "status_macros.h"
 
 namespace sqlgroup::cli {
@@ -40,13 +44,17 @@ absl::Status RunConsume(const Args&) {
   RETURN_IF_ERROR(RequireGroupFlag());
   ASSIGN_OR_RETURN(HandlerSpec spec,
                    ParseHandlerSpec(absl::GetFlag(FLAGS_handler)));
+  const int members = absl::GetFlag(FLAGS_members);
+  if (members < 1 || members > 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--members must be 1..1000, got ", members));
+  }
   // Before any thread starts, so that all inherit the mask.
   const sigset_t signals = BlockStopSignals();
 
   ConsumerOptions options;
   options.dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
   options.group = absl::GetFlag(FLAGS_group);
-  options.instance = absl::GetFlag(FLAGS_instance);
   options.workers = absl::GetFlag(FLAGS_workers);
   options.claim_batch = absl::GetFlag(FLAGS_claim_batch);
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
@@ -62,18 +70,31 @@ absl::Status RunConsume(const Args&) {
   } else {
     options.handler = handler;
   }
-  // The consumer is checked (schema, group) before the port is taken, so a
-  // wrong database is reported as such.
+  // The consumers are checked (schema, group) before the port is taken, so
+  // a wrong database is reported as such.
   auto registry = std::make_shared<prometheus::Registry>();
   const std::string addr = absl::GetFlag(FLAGS_metrics_addr);
   if (!addr.empty()) options.metrics = registry.get();
-  const std::string dsn = options.dsn;
-  ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(options)));
+  if (members > 1) {
+    ASSIGN_OR_RETURN(options.shared_heartbeat,
+                     SharedHeartbeat::Create({options.dsn}));
+  }
+  const std::string instance = absl::GetFlag(FLAGS_instance);
+  std::vector<std::unique_ptr<Consumer>> consumers;
+  for (int i = 0; i < members; ++i) {
+    ConsumerOptions o = options;
+    // Empty: host:pid, and host:pid/N for the second and later.
+    o.instance = instance.empty() || members == 1
+                     ? instance
+                     : absl::StrCat(instance, "/", i + 1);
+    ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(o)));
+    consumers.push_back(std::move(consumer));
+  }
   // Only once the schema and the group are known good: bad input changes
   // nothing.
   if (spec.kind == HandlerSpec::Kind::kCount ||
       spec.kind == HandlerSpec::Kind::kRecord) {
-    RETURN_IF_ERROR(EnsureDemoTables(dsn));
+    RETURN_IF_ERROR(EnsureDemoTables(options.dsn));
   }
   std::unique_ptr<prometheus::Exposer> exposer;
   if (!addr.empty()) {
@@ -91,23 +112,48 @@ absl::Status RunConsume(const Args&) {
       CliLogger()->info("metrics on http://{}:{}/metrics", host, port);
     }
   }
-  RETURN_IF_ERROR(consumer->Start());
-  CliLogger()->info("consuming group={} handler={} (SIGINT/SIGTERM stops)",
-                    absl::GetFlag(FLAGS_group), absl::GetFlag(FLAGS_handler));
-  while (consumer->state() == Consumer::State::kRunning) {
+  for (auto& consumer : consumers) RETURN_IF_ERROR(consumer->Start());
+  CliLogger()->info(
+      "consuming group={} handler={} members={} (SIGINT/SIGTERM stops)",
+      options.group, absl::GetFlag(FLAGS_handler), members);
+  auto all_running = [&] {
+    for (const auto& c : consumers) {
+      if (c->state() != Consumer::State::kRunning) return false;
+    }
+    return true;
+  };
+  while (all_running()) {
     if (const int sig = TakeStopSignal(signals, absl::Milliseconds(200))) {
       CliLogger()->info("signal {}: stopping gracefully", sig);
       break;
     }
   }
-  const absl::Status stopped = consumer->Stop();
-  const ConsumerStats s = consumer->stats();
+  // Stopped together: each drains and leaves at once, so the parts of all
+  // move in one rebalance rather than one member after another.
+  std::vector<std::thread> stops;
+  std::vector<absl::Status> stopped(consumers.size());
+  for (size_t i = 0; i < consumers.size(); ++i) {
+    stops.emplace_back([&, i] { stopped[i] = consumers[i]->Stop(); });
+  }
+  for (auto& t : stops) t.join();
+  ConsumerStats total;
+  for (const auto& c : consumers) {
+    const ConsumerStats s = c->stats();
+    total.claimed += s.claimed;
+    total.acked += s.acked;
+    total.failed += s.failed;
+    total.dead_lettered += s.dead_lettered;
+    total.lost_claims += s.lost_claims;
+    total.sessions_lost += s.sessions_lost;
+    total.rebalances += s.rebalances;
+  }
   CliLogger()->info(
       "stopped: claimed={} acked={} failed={} dead_lettered={} "
       "lost_claims={} sessions_lost={} rebalances={}",
-      s.claimed, s.acked, s.failed, s.dead_lettered, s.lost_claims,
-      s.sessions_lost, s.rebalances);
-  return stopped;
+      total.claimed, total.acked, total.failed, total.dead_lettered,
+      total.lost_claims, total.sessions_lost, total.rebalances);
+  for (const absl::Status& s : stopped) RETURN_IF_ERROR(s);
+  return absl::OkStatus();
 }
 
 }  // namespace sqlgroup::cli

@@ -31,6 +31,9 @@ ABSL_FLAG(std::string, instance, "",
           "consume: a name for this member, shown by describe and metrics");
 ABSL_FLAG(int32_t, workers, 4,
           "consume: worker threads (one database connection each)");
+ABSL_FLAG(int32_t, members, 1,
+          "consume: members (sessions) this process runs, each with its own "
+          "workers; more than one heartbeat together on one connection");
 ABSL_FLAG(int32_t, claim_batch, 64, "consume: items claimed per query");
 ABSL_FLAG(int32_t, max_attempts, 5,
           "consume: failed deliveries before an item is dead-lettered");

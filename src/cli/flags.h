@@ -24,6 +24,7 @@ ABSL_DECLARE_FLAG(std::string, group);
 ABSL_DECLARE_FLAG(std::string, handler);
 ABSL_DECLARE_FLAG(std::string, instance);
 ABSL_DECLARE_FLAG(int32_t, workers);
+ABSL_DECLARE_FLAG(int32_t, members);
 ABSL_DECLARE_FLAG(int32_t, claim_batch);
 ABSL_DECLARE_FLAG(int32_t, max_attempts);
 ABSL_DECLARE_FLAG(bool, batch);

@@ -53,12 +53,16 @@ class FleetTest : public ::testing::Test {
     }
   }
 
+  // A `sqlgroup consume` process named `name`; with members > 1 its
+  // members are name/1, name/2, ...
   ChildProcess& StartMember(const std::string& name,
-                            const std::string& handler = "count") {
+                            const std::string& handler = "count",
+                            int members = 1) {
     members_[name] = std::make_unique<ChildProcess>(
         std::vector<std::string>{CliPath(), "consume", "--dsn", db_.dsn(),
                                  "--group", "g", "--handler", handler,
                                  "--workers", "2", "--instance", name,
+                                 "--members", std::to_string(members),
                                  "--metrics_addr", "127.0.0.1:0"},
         (log_dir_ / (name + ".log")).string());
     return *members_[name];
@@ -183,6 +187,45 @@ TEST_F(FleetTest, AMemberPausedPastItsTtlNeverAcknowledgesAndRejoins) {
   const std::string log = zombie.Log();
   EXPECT_THAT(log, HasSubstr("lost: session"));
   EXPECT_THAT(log, HasSubstr("sessions_lost=1"));
+}
+
+// Three members in one process, heartbeating on one shared connection:
+// paused past the TTL they all expire and lose their parts to the member
+// of another process, and come back; stopped, they leave at once.
+TEST_F(FleetTest, AProcessOfManyMembersPausedAndStoppedLosesNothing) {
+  Produce(2000);
+  ChildProcess& many = StartMember("many", "count:5ms", 3);
+  StartMember("one", "count:5ms");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return SettledOn({"many/1", "many/2", "many/3", "one"});
+      },
+      absl::Seconds(20)));
+  EXPECT_EQ(Count("SELECT count(*) FROM pg_stat_activity "
+                  "WHERE application_name = 'sqlgroup-heartbeat'"),
+            1);
+  many.Signal(SIGSTOP);
+  ASSERT_TRUE(WaitFor([&] { return SettledOn({"one"}); }, absl::Seconds(20)));
+  absl::SleepFor(kTtl);  // paused well past its TTL
+  many.Signal(SIGCONT);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return SettledOn({"many/1", "many/2", "many/3", "one"});
+      },
+      absl::Seconds(20)));
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("SELECT count(*) FROM sqlgroup.items") == 0; },
+              absl::Seconds(120)));
+  ExpectCountersExact();
+  many.Signal(SIGTERM);
+  const absl::Time stopped = absl::Now();
+  ASSERT_EQ(many.Wait(absl::Seconds(20)), 0);
+  // Graceful: the parts move without waiting for a TTL.
+  ASSERT_TRUE(WaitFor([&] { return SettledOn({"one"}); }, absl::Seconds(10)));
+  EXPECT_LT(absl::Now() - stopped, kTtl);
+  const std::string log = many.Log();
+  EXPECT_THAT(log, HasSubstr("members=3"));
+  EXPECT_THAT(log, HasSubstr("sessions_lost=3"));
 }
 
 TEST_F(FleetTest, TwentyThousandItemsExactlyOnceThroughJoinsLeavesAndDeaths) {
