@@ -112,7 +112,17 @@ absl::Status RunConsume(const Args&) {
       CliLogger()->info("metrics on http://{}:{}/metrics", host, port);
     }
   }
-  for (auto& consumer : consumers) RETURN_IF_ERROR(consumer->Start());
+  // One after another, each once the last has registered (or a second
+  // passed): N members connecting and joining in the same instant make a
+  // storm of connections and rebalances that a busy server can fall
+  // behind on for good (connects time out, are retried, and pile up).
+  for (auto& consumer : consumers) {
+    RETURN_IF_ERROR(consumer->Start());
+    const absl::Time deadline = absl::Now() + absl::Seconds(1);
+    while (consumer->session_id().empty() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
   CliLogger()->info(
       "consuming group={} handler={} members={} (SIGINT/SIGTERM stops)",
       options.group, absl::GetFlag(FLAGS_handler), members);
