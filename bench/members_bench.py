@@ -2,12 +2,15 @@
 """Many members in one group (issue 7): what idle coordination costs the
 database, and how fast a join and a graceful leave converge.
 
-M `sqlgroup consume` processes (one session each, --workers 1 by default)
-join one group of P parts on a private PostgreSQL 15 that this script
-starts itself (default durability, max_connections raised to fit every
-member, pg_stat_statements preloaded). Once the group has settled on its
-lexical target and stayed idle for a while, over K consecutive windows of
-W seconds (CPU: the median of the windows; rates: over all of them):
+M members (one session each, --workers 1 by default) join one group of P
+parts on a private PostgreSQL 15 that this script starts itself (default
+durability, max_connections raised to fit every member, pg_stat_statements
+preloaded). They run as `sqlgroup consume` processes of --per-process K
+members each (default 1: a process per member; K > 1: threads of one
+process, heartbeating together on one connection). Once the group has
+settled on its lexical target and stayed idle for a while, over N
+consecutive windows of W seconds (CPU: the median of the windows; rates:
+over all of them):
   db_cpu_pct       CPU of every process of the cluster (postmaster, backends,
                    background workers; utime+stime from /proc, exited
                    children through the postmaster's cutime+cstime), as %
@@ -17,15 +20,18 @@ W seconds (CPU: the median of the windows; rates: over all of them):
   stmt_s           statements/s from pg_stat_statements, BEGIN/COMMIT and
                    SET excluded; also per member
   top statements   by total execution time (pg_stat_statements)
-  rss_mb           peak RSS (VmHWM) per member: mean and max
+  rss_mb           peak RSS (VmHWM) per member (a process's over K): mean
+                   and max
   conns            database connections of the members
-Then R times: one member joins (M+1), and one graceful leave (SIGTERM to a
-random member, back to M): seconds from the start / the signal until every
+Then R times: one member joins (M+1, a process of its own), and one
+graceful leave (SIGTERM to a random member, back to M; with K > 1 to the
+member that just joined): seconds from the start / the signal until every
 part is owned by its lexical target (one SQL query, polled every ~10 ms).
 Prints a table and one JSON line per P.
 
 Usage: bench/members_bench.py --cli build/sqlgroup [--members 200]
-         [--parts 256,4096] [--workers 1] [--window 20] [--windows 3]
+         [--parts 256,4096] [--workers 1] [--per-process 1]
+         [--window 20] [--windows 3]
          [--repeats 5]
          [--ttl 5s] [--heartbeat 1s]
 """
@@ -164,24 +170,30 @@ def proc_stat(pid):
 class Fleet:
     def __init__(self, dsn, workdir):
         self.dsn, self.workdir = dsn, workdir
-        self.members = {}  # name -> Popen
+        self.members = {}  # process name -> Popen
+        self.size = {}     # process name -> members it runs
         self.serial = 0
         self.restarts = 0
 
-    def start(self, group):
+    def start(self, group, members=1):
+        """One `sqlgroup consume` process running `members` members (more
+        than one share a heartbeat connection)."""
         name = "m%d" % self.serial
         self.serial += 1
         log = open(os.path.join(self.workdir, name + ".log"), "w")
         self.members[name] = subprocess.Popen(
             [ARGS.cli, "consume", "--dsn", self.dsn, "--group", group,
              "--handler", "noop", "--workers", str(ARGS.workers),
+             "--members", str(members),
              "--instance", name, "--metrics_addr", "", "--log_level", "warn"],
             stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        self.size[name] = members
         log.close()
         return name
 
     def stop(self, name):
         p = self.members.pop(name)
+        self.size.pop(name)
         p.send_signal(signal.SIGTERM)
         return p
 
@@ -218,7 +230,7 @@ class Fleet:
                                    (name, self.workdir))
             self.members.pop(name)
             self.restarts += 1
-            self.start(restart_group)
+            self.start(restart_group, self.size.pop(name))
 
 
 def settled_sql(group, parts, members):
@@ -281,15 +293,21 @@ def measure(cluster, db, fleet, parts):
                    check=True, capture_output=True)
     # Start in waves, as a fleet rolls out: 200 registrations at once would
     # measure a thundering herd, not the steady state.
-    for i in range(m):
-        fleet.start(group)
-        if (i + 1) % 25 == 0:
-            wait_settled(db, fleet, group, parts, i + 1, rollout=True)
+    k = ARGS.per_process
+    started = 0
+    while started < m:
+        n = min(k, m - started)
+        fleet.start(group, n)
+        before = started
+        started += n
+        if started // 25 != before // 25:
+            wait_settled(db, fleet, group, parts, started, rollout=True)
     wait_settled(db, fleet, group, parts, m, rollout=True)
     time.sleep(ARGS.settle)
     fleet.check_alive()
     conns = int(db.sql("SELECT count(*) FROM pg_stat_activity WHERE "
-                       "application_name = 'sqlgroup-control' OR "
+                       "application_name IN ('sqlgroup-control', "
+                       "'sqlgroup-heartbeat') OR "
                        "application_name LIKE 'sqlgroup-worker-%'"))
 
     db.sql("SELECT pg_stat_statements_reset()")
@@ -309,7 +327,7 @@ def measure(cluster, db, fleet, parts):
     elapsed = time.monotonic() - t0
     stmts = statements(db)
     fleet.check_alive()
-    rss = fleet.rss_mb()
+    rss = [mb / k for mb in fleet.rss_mb()]  # per member
 
     counted = [s for s in stmts if s["query"].split(" ")[0].upper() not in
                ("BEGIN", "COMMIT", "ROLLBACK", "SET")]
@@ -321,10 +339,12 @@ def measure(cluster, db, fleet, parts):
     rng = random.Random(7)
     for _ in range(ARGS.repeats):
         start = time.monotonic()
-        fleet.start(group)
+        joined = fleet.start(group)
         joins.append(wait_settled(db, fleet, group, parts, m + 1) - start)
         time.sleep(ARGS.pause)
-        name = rng.choice(sorted(fleet.members))
+        # One member leaves: a random one, or with several per process the
+        # one that just joined (a process would take all of its own along).
+        name = (rng.choice(sorted(fleet.members)) if k == 1 else joined)
         start = time.monotonic()
         p = fleet.stop(name)
         leaves.append(wait_settled(db, fleet, group, parts, m) - start)
@@ -334,6 +354,7 @@ def measure(cluster, db, fleet, parts):
 
     return {
         "bench": "members", "parts": parts, "members": m,
+        "members_per_process": k,
         "ttl": ARGS.ttl, "heartbeat": ARGS.heartbeat,
         "restarted_at_rollout": fleet.restarts,
         "workers": ARGS.workers, "window_s": round(elapsed, 1),
@@ -364,6 +385,10 @@ def main():
     parser.add_argument("--members", type=int, default=200)
     parser.add_argument("--parts", default="256,4096")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--per-process", dest="per_process", type=int,
+                        default=1,
+                        help="members per `sqlgroup consume` process (more "
+                        "than one heartbeat together on one connection)")
     parser.add_argument("--window", type=float, default=20,
                         help="seconds of each idle measurement window")
     parser.add_argument("--windows", type=int, default=3,
