@@ -32,6 +32,14 @@ class SharedHeartbeatTest : public testing::ConsumerFixture {
     return o;
   }
 
+  // n members sharing the heartbeat.
+  std::vector<std::unique_ptr<Consumer>> StartSharing(const std::string& group,
+                                                      int n) {
+    std::vector<std::unique_ptr<Consumer>> members;
+    for (int i = 0; i < n; ++i) members.push_back(Start(Sharing(group)));
+    return members;
+  }
+
   std::vector<std::string> Sessions(
       const std::vector<std::unique_ptr<Consumer>>& members) {
     std::vector<std::string> ids;
@@ -67,8 +75,7 @@ TEST(NextSlot, IsTheNextMultipleOfTheIntervalStrictlyAfter) {
 
 TEST_F(SharedHeartbeatTest, MembersOfOneProcessHeartbeatInOneStatement) {
   CreateGroup("g", 12);  // TTL 2 s, heartbeat 400 ms
-  std::vector<std::unique_ptr<Consumer>> members;
-  for (int i = 0; i < 6; ++i) members.push_back(Start(Sharing("g")));
+  std::vector<std::unique_ptr<Consumer>> members = StartSharing("g", 6);
   ASSERT_TRUE(Settles("g", 12, Raw(members)));
   const std::vector<std::string> sessions = Sessions(members);
   const SharedHeartbeatStats before = shared_->stats();
@@ -110,8 +117,7 @@ TEST_F(SharedHeartbeatTest, AMemberThatHangsExpiresWhileTheOthersStay) {
   // TTL 2 s, heartbeat 400 ms. 12 parts: from 3 members to 4, every
   // member's range changes (no boundary of 3 blocks is one of 4).
   CreateGroup("g", 12);
-  std::vector<std::unique_ptr<Consumer>> others;
-  for (int i = 0; i < 2; ++i) others.push_back(Start(Sharing("g")));
+  std::vector<std::unique_ptr<Consumer>> others = StartSharing("g", 2);
   Hang hang;
   ConsumerOptions o = Sharing("g");
   o.listener = &hang;
@@ -154,8 +160,7 @@ TEST_F(SharedHeartbeatTest, AMemberThatHangsExpiresWhileTheOthersStay) {
 
 TEST_F(SharedHeartbeatTest, AKilledHeartbeatConnectionCostsNoSession) {
   CreateGroup("g", 6);  // TTL 2 s, heartbeat 400 ms
-  std::vector<std::unique_ptr<Consumer>> members;
-  for (int i = 0; i < 3; ++i) members.push_back(Start(Sharing("g")));
+  std::vector<std::unique_ptr<Consumer>> members = StartSharing("g", 3);
   ASSERT_TRUE(Settles("g", 6, Raw(members)));
   const std::vector<std::string> sessions = Sessions(members);
   // It connects for the first heartbeat.
