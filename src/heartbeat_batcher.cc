@@ -4,6 +4,7 @@
 #include <pqxx/pqxx>
 #include <set>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "backoff.h"
@@ -29,7 +30,11 @@ absl::StatusOr<std::shared_ptr<SharedHeartbeat>> SharedHeartbeat::Create(
 }
 
 HeartbeatBatcher::HeartbeatBatcher(SharedHeartbeatOptions options)
-    : options_(std::move(options)) {
+    : options_(std::move(options)),
+      // Each process on its own grid: a fleet of them does not heartbeat
+      // in the same instant.
+      phase_(absl::Nanoseconds(absl::Uniform<int64_t>(
+          absl::BitGen(), 0, absl::ToInt64Nanoseconds(absl::Hours(1))))) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -57,10 +62,17 @@ void HeartbeatBatcher::Detach() {
   --attached_;
 }
 
-absl::Time HeartbeatBatcher::NextSlot(absl::Time t, absl::Duration interval) {
+absl::Time HeartbeatBatcher::NextSlot(absl::Time t, absl::Duration interval,
+                                      absl::Duration phase) {
   const int64_t step = std::max<int64_t>(1, absl::ToInt64Nanoseconds(interval));
-  const int64_t now = absl::ToUnixNanos(t);
-  return absl::FromUnixNanos((now / step + 1) * step);
+  const int64_t shift = absl::ToInt64Nanoseconds(phase) % step;
+  const int64_t now = absl::ToUnixNanos(t) - shift;
+  return absl::FromUnixNanos((now / step + 1) * step + shift);
+}
+
+absl::Time HeartbeatBatcher::NextSlot(absl::Time t,
+                                      absl::Duration interval) const {
+  return NextSlot(t, interval, phase_);
 }
 
 bool HeartbeatBatcher::BatchReady() const {
@@ -77,6 +89,10 @@ absl::StatusOr<std::optional<store::Beat>> HeartbeatBatcher::Beat(
   if (pending_.empty()) first_pending_ = absl::Now();
   pending_.push_back(request);
   if (!mu_.AwaitWithDeadline(absl::Condition(&request->done), deadline)) {
+    // Not sent yet: it never will be (the member heartbeats otherwise, or
+    // has given up on the session), and it must not count as asked.
+    pending_.erase(std::remove(pending_.begin(), pending_.end(), request),
+                   pending_.end());
     return absl::DeadlineExceededError(
         "shared heartbeat: no reply in time (the statement or the "
         "connection is slow)");
@@ -171,16 +187,18 @@ void HeartbeatBatcher::Send(const Batch& batch) {
         absl::IsUnknown(beats.status())) {
       conn_.reset();
     }
-    fail(absl::UnavailableError(beats.status().message()));
+    fail(beats.status());
     return;
   }
   std::set<std::string> told;  // groups whose reaper this batch named
+  int64_t refreshed = 0;
   for (const auto& request : batch) {
     auto it = beats->find(request->session);
     if (it == beats->end()) {
       request->result = std::optional<store::Beat>();
       continue;
     }
+    ++refreshed;
     store::Beat beat = it->second;
     if (!told.insert(request->group).second) {
       beat.next_expiry = absl::InfiniteDuration();
@@ -189,7 +207,7 @@ void HeartbeatBatcher::Send(const Batch& batch) {
   }
   absl::MutexLock lock(&mu_);
   ++stats_.statements;
-  stats_.beats += static_cast<int64_t>(sessions.size());
+  stats_.beats += refreshed;
 }
 
 }  // namespace sqlgroup

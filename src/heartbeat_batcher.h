@@ -47,16 +47,20 @@ class HeartbeatBatcher : public SharedHeartbeat {
   // lost. Of the sessions of one group in a statement, only the first to
   // ask is told when the next other session expires (the others see an
   // infinite next_expiry), so one member reaps, not all. UNAVAILABLE when
-  // the statement or the connection failed, DEADLINE_EXCEEDED when no reply
-  // came by `deadline`.
+  // the connection failed (or cannot be had), DEADLINE_EXCEEDED when no
+  // reply came by `deadline` (then the request is withdrawn unless it is
+  // already being sent), and the statement's own error otherwise.
   absl::StatusOr<std::optional<store::Beat>> Beat(const std::string& group,
                                                   const std::string& session,
                                                   absl::Time deadline);
 
   // The first point after `t` of the grid of `interval` that every member
-  // of the process shares (multiples of it since the Unix epoch), so that
-  // members with the same interval ask together.
-  static absl::Time NextSlot(absl::Time t, absl::Duration interval);
+  // of the process shares (multiples of it since the Unix epoch, shifted by
+  // this process's random phase), so that members with the same interval
+  // ask together.
+  absl::Time NextSlot(absl::Time t, absl::Duration interval) const;
+  static absl::Time NextSlot(absl::Time t, absl::Duration interval,
+                             absl::Duration phase);
 
  private:
   struct Request {
@@ -76,6 +80,7 @@ class HeartbeatBatcher : public SharedHeartbeat {
   bool BatchReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SharedHeartbeatOptions options_;
+  const absl::Duration phase_;
   std::unique_ptr<pqxx::connection> conn_;  // the sending thread's
   int connect_failures_ = 0;                // the sending thread's
   absl::Time next_connect_;                 // the sending thread's

@@ -304,9 +304,10 @@ bool MemberLoop::Join() {
   session_ = *id;
   const absl::Time now = absl::Now();
   last_heartbeat_ok_ = now;
-  next_heartbeat_ = config_.shared_heartbeat
-                        ? HeartbeatBatcher::NextSlot(now, settings_.heartbeat)
-                        : now + settings_.heartbeat;
+  next_heartbeat_ =
+      config_.shared_heartbeat
+          ? config_.shared_heartbeat->NextSlot(now, settings_.heartbeat)
+          : now + settings_.heartbeat;
   next_watch_ = next_heartbeat_;  // the first heartbeat sets the reap timer
   rebalance_now_ = true;
   SetPhase(Phase::kActive);
@@ -329,9 +330,21 @@ bool MemberLoop::Join() {
 absl::StatusOr<std::optional<store::Beat>> MemberLoop::SendHeartbeat(
     bool watch) {
   if (config_.shared_heartbeat) {
-    return config_.shared_heartbeat->Beat(
+    // Behind a statement in flight, then its own.
+    auto beat = config_.shared_heartbeat->Beat(
         config_.group, session_,
-        absl::Now() + HeartbeatBatcher::kGather + StatementBound());
+        absl::Now() + HeartbeatBatcher::kGather + 2 * StatementBound());
+    if (beat.ok() || !(absl::IsUnavailable(beat.status()) ||
+                       absl::IsDeadlineExceeded(beat.status()))) {
+      return beat;
+    }
+    // The shared connection is down or slow, not necessarily this one: a
+    // member's session must not depend on a connection it does not own.
+    log_->warn(
+        "group={} session={} shared heartbeat failed ({}); "
+        "heartbeating on the control connection",
+        config_.group, session_, std::string(beat.status().message()));
+    watch = true;
   }
   return store::Heartbeat(*conn_, session_, watch);
 }
@@ -342,18 +355,7 @@ void MemberLoop::Heartbeat() {
   const bool watch = shared || start >= next_watch_;
   auto beat = SendHeartbeat(watch);
   if (!beat.ok()) {
-    if (shared && (absl::IsUnavailable(beat.status()) ||
-                   absl::IsDeadlineExceeded(beat.status()))) {
-      // The shared connection failed, not necessarily this member's own.
-      log_->warn("group={} session={} heartbeat failed: {}", config_.group,
-                 session_, std::string(beat.status().message()));
-      if (start - last_heartbeat_ok_ > settings_.ttl) {
-        LoseSession("no heartbeat got through for longer than the TTL");
-        return;
-      }
-    } else {
-      Handle(beat.status());
-    }
+    Handle(beat.status());
     next_heartbeat_ = absl::Now() + settings_.heartbeat / 4;
     return;
   }
@@ -371,9 +373,9 @@ void MemberLoop::Heartbeat() {
   last_heartbeat_ok_ = start;
   metrics_.Heartbeat(absl::Now() - start);
   // Shared: on the process's grid, where the other members ask too.
-  next_heartbeat_ = shared
-                        ? HeartbeatBatcher::NextSlot(start, settings_.heartbeat)
-                        : start + settings_.heartbeat;
+  next_heartbeat_ =
+      shared ? config_.shared_heartbeat->NextSlot(start, settings_.heartbeat)
+             : start + settings_.heartbeat;
   if (!watch) return;
   // Watch again with the first heartbeat after the next other member would
   // expire (a little past, so the server's clock agrees): then it has
@@ -386,6 +388,9 @@ void MemberLoop::Heartbeat() {
   // expiry in between, so the timer cannot fire before it.
   const absl::Time now = absl::Now();
   const absl::Duration next_expiry = (*beat)->next_expiry;
+  // Shared: only the member told of the next expiry reaps, not every
+  // member of the process (all of them see the same change).
+  may_reap_ = !shared || next_expiry != absl::InfiniteDuration();
   if (next_expiry <= absl::ZeroDuration()) reap_now_ = true;
   next_watch_ = now + settings_.ttl;
   if (next_expiry != absl::InfiniteDuration()) {
@@ -401,6 +406,8 @@ void MemberLoop::Heartbeat() {
 
 void MemberLoop::Reap() {
   reap_now_ = false;
+  log_->debug("group={} session={} reaping expired sessions", config_.group,
+              session_);
   next_watch_ = next_heartbeat_;  // which sets the timer again
   // Stop at the next heartbeat: several reaps blocked by zombies' locks
   // must not cost this member its own session.
@@ -456,7 +463,7 @@ void MemberLoop::Rebalance() {
   settings_ = view->settings;
   // The heartbeats time the reaping of members that will expire; these
   // already have.
-  if (view->expired_sessions > 0) reap_now_ = true;
+  if (view->expired_sessions > 0 && may_reap_) reap_now_ = true;
   assignment_ = config_.assignor->Assign(view->live_sessions, settings_.parts);
   const RebalancePlan plan =
       PlanRebalance(session_, assignment_, view->ownership, local_);

@@ -144,6 +144,10 @@ class MemberLoop {
   // TTL at the latest.
   absl::Time next_watch_ = absl::InfiniteFuture();
   bool reap_now_ = false;  // a watched heartbeat or the view saw an expiry
+  // Whether a view that shows expired sessions makes this member reap:
+  // always, unless the heartbeat is shared and its last reply named another
+  // member of the process as the one to reap.
+  bool may_reap_ = true;
   bool rebalance_now_ = true;
 
   Wakeup stop_wakeup_;  // signaled by RequestStop()

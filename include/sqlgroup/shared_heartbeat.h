@@ -23,7 +23,10 @@
 // 20 ms for every member to ask, and the process holds one more connection.
 // Every reply also carries what a watched heartbeat does (the next expiry of
 // the group's other sessions, a fingerprint of the live ones), read once per
-// group and statement, so reaps are timed without extra queries.
+// group and statement, so reaps are timed without extra queries; one member
+// of the process reaps an expired session, not all. When the shared
+// connection is down or a reply is late, a member heartbeats over its own
+// control connection instead: no member's session depends on it.
 //
 // Thread safety: all methods from any thread. The object must outlive the
 // consumers given it (they hold a shared_ptr).

@@ -116,28 +116,32 @@ absl::Status RunConsume(const Args&) {
   // passed): N members connecting and joining in the same instant make a
   // storm of connections and rebalances that a busy server can fall
   // behind on for good (connects time out, are retried, and pile up).
+  // A stop signal during the start stops what has started.
+  int sig = 0;
   for (auto& consumer : consumers) {
     RETURN_IF_ERROR(consumer->Start());
     const absl::Time deadline = absl::Now() + absl::Seconds(1);
-    while (consumer->session_id().empty() && absl::Now() < deadline) {
-      absl::SleepFor(absl::Milliseconds(5));
+    while (sig == 0 && consumer->session_id().empty() &&
+           absl::Now() < deadline) {
+      sig = TakeStopSignal(signals, absl::Milliseconds(5));
     }
+    if (sig != 0) break;
   }
-  CliLogger()->info(
-      "consuming group={} handler={} members={} (SIGINT/SIGTERM stops)",
-      options.group, absl::GetFlag(FLAGS_handler), members);
+  if (sig == 0) {
+    CliLogger()->info(
+        "consuming group={} handler={} members={} (SIGINT/SIGTERM stops)",
+        options.group, absl::GetFlag(FLAGS_handler), members);
+  }
   auto all_running = [&] {
     for (const auto& c : consumers) {
       if (c->state() != Consumer::State::kRunning) return false;
     }
     return true;
   };
-  while (all_running()) {
-    if (const int sig = TakeStopSignal(signals, absl::Milliseconds(200))) {
-      CliLogger()->info("signal {}: stopping gracefully", sig);
-      break;
-    }
+  while (sig == 0 && all_running()) {
+    sig = TakeStopSignal(signals, absl::Milliseconds(200));
   }
+  if (sig != 0) CliLogger()->info("signal {}: stopping gracefully", sig);
   // Stopped together: each drains and leaves at once, so the parts of all
   // move in one rebalance rather than one member after another.
   std::vector<std::thread> stops;

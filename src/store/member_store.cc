@@ -96,7 +96,8 @@ std::string WatchedHeartbeatSql() {
 // (any groups) in one UPDATE by primary key, and per group one read of its
 // session rows, so each reply is a watched one at O(members) per group and
 // statement, not per session. Others' expiry counts only the sessions this
-// statement did not refresh (those it did expire a TTL from now).
+// statement did not refresh (those it did expire a TTL from now), and those
+// it refreshed count as live whatever the snapshot (taken before it) says.
 std::string SharedHeartbeatSql() {
   return absl::StrCat(
       "WITH beat AS (",
@@ -104,10 +105,10 @@ std::string SharedHeartbeatSql() {
                       absl::StrCat("s.id, ", BeatColumns())),
       "), seen AS (SELECT x.group_name, "
       "  min(x.heartbeated_at) FILTER (WHERE b.id IS NULL) AS oldest, "
-      "  count(*) FILTER (WHERE x.heartbeated_at > "
+      "  count(*) FILTER (WHERE b.id IS NOT NULL OR x.heartbeated_at > "
       "    clock_timestamp() - g.session_ttl) AS live, "
-      "  max(x.created_at) FILTER (WHERE x.heartbeated_at > "
-      "    clock_timestamp() - g.session_ttl) AS newest "
+      "  max(x.created_at) FILTER (WHERE b.id IS NOT NULL OR "
+      "    x.heartbeated_at > clock_timestamp() - g.session_ttl) AS newest "
       "  FROM sqlgroup.sessions x "
       "  JOIN sqlgroup.groups g ON g.name = x.group_name "
       "  LEFT JOIN beat b ON b.id = x.id "
