@@ -113,6 +113,7 @@ void HeartbeatBatcher::Run() {
     mu_.AwaitWithDeadline(absl::Condition(this, &HeartbeatBatcher::BatchReady),
                           first_pending_ + kGather);
     if (stop_) break;
+    if (pending_.empty()) continue;  // every request was withdrawn
     Batch batch;
     batch.swap(pending_);
     mu_.Unlock();
