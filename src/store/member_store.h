@@ -123,10 +123,11 @@ absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
                                               const std::string& session,
                                               bool watch);
 
-// Heartbeats `sessions` (of any groups) in one statement, as Heartbeat
-// does one: the members of one process sharing a connection. Every reply is
-// a watched one; its next_expiry counts only the sessions this statement did
-// not refresh. Sessions that expired or are gone have no entry.
+// Heartbeats `sessions` (of any groups) in one statement, as a watched
+// Heartbeat does one (which is this with one session): the members of one
+// process sharing a connection. Each next_expiry counts only the sessions
+// this statement did not refresh. Sessions that expired or are gone have no
+// entry.
 absl::StatusOr<std::map<std::string, Beat>> HeartbeatMany(
     pqxx::connection& conn, const std::vector<std::string>& sessions);
 
