@@ -138,19 +138,11 @@ bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
   absl::Duration ttl;
   {
     absl::MutexLock lock(&mu_);
-    ttl = min_ttl_;
+    ttl = min_ttl_;  // finite: only attached members ask
   }
-  store::ConnectOptions options;
-  options.connect_timeout = options_.connect_timeout;
-  options.application_name = "sqlgroup-heartbeat";
-  // As on a member's control connection: a heartbeat must finish well
-  // inside the TTL, and needs no WAL flush of its own.
-  const absl::Duration bound = ttl == absl::InfiniteDuration()
-                                   ? absl::Seconds(1)
-                                   : std::max(ttl / 4, absl::Milliseconds(250));
-  options.statement_timeout = bound;
-  options.lock_timeout = bound;
-  options.asynchronous_commit = true;
+  // As on a member's control connection.
+  const store::ConnectOptions options = store::CoordinationOptions(
+      "sqlgroup-heartbeat", ttl, options_.connect_timeout);
   auto conn = store::Connect(options_.dsn, options);
   if (!conn.ok()) {
     ++connect_failures_;

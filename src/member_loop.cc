@@ -173,21 +173,10 @@ void MemberLoop::Run() {
 
 bool MemberLoop::EnsureConnected() {
   if (conn_) return true;
-  store::ConnectOptions options;
-  options.connect_timeout = config_.connect_timeout;
-  options.application_name = "sqlgroup-control";
-  // Every control statement must finish well inside the TTL, or a blocked
-  // reap or drop could cost this member its own heartbeat.
-  options.statement_timeout = StatementBound();
-  options.lock_timeout = StatementBound();
+  // (A leave is flushed anyway: lost, its parts would wait out the TTL.)
+  store::ConnectOptions options = store::CoordinationOptions(
+      "sqlgroup-control", settings_.ttl, config_.connect_timeout);
   options.idle_in_transaction_timeout = settings_.ttl;
-  // Heartbeats, takes, drops and reaps need no flush of their own: a crash
-  // that loses the newest of them loses them whole (the database stays the
-  // arbiter of ownership, and members reconcile with it on their next
-  // read), and an ack that depends on a take flushes the take first. It
-  // saves a WAL flush per heartbeat, per member and second. (A leave is
-  // flushed: lost, its parts would wait out the TTL.)
-  options.asynchronous_commit = true;
   auto conn = store::Connect(config_.dsn, options);
   if (!conn.ok()) {
     ++connect_failures_;
@@ -237,10 +226,6 @@ void MemberLoop::ListenForSession() {
   });
   // Waiting members poll briskly anyway; this only makes them faster.
   if (!s.ok()) Handle(s);
-}
-
-absl::Duration MemberLoop::StatementBound() const {
-  return std::max(settings_.ttl / 4, absl::Milliseconds(250));
 }
 
 void MemberLoop::SleepUnlessStopped(absl::Duration d) {
@@ -333,7 +318,8 @@ absl::StatusOr<std::optional<store::Beat>> MemberLoop::SendHeartbeat(
     // Behind a statement in flight, then its own.
     auto beat = config_.shared_heartbeat->Beat(
         config_.group, session_,
-        absl::Now() + HeartbeatBatcher::kGather + 2 * StatementBound());
+        absl::Now() + HeartbeatBatcher::kGather +
+            2 * store::CoordinationBound(settings_.ttl));
     if (beat.ok() || !(absl::IsUnavailable(beat.status()) ||
                        absl::IsDeadlineExceeded(beat.status()))) {
       return beat;

@@ -83,8 +83,6 @@ class MemberLoop {
   // One heartbeat, over the shared heartbeat if there is one (then always
   // a watched one), else over the control connection.
   absl::StatusOr<std::optional<store::Beat>> SendHeartbeat(bool watch);
-  // How long one control statement may take: well inside the TTL.
-  absl::Duration StatementBound() const;
   // Deletes the group's expired sessions. Runs when the earliest expiry the
   // last view showed falls due, or at once when a view shows expired ones:
   // no reap query on every heartbeat.

@@ -52,6 +52,22 @@ std::string ConnectFailure(const std::string& dsn, std::string reason,
 
 }  // namespace
 
+absl::Duration CoordinationBound(absl::Duration ttl) {
+  return std::max(ttl / 4, absl::Milliseconds(250));
+}
+
+ConnectOptions CoordinationOptions(std::string application_name,
+                                   absl::Duration ttl,
+                                   absl::Duration connect_timeout) {
+  ConnectOptions options;
+  options.connect_timeout = connect_timeout;
+  options.application_name = std::move(application_name);
+  options.statement_timeout = CoordinationBound(ttl);
+  options.lock_timeout = CoordinationBound(ttl);
+  options.asynchronous_commit = true;
+  return options;
+}
+
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& dsn, const ConnectOptions& options) {
   const int timeout_s =

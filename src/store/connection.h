@@ -29,6 +29,21 @@ struct ConnectOptions {
   bool asynchronous_commit = false;
 };
 
+// How long one coordination statement (heartbeat, reap, take, drop) may
+// run in a group with this session TTL: well inside it, so one blocked
+// statement cannot cost a member its session.
+absl::Duration CoordinationBound(absl::Duration ttl);
+
+// Options of a connection that runs coordination statements: each bounded
+// by CoordinationBound(ttl), committed asynchronously. They need no flush
+// of their own: a crash that loses the newest of them loses them whole
+// (the database stays the arbiter of ownership, and members reconcile with
+// it on their next read), and an ack that depends on a take flushes the
+// take first. It saves a WAL flush per heartbeat, per member and second.
+ConnectOptions CoordinationOptions(std::string application_name,
+                                   absl::Duration ttl,
+                                   absl::Duration connect_timeout);
+
 // Connects and applies `options`. UNAVAILABLE names the (masked) target and
 // libpq's reason, and says where the connection string came from.
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(

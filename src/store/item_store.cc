@@ -6,7 +6,6 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "store/errors.h"
 #include "store/interval.h"
 #include "store/member_store.h"
