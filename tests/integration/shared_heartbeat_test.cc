@@ -54,6 +54,14 @@ class SharedHeartbeatTest : public testing::ConsumerFixture {
     return tx.exec1(sql)[0].as<std::string>();
   }
 
+  // For roles other than superusers (the members'): -1 is none.
+  void SetConnectionLimit(int limit) {
+    const std::string database = Text("SELECT current_database()");
+    pqxx::nontransaction tx(*conn_);
+    tx.exec(absl::StrCat("ALTER DATABASE ", tx.quote_name(database),
+                         " CONNECTION LIMIT ", limit));
+  }
+
   int64_t HeartbeatBackends() {
     return Count(
         "SELECT count(*) FROM pg_stat_activity "
@@ -215,6 +223,31 @@ TEST_F(SharedHeartbeatTest, AKilledHeartbeatConnectionCostsNoSession) {
   EXPECT_EQ(HeartbeatBackends(), 1);
   EXPECT_EQ(Sessions(members), sessions);
   EXPECT_EQ(Text(control_pids), controls);  // their own were never touched
+  EXPECT_TRUE(OwnedAsTargeted("g", 6, Raw(members)));
+}
+
+// The shared connection gone for longer than the TTL, and no new one to be
+// had: each member heartbeats over its own control connection instead.
+TEST_F(SharedHeartbeatTest, MembersOutliveTheSharedConnectionOnTheirOwn) {
+  CreateGroup("g", 6);  // TTL 2 s, heartbeat 400 ms
+  std::vector<std::unique_ptr<Consumer>> members = StartSharing("g", 3);
+  ASSERT_TRUE(Settles("g", 6, Raw(members)));
+  const std::vector<std::string> sessions = Sessions(members);
+  ASSERT_TRUE(
+      WaitFor([&] { return HeartbeatBackends() == 1; }, absl::Seconds(2)));
+  // The members' role may open no new connection to this database: the
+  // connections they hold stay, the shared one cannot come back.
+  SetConnectionLimit(0);
+  ASSERT_EQ(Count("SELECT count(pg_terminate_backend(pid)) FROM "
+                  "pg_stat_activity WHERE application_name = "
+                  "'sqlgroup-heartbeat'"),
+            1);
+  absl::SleepFor(absl::Seconds(4));  // two TTLs
+  const std::vector<std::string> after = Sessions(members);
+  SetConnectionLimit(-1);
+  EXPECT_EQ(HeartbeatBackends(), 0);
+  EXPECT_GE(shared_->stats().failures, 1);
+  EXPECT_EQ(after, sessions);
   EXPECT_TRUE(OwnedAsTargeted("g", 6, Raw(members)));
 }
 
