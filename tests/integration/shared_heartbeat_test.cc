@@ -19,6 +19,12 @@ namespace {
 
 using testing::WaitFor;
 
+std::vector<Consumer*> Raw(const std::vector<std::unique_ptr<Consumer>>& cs) {
+  std::vector<Consumer*> raw;
+  for (const auto& c : cs) raw.push_back(c.get());
+  return raw;
+}
+
 class SharedHeartbeatTest : public testing::ConsumerFixture {
  protected:
   void SetUp() override {
@@ -54,6 +60,23 @@ class SharedHeartbeatTest : public testing::ConsumerFixture {
     return tx.exec1(sql)[0].as<std::string>();
   }
 
+  // Three members of group g (6 parts, TTL 2 s, heartbeat 400 ms), settled,
+  // with the shared connection up (it connects for the first heartbeat).
+  std::vector<std::unique_ptr<Consumer>> ThreeBeating() {
+    CreateGroup("g", 6);
+    std::vector<std::unique_ptr<Consumer>> members = StartSharing("g", 3);
+    EXPECT_TRUE(Settles("g", 6, Raw(members)));
+    EXPECT_TRUE(
+        WaitFor([&] { return HeartbeatBackends() == 1; }, absl::Seconds(2)));
+    return members;
+  }
+
+  int64_t KillHeartbeatBackend() {
+    return Count(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+        "WHERE application_name = 'sqlgroup-heartbeat'");
+  }
+
   // For roles other than superusers (the members'): -1 is none.
   void SetConnectionLimit(int limit) {
     const std::string database = Text("SELECT current_database()");
@@ -70,12 +93,6 @@ class SharedHeartbeatTest : public testing::ConsumerFixture {
 
   std::shared_ptr<SharedHeartbeat> shared_;
 };
-
-std::vector<Consumer*> Raw(const std::vector<std::unique_ptr<Consumer>>& cs) {
-  std::vector<Consumer*> raw;
-  for (const auto& c : cs) raw.push_back(c.get());
-  return raw;
-}
 
 TEST(NextSlot, IsTheNextPointOfTheShiftedGridStrictlyAfter) {
   const absl::Duration s = absl::Seconds(1);
@@ -200,21 +217,13 @@ TEST_F(SharedHeartbeatTest, AMemberThatHangsExpiresWhileTheOthersStay) {
 }
 
 TEST_F(SharedHeartbeatTest, AKilledHeartbeatConnectionCostsNoSession) {
-  CreateGroup("g", 6);  // TTL 2 s, heartbeat 400 ms
-  std::vector<std::unique_ptr<Consumer>> members = StartSharing("g", 3);
-  ASSERT_TRUE(Settles("g", 6, Raw(members)));
+  std::vector<std::unique_ptr<Consumer>> members = ThreeBeating();
   const std::vector<std::string> sessions = Sessions(members);
-  // It connects for the first heartbeat.
-  ASSERT_TRUE(
-      WaitFor([&] { return HeartbeatBackends() == 1; }, absl::Seconds(2)));
   const std::string control_pids =
       "SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity "
       "WHERE application_name = 'sqlgroup-control'";
   const std::string controls = Text(control_pids);
-  ASSERT_EQ(Count("SELECT count(pg_terminate_backend(pid)) FROM "
-                  "pg_stat_activity WHERE application_name = "
-                  "'sqlgroup-heartbeat'"),
-            1);
+  ASSERT_EQ(KillHeartbeatBackend(), 1);
   const SharedHeartbeatStats killed = shared_->stats();
   absl::SleepFor(absl::Seconds(3));  // past the TTL
   const SharedHeartbeatStats after = shared_->stats();
@@ -229,19 +238,12 @@ TEST_F(SharedHeartbeatTest, AKilledHeartbeatConnectionCostsNoSession) {
 // The shared connection gone for longer than the TTL, and no new one to be
 // had: each member heartbeats over its own control connection instead.
 TEST_F(SharedHeartbeatTest, MembersOutliveTheSharedConnectionOnTheirOwn) {
-  CreateGroup("g", 6);  // TTL 2 s, heartbeat 400 ms
-  std::vector<std::unique_ptr<Consumer>> members = StartSharing("g", 3);
-  ASSERT_TRUE(Settles("g", 6, Raw(members)));
+  std::vector<std::unique_ptr<Consumer>> members = ThreeBeating();
   const std::vector<std::string> sessions = Sessions(members);
-  ASSERT_TRUE(
-      WaitFor([&] { return HeartbeatBackends() == 1; }, absl::Seconds(2)));
   // The members' role may open no new connection to this database: the
   // connections they hold stay, the shared one cannot come back.
   SetConnectionLimit(0);
-  ASSERT_EQ(Count("SELECT count(pg_terminate_backend(pid)) FROM "
-                  "pg_stat_activity WHERE application_name = "
-                  "'sqlgroup-heartbeat'"),
-            1);
+  ASSERT_EQ(KillHeartbeatBackend(), 1);
   absl::SleepFor(absl::Seconds(4));  // two TTLs
   const std::vector<std::string> after = Sessions(members);
   SetConnectionLimit(-1);
