@@ -207,7 +207,7 @@ def claim_table():
     rows = [r for r in RESULTS if r["bench"] == "claim_cost"]
     if not rows:
         return
-    print("\n## Claim cost against backlog (64-item claims, released again)\n")
+    print("\n## Claim cost against backlog (64-item claims)\n")
     print("| waiting items | claims | p50 ms | p99 ms | max ms | "
           "p50 vs smallest | blocks read / claim | WAL bytes / claim |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -327,7 +327,7 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
       const auto nums =
           ArrayLiteral(numbers, [](int p) { return absl::StrCat(p); });
       for (const pqxx::row& row : tx.exec_params(
-               "SELECT b.part, count(i.id), count(i.claim_session), "
+               "SELECT b.part, count(i.id), "
                "  coalesce(" +
                    MicrosOf("clock_timestamp() - min(i.enqueued_at)") +
                    ", 0) "
@@ -339,8 +339,7 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
                name, nums, first, last)) {
         PartInfo& info = d.parts[row[0].as<int>()];
         info.waiting_items = row[1].as<int64_t>();
-        info.claimed_items = row[2].as<int64_t>();
-        info.oldest_age = absl::Microseconds(row[3].as<int64_t>());
+        info.oldest_age = absl::Microseconds(row[2].as<int64_t>());
       }
     }
     d.dead_items =

@@ -236,14 +236,13 @@ PartTask PartScheduler::Next() {
       task.ref = e.ref;
       task.range = e.range;
       task.cursor = e.cursor;
-      task.release_first = e.release_needed;
       return task;
     }
   }
 }
 
 void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
-                                Uuid128 next_cursor, bool release_needed) {
+                                Uuid128 next_cursor) {
   absl::MutexLock lock(&mu_);
   in_flight_.erase(part);
   auto it = parts_.find(part);
@@ -255,9 +254,10 @@ void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
     return;
   }
   e.cursor = next_cursor;
-  e.release_needed = release_needed;
-  if (found) last_work_ = absl::Now();
-  if (found || release_needed) Enqueue(part, e);
+  if (found) {
+    last_work_ = absl::Now();
+    Enqueue(part, e);
+  }
 }
 
 void PartScheduler::FinishProbe(const std::vector<int>& due) {

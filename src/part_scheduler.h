@@ -34,7 +34,6 @@ struct PartTask {
   store::ClaimRef ref;
   KeyRange range{};
   Uuid128 cursor = 0;
-  bool release_first = false;  // a broken batch left claims behind
   // kProbe: the idle parts to look at; kMeasureLag: every owned part.
   std::vector<int> probe_parts;
   std::vector<KeyRange> probe_ranges;
@@ -80,8 +79,7 @@ class PartScheduler {
   PartTask Next();
   // After a claim task. `found` says whether the claim returned items (the
   // part stays in the rotation) or not (it goes idle).
-  void FinishClaim(int part, int64_t epoch, bool found, Uuid128 next_cursor,
-                   bool release_needed);
+  void FinishClaim(int part, int64_t epoch, bool found, Uuid128 next_cursor);
   void FinishProbe(const std::vector<int>& due);
   // A probe failed: idle parts stay idle until the next one.
   void AbandonProbe();
@@ -100,7 +98,6 @@ class PartScheduler {
     Uuid128 cursor = 0;
     bool queued = false;  // in run_queue_
     bool revoked = false;
-    bool release_needed = false;
   };
 
   bool HasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

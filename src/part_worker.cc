@@ -163,17 +163,8 @@ void PartWorker::RunClaim(const PartTask& task) {
   const store::ClaimRef& ref = task.ref;
   const int64_t epoch = ref.epoch;
   if (!EnsureConnected()) {
-    scheduler_.FinishClaim(ref.part, epoch, true, task.cursor,
-                           task.release_first);
+    scheduler_.FinishClaim(ref.part, epoch, true, task.cursor);
     return;
-  }
-  if (task.release_first) {
-    absl::Status s = store::ReleaseAll(*conn_, ref);
-    if (!s.ok()) {
-      if (absl::IsUnavailable(s)) Disconnect(s);
-      scheduler_.FinishClaim(ref.part, epoch, true, task.cursor, true);
-      return;
-    }
   }
   // Sweep from the cursor; at the end of the range, wrap once to its start
   // so every item is reached within one pass.
@@ -187,49 +178,48 @@ void PartWorker::RunClaim(const PartTask& task) {
                               config_.claim_batch);
   }
   if (!items.ok()) {
-    // ABORTED: the foreign key refused the claim, the take is gone; the
-    // control thread will see the loss. Anything else may have committed
-    // (a commit in doubt) or left the connection unusable: reconnect, and
-    // release whatever the claim may have taken before claiming again.
+    // ABORTED: the take is gone; the control thread will see the loss.
+    // Anything else: reconnect and read again from the same place.
     log_->debug("part={} epoch={} claim failed: {}", ref.part, epoch,
                 std::string(items.status().message()));
     if (absl::IsAborted(items.status())) {
-      scheduler_.FinishClaim(ref.part, epoch, false, from, false);
+      scheduler_.FinishClaim(ref.part, epoch, false, from);
     } else {
       Disconnect(items.status());
       SleepBackoff();
-      scheduler_.FinishClaim(ref.part, epoch, true, from, true);
+      scheduler_.FinishClaim(ref.part, epoch, true, from);
     }
     return;
   }
   if (items->empty()) {
-    scheduler_.FinishClaim(ref.part, epoch, false, task.range.first, false);
+    scheduler_.FinishClaim(ref.part, epoch, false, task.range.first);
     return;
   }
   metrics_.Claimed(static_cast<int64_t>(items->size()),
                    absl::Now() - claim_start);
-  const bool clean = ProcessItems(ref, *items);
-  scheduler_.FinishClaim(ref.part, epoch, true, After(*items, task.range),
-                         !clean);
+  const size_t settled = ProcessItems(ref, *items);
+  // Items left unsettled (a yield, a broken connection) are still in the
+  // table, due: the next claim starts at the first of them.
+  const Uuid128 next = settled == items->size()
+                           ? After(*items, task.range)
+                           : *ParseUuid((*items)[settled].id);
+  scheduler_.FinishClaim(ref.part, epoch, true, next);
 }
 
-bool PartWorker::ProcessItems(const store::ClaimRef& ref,
-                              const std::vector<Item>& items) {
-  // Whenever this stops before the last item, the rest stay claimed under
-  // the take: report "not clean" so the next task on it releases them first
-  // (a revoke can be undone, and then nobody else would).
+size_t PartWorker::ProcessItems(const store::ClaimRef& ref,
+                                const std::vector<Item>& items) {
   if (config_.batch_handler) {
-    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return false;
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return 0;
     const Outcome o = HandleBatch(ref, items);
-    return o != Outcome::kBroken && o != Outcome::kRetryLater;
+    return o == Outcome::kAcked || o == Outcome::kFailed ? items.size() : 0;
   }
   for (size_t i = 0; i < items.size(); ++i) {
-    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return false;
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return i;
     const Outcome o = HandleBatch(ref, {items[i]});
-    if (o == Outcome::kBroken || o == Outcome::kRetryLater) return false;
-    if (o == Outcome::kLost) return i + 1 == items.size();
+    if (o == Outcome::kBroken || o == Outcome::kRetryLater) return i;
+    if (o == Outcome::kLost) return i + 1;  // the take is likely gone
   }
-  return true;
+  return items.size();
 }
 
 PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
@@ -265,8 +255,8 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   } catch (const pqxx::transaction_rollback& e) {
     return Conflict(ref, items, e.what());
   } catch (const pqxx::in_doubt_error& e) {
-    // The commit may or may not have happened; the claims stay until the
-    // take is released, so the item is never lost or acked twice.
+    // The commit may or may not have happened; the item is read again if
+    // it is still there, and an ack that did commit deleted it for good.
     log_->error("part={} epoch={} commit outcome unknown: {}", ref.part,
                 ref.epoch, e.what());
     Disconnect(absl::UnknownError("commit in doubt"));
@@ -293,7 +283,7 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     if (acked > 0) metrics_.Acked(acked, absl::Now() - ack_start);
     metrics_.LostClaims(static_cast<int64_t>(ids.size()) - acked);
     log_->warn("part={} epoch={} lost claim on {} item(s): not acknowledged",
-               ref.part, ref.epoch, ids.size());
+               ref.part, ref.epoch, ids.size() - acked);
     return Outcome::kLost;
   }
   if (items.size() > 1) {
@@ -368,7 +358,7 @@ PartWorker::Outcome PartWorker::ReleaseAfterConflict(
     if (absl::IsUnavailable(released.status())) {
       Disconnect(released.status());
     }
-    return Outcome::kBroken;  // ReleaseAll runs before the next claim
+    return Outcome::kBroken;  // read again from the cursor
   }
   // The database set not_before before this clock read: never early.
   scheduler_.ExpectAt(absl::Now() + delay);
@@ -402,7 +392,7 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
     }
     log_->warn("part={} epoch={} item={} could not be released: {}", ref.part,
                ref.epoch, item.id, std::string(done.status().message()));
-    return Outcome::kBroken;  // leave it claimed; ReleaseAll runs next
+    return Outcome::kBroken;  // read again from the cursor
   }
   if (!*done) return Outcome::kLost;
   if (dead) {

@@ -45,17 +45,21 @@ class PartWorker {
   void Run();
 
  private:
-  // kRetryLater: a transient conflict; the item stays claimed and is
-  // released (without counting an attempt) before the part is claimed from
-  // again.
+  // kLost: the take is gone (or another take acknowledged the items);
+  // kBroken: the connection broke, the outcome is unknown; kRetryLater:
+  // stopped before handling (the part must yield). In the last two the
+  // items are read again, if still there, from the sweep cursor.
   enum class Outcome { kAcked, kFailed, kLost, kBroken, kRetryLater };
 
   bool EnsureConnected();
   void RunClaim(const PartTask& task);
   void RunProbe(const PartTask& task);
   void RunMeasureLag(const PartTask& task);
-  // Items of one claim; stops early when the part must yield.
-  bool ProcessItems(const store::ClaimRef& ref, const std::vector<Item>& items);
+  // Items of one claim; stops early when the part must yield. Returns how
+  // many of the first items are settled (acknowledged, released with a
+  // backoff or dead-lettered): the sweep goes on from the next one.
+  size_t ProcessItems(const store::ClaimRef& ref,
+                      const std::vector<Item>& items);
   Outcome HandleBatch(const store::ClaimRef& ref,
                       const std::vector<Item>& items);
   // A batch that failed or kept conflicting, again item by item, so that

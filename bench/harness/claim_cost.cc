@@ -94,7 +94,6 @@ void RunClaimCost(const ClaimCostConfig& config) {
       ms.push_back(took);
       claimed += static_cast<int64_t>(items.size());
     }
-    Must(store::ReleaseAll(*conn, ref));
   }
   const std::pair<int64_t, int64_t> io1 = io();
   Must(store::LeaveSession(*conn, kGroup, session, false));

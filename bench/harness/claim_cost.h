@@ -1,8 +1,8 @@
 // Claim latency against the backlog: with `backlog` items waiting in a
 // group, one session owning every part claims `claim_batch` items at a
-// time (the workers' own statement, sweeping each part from its cursor) and
-// releases them again, so the backlog stays put while claims churn the
-// table. Prints p50/p99/max of the claim transaction, in ms.
+// time (the workers' own statement, sweeping each part from its cursor).
+// A claim writes nothing (schema 5), so the backlog stays put. Prints
+// p50/p99/max of the claim statement, in ms.
 #ifndef SQLGROUP_BENCH_HARNESS_CLAIM_COST_H_
 #define SQLGROUP_BENCH_HARNESS_CLAIM_COST_H_
 

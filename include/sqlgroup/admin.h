@@ -78,7 +78,6 @@ struct PartInfo {
   std::string owner_instance;
   int64_t epoch = 0;          // 0 when unowned
   int64_t waiting_items = 0;  // items in the part's range not yet acked
-  int64_t claimed_items = 0;  // of those, claimed right now
   absl::Duration oldest_age;  // age of the oldest waiting item; 0 if none
   std::string first_key;      // the part's key range, inclusive
   std::string last_key;

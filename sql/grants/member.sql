@@ -3,8 +3,8 @@
 -- its own session, take and drop parts, claim, release, acknowledge and
 -- dead-letter items, and read lag. No DDL, no TRUNCATE, no change to groups
 -- or to the recorded schema version. Foreign-key cascades (reaping a
--- session drops its parts and releases their claims) run as the tables'
--- owner and need no grant here. LISTEN/NOTIFY need none either.
+-- session drops its parts) run as the tables' owner and need no grant
+-- here. LISTEN/NOTIFY need none either.
 --
 -- Applied by `sqlgroup grant --member_role ROLE` (Admin::GrantRoles), which
 -- first revokes everything ROLE had on the schema's tables and sequences,
@@ -18,11 +18,12 @@ GRANT USAGE ON SCHEMA sqlgroup TO :"role";
 GRANT SELECT ON sqlgroup.schema_migrations, sqlgroup.groups TO :"role";
 GRANT SELECT, INSERT, DELETE, UPDATE (heartbeated_at)
   ON sqlgroup.sessions TO :"role";
-GRANT SELECT, INSERT, DELETE ON sqlgroup.session_parts TO :"role";
+-- The UPDATE is never used to update: acks hold their take FOR KEY SHARE
+-- (schema 5), which PostgreSQL allows only with UPDATE on some column.
+GRANT SELECT, INSERT, DELETE, UPDATE (acquired_at)
+  ON sqlgroup.session_parts TO :"role";
 GRANT USAGE ON SEQUENCE sqlgroup.part_epochs TO :"role";
-GRANT SELECT, DELETE,
-  UPDATE (claim_session, claim_part, claim_epoch, claimed_at, attempts,
-          last_error, not_before)
+GRANT SELECT, DELETE, UPDATE (attempts, last_error, not_before)
   ON sqlgroup.items TO :"role";
 GRANT SELECT, INSERT,
   UPDATE (key, payload, enqueued_at, attempts, last_error, died_at)

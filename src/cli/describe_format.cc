@@ -68,18 +68,16 @@ std::string DescriptionText(const GroupDescription& d) {
                         m.expired ? "  (expired)" : "");
   }
   out += "\nPARTS\n";
-  out += absl::StrFormat("%5s  %-8s  %-16s  %8s  %10s  %8s  %10s\n", "PART",
-                         "OWNER", "INSTANCE", "EPOCH", "LAG", "CLAIMED",
-                         "OLDEST_S");
+  out += absl::StrFormat("%5s  %-8s  %-16s  %8s  %10s  %10s\n", "PART", "OWNER",
+                         "INSTANCE", "EPOCH", "LAG", "OLDEST_S");
   int64_t total = 0;
   for (const PartInfo& p : d.parts) {
     total += p.waiting_items;
-    out += absl::StrFormat("%5d  %-8s  %-16s  %8s  %10d  %8d  %10s\n", p.part,
+    out += absl::StrFormat("%5d  %-8s  %-16s  %8s  %10d  %10s\n", p.part,
                            Short(p.owner_session),
                            p.owner_instance.empty() ? "-" : p.owner_instance,
                            p.epoch == 0 ? "-" : absl::StrCat(p.epoch),
-                           p.waiting_items, p.claimed_items,
-                           Seconds(p.oldest_age));
+                           p.waiting_items, Seconds(p.oldest_age));
   }
   out += absl::StrFormat("TOTAL LAG %d\n", total);
   return out;
@@ -103,9 +101,8 @@ std::string DescriptionJson(const GroupDescription& d) {
         "{\"part\":", p.part, ",\"owner\":",
         p.owner_session.empty() ? "null" : JsonString(p.owner_session),
         ",\"instance\":", JsonString(p.owner_instance), ",\"epoch\":", p.epoch,
-        ",\"lag_items\":", p.waiting_items, ",\"claimed_items\":",
-        p.claimed_items, ",\"oldest_age_seconds\":", Seconds(p.oldest_age),
-        ",\"first_key\":", JsonString(p.first_key),
+        ",\"lag_items\":", p.waiting_items, ",\"oldest_age_seconds\":",
+        Seconds(p.oldest_age), ",\"first_key\":", JsonString(p.first_key),
         ",\"last_key\":", JsonString(p.last_key), "}"));
   }
   return absl::StrCat(

@@ -13,96 +13,110 @@
 namespace sqlgroup::store {
 namespace {
 
-// $1 group, $2 session, $3 part, $4 epoch, $5 first key, $6 last key,
-// $7 limit. The ARRAY(...) subquery runs once (an InitPlan) walking
-// items_unclaimed from the sweep cursor, and the outer UPDATE fetches those
-// ids by index: the cost is O(limit), whatever the backlog, in the generic
-// plan too (an IN (subquery) form was planned as a scan of the whole group
-// on a stale estimate). The outer re-check of claim_session keeps a
-// concurrent change from being overwritten; the foreign key refuses a claim
-// under a dropped take.
-constexpr char kClaim[] = "sqlgroup_claim";
-constexpr char kClaimSql[] =
-    "UPDATE sqlgroup.items SET claim_session = $2::uuid, claim_part = $3, "
-    "  claim_epoch = $4, claimed_at = clock_timestamp() "
-    "WHERE group_name = $1 AND claim_session IS NULL AND id = ANY(ARRAY("
-    "  SELECT id FROM sqlgroup.items WHERE group_name = $1 "
-    "  AND claim_session IS NULL AND id BETWEEN $5::uuid AND $6::uuid "
-    "  AND not_before <= clock_timestamp() ORDER BY id LIMIT $7)) "
-    "RETURNING id::text, key, payload, attempts, "
-    "  (extract(epoch from enqueued_at) * 1000000)::bigint";
+// Whether the take `$<session>, $<part>, $<epoch>` of group $1 still owns
+// its part and its session is alive by the database clock: a zombie past
+// its TTL can neither claim nor settle anything, even before it is reaped.
+// Uncorrelated, so it runs once per statement (an InitPlan).
+//
+// `hold`: the fence of every statement that settles an item (ack,
+// release, dead-letter) also holds the take FOR KEY SHARE, so a drop or a
+// reap of the part (a DELETE of that row) waits until the statement's
+// transaction ends: an ack either commits before the part moves or finds
+// the take gone, never in between.
+std::string TakeHeld(int session, int part, int epoch, bool hold) {
+  return absl::StrCat(
+      "EXISTS (SELECT 1 FROM sqlgroup.session_parts sp "
+      "  JOIN sqlgroup.sessions s "
+      "    ON s.group_name = sp.group_name AND s.id = sp.session_id "
+      "  JOIN sqlgroup.groups g ON g.name = sp.group_name "
+      "  WHERE sp.group_name = $1 AND sp.part = $",
+      part, " AND sp.session_id = $", session, "::uuid AND sp.epoch = $", epoch,
+      "  AND s.heartbeated_at > clock_timestamp() - g.session_ttl",
+      hold ? "  FOR KEY SHARE OF sp)" : ")");
+}
 
-// $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch. Deletes only
-// while the claim is this take's and the session is alive by the database
-// clock: a zombie past its TTL cannot ack even before it is reaped. Rows are
-// found by primary key and the fence is a filter on them (IS NOT DISTINCT
-// FROM is not indexable, on purpose): fenced as equalities, the planner
-// scanned every items_claims entry of the take, dead ones included, which
-// grows with the take's age.
+// $1 group, $2 session, $3 part, $4 epoch, $5 first key, $6 last key,
+// $7 limit. A claim writes nothing: the take is the claim (only its owner
+// reads this range), and the statements that settle an item are fenced on
+// it. The first column says whether the take still holds, so a claim
+// under a dropped take or an expired session fails instead of reading as
+// "no items"; the items come from items_sweep in key order from the sweep
+// cursor, O(limit) whatever the backlog.
+constexpr char kClaim[] = "sqlgroup_claim";
+const std::string& ClaimSql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "SELECT t.owned, i.id::text, i.key, i.payload, i.attempts, "
+      "  (extract(epoch from i.enqueued_at) * 1000000)::bigint "
+      "FROM (SELECT ",
+      TakeHeld(2, 3, 4, false),
+      " AS owned) t "
+      "LEFT JOIN LATERAL (SELECT id, key, payload, attempts, enqueued_at "
+      "  FROM sqlgroup.items WHERE t.owned AND group_name = $1 "
+      "  AND id BETWEEN $5::uuid AND $6::uuid "
+      "  AND not_before <= clock_timestamp() ORDER BY id LIMIT $7) i "
+      "ON true"));
+  return *kSql;
+}
+
+// $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch.
 constexpr char kAck[] = "sqlgroup_ack";
-constexpr char kAckSql[] =
-    "DELETE FROM sqlgroup.items WHERE group_name = $1 "
-    "AND id = ANY($2::uuid[]) "
-    "AND (claim_session, claim_part, claim_epoch) IS NOT DISTINCT FROM "
-    "  ($3::uuid, $4::int, $5::bigint) "
-    "AND EXISTS (SELECT 1 FROM sqlgroup.sessions s "
-    "  JOIN sqlgroup.groups g ON g.name = s.group_name "
-    "  WHERE s.id = $3::uuid "
-    "  AND s.heartbeated_at > clock_timestamp() - g.session_ttl)";
+const std::string& AckSql() {
+  static const std::string* const kSql = new std::string(
+      absl::StrCat("DELETE FROM sqlgroup.items WHERE group_name = $1 "
+                   "AND id = ANY($2::uuid[]) AND ",
+                   TakeHeld(3, 4, 5, true)));
+  return *kSql;
+}
 
 // $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch, $6 error,
 // $7 backoff, $8 attempts to add (0 or 1).
 constexpr char kRelease[] = "sqlgroup_release";
-constexpr char kReleaseSql[] =
-    "UPDATE sqlgroup.items SET claim_session = NULL, claim_part = NULL, "
-    "  claim_epoch = NULL, claimed_at = NULL, attempts = attempts + $8, "
-    "  last_error = $6, not_before = clock_timestamp() + $7::interval "
-    "WHERE group_name = $1 AND id = ANY($2::uuid[]) "
-    "AND claim_session = $3::uuid AND claim_part = $4 AND claim_epoch = $5";
+const std::string& ReleaseSql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "UPDATE sqlgroup.items SET attempts = attempts + $8, last_error = $6, "
+      "  not_before = clock_timestamp() + $7::interval "
+      "WHERE group_name = $1 AND id = ANY($2::uuid[]) AND ",
+      TakeHeld(3, 4, 5, true)));
+  return *kSql;
+}
 
 // $1 group, $2 id, $3 session, $4 part, $5 epoch, $6 error. Moves the
-// item in one statement, fenced like an ack (claim and session liveness).
+// item in one statement, fenced like an ack.
 constexpr char kDeadLetter[] = "sqlgroup_dead_letter";
-constexpr char kDeadLetterSql[] =
-    "WITH dead AS (DELETE FROM sqlgroup.items WHERE group_name = $1 "
-    "  AND id = $2::uuid AND claim_session = $3::uuid AND claim_part = $4 "
-    "  AND claim_epoch = $5 AND EXISTS (SELECT 1 FROM sqlgroup.sessions s "
-    "    JOIN sqlgroup.groups g ON g.name = s.group_name WHERE s.id = $3::uuid "
-    "    AND s.heartbeated_at > clock_timestamp() - g.session_ttl) "
-    "  RETURNING group_name, id, key, payload, enqueued_at, attempts + 1 "
-    "  AS attempts) "
-    "INSERT INTO sqlgroup.dead_items (group_name, id, key, payload, "
-    "  enqueued_at, attempts, last_error) "
-    "SELECT group_name, id, key, payload, enqueued_at, attempts, $6 FROM dead "
-    "ON CONFLICT (group_name, id) DO UPDATE SET key = EXCLUDED.key, "
-    "  payload = EXCLUDED.payload, enqueued_at = EXCLUDED.enqueued_at, "
-    "  attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error, "
-    "  died_at = clock_timestamp()";
-
-// $1 session, $2 part, $3 epoch.
-constexpr char kReleaseAll[] = "sqlgroup_release_all";
-constexpr char kReleaseAllSql[] =
-    "UPDATE sqlgroup.items SET claim_session = NULL, claim_part = NULL, "
-    "  claim_epoch = NULL, claimed_at = NULL "
-    "WHERE claim_session = $1::uuid AND claim_part = $2 AND claim_epoch = $3";
+const std::string& DeadLetterSql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "WITH dead AS (DELETE FROM sqlgroup.items WHERE group_name = $1 "
+      "  AND id = $2::uuid AND ",
+      TakeHeld(3, 4, 5, true),
+      "  RETURNING group_name, id, key, payload, enqueued_at, attempts + 1 "
+      "  AS attempts) "
+      "INSERT INTO sqlgroup.dead_items (group_name, id, key, payload, "
+      "  enqueued_at, attempts, last_error) "
+      "SELECT group_name, id, key, payload, enqueued_at, attempts, $6 "
+      "FROM dead "
+      "ON CONFLICT (group_name, id) DO UPDATE SET key = EXCLUDED.key, "
+      "  payload = EXCLUDED.payload, enqueued_at = EXCLUDED.enqueued_at, "
+      "  attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error, "
+      "  died_at = clock_timestamp()"));
+  return *kSql;
+}
 
 // $1 group, $2 parts (int[]), $3 first keys (uuid[]), $4 last keys.
 constexpr char kProbe[] = "sqlgroup_probe";
 // Per part: whether an item is due and, only when none is, the soonest of
-// the first waiting ones (both from items_unclaimed, not_before included):
-// a part with a backlog of due items costs one index entry, as before.
+// the first waiting ones (both from items_sweep, not_before included):
+// a part with a backlog of due items costs one index entry.
 const std::string& ProbeSql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
       "SELECT b.part, d.due, ", MicrosOf("w.soonest - clock_timestamp()"),
       " FROM unnest($2::int[], $3::uuid[], $4::uuid[]) AS b(part, lo, hi) "
       "CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM sqlgroup.items i "
-      "  WHERE i.group_name = $1 AND i.claim_session IS NULL "
-      "  AND i.id BETWEEN b.lo AND b.hi "
+      "  WHERE i.group_name = $1 AND i.id BETWEEN b.lo AND b.hi "
       "  AND i.not_before <= clock_timestamp()) AS due) d "
       "CROSS JOIN LATERAL (SELECT CASE WHEN d.due THEN NULL ELSE ("
       "  SELECT min(x.not_before) FROM (SELECT i.not_before "
       "    FROM sqlgroup.items i WHERE i.group_name = $1 "
-      "    AND i.claim_session IS NULL AND i.id BETWEEN b.lo AND b.hi "
+      "    AND i.id BETWEEN b.lo AND b.hi "
       "    ORDER BY i.id LIMIT ",
       kProbeLookahead,
       ") x WHERE x.not_before > '-infinity' "
@@ -132,7 +146,7 @@ constexpr char kOldestWaiting[] = "sqlgroup_oldest_waiting";
 constexpr char kOldestWaitingSql[] =
     "SELECT id::text, (extract(epoch from clock_timestamp() - enqueued_at) "
     "  * 1000000)::bigint FROM sqlgroup.items WHERE group_name = $1 "
-    "AND claim_session IS NULL ORDER BY enqueued_at LIMIT $2";
+    "ORDER BY enqueued_at LIMIT $2";
 
 // A random version-4 UUID.
 std::string NewItemId(absl::BitGen& gen) {
@@ -148,11 +162,10 @@ std::string NewItemId(absl::BitGen& gen) {
 }  // namespace
 
 void PrepareItemStatements(pqxx::connection& conn) {
-  conn.prepare(kClaim, kClaimSql);
-  conn.prepare(kAck, kAckSql);
-  conn.prepare(kRelease, kReleaseSql);
-  conn.prepare(kDeadLetter, kDeadLetterSql);
-  conn.prepare(kReleaseAll, kReleaseAllSql);
+  conn.prepare(kClaim, ClaimSql());
+  conn.prepare(kAck, AckSql());
+  conn.prepare(kRelease, ReleaseSql());
+  conn.prepare(kDeadLetter, DeadLetterSql());
   conn.prepare(kProbe, ProbeSql());
   conn.prepare(kLag, kLagSql);
   conn.prepare(kOldestWaiting, kOldestWaitingSql);
@@ -161,36 +174,38 @@ void PrepareItemStatements(pqxx::connection& conn) {
 absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
                                              const ClaimRef& ref, Uuid128 from,
                                              Uuid128 last, int limit) {
-  return GuardOr<std::vector<Item>>("claim items", [&] {
-    pqxx::work tx(conn);
-    // Nothing is lost if this commit is: a claim that vanished in a crash
-    // leaves the items unclaimed, and the fenced ack of a claim that did
-    // not survive deletes nothing. Not waiting for the flush takes one WAL
-    // flush per claim off the hot path (the ack's flush covers it).
-    tx.exec("SET LOCAL synchronous_commit = off");
-    const pqxx::result r =
-        tx.exec_prepared(kClaim, ref.group, ref.session, ref.part, ref.epoch,
-                         FormatUuid(from), FormatUuid(last), limit);
-    tx.commit();
-    std::vector<Item> items;
-    items.reserve(r.size());
-    for (const pqxx::row& row : r) {
-      Item item;
-      item.id = row[0].as<std::string>();
-      if (!row[1].is_null()) item.key = row[1].as<std::string>();
-      item.payload = pqxx::binarystring(row[2]).str();
-      item.attempt = row[3].as<int>() + 1;
-      item.part = ref.part;
-      item.session = ref.session;
-      item.epoch = ref.epoch;
-      item.enqueued_at = absl::FromUnixMicros(row[4].as<int64_t>());
-      items.push_back(std::move(item));
-    }
-    // RETURNING has no order; handlers see key order.
-    std::sort(items.begin(), items.end(),
-              [](const Item& a, const Item& b) { return a.id < b.id; });
-    return items;
-  });
+  return GuardOr<std::vector<Item>>(
+      "claim items", [&]() -> absl::StatusOr<std::vector<Item>> {
+        pqxx::nontransaction tx(conn);
+        const pqxx::result r = tx.exec_prepared(
+            kClaim, ref.group, ref.session, ref.part, ref.epoch,
+            FormatUuid(from), FormatUuid(last), limit);
+        if (r.empty() || !r[0][0].as<bool>()) {
+          return absl::AbortedError(
+              absl::StrCat("claim items: part ", ref.part,
+                           " is no longer owned under epoch ", ref.epoch,
+                           " by a live session"));
+        }
+        std::vector<Item> items;
+        items.reserve(r.size());
+        for (const pqxx::row& row : r) {
+          if (row[1].is_null()) continue;  // owned, but nothing due
+          Item item;
+          item.id = row[1].as<std::string>();
+          if (!row[2].is_null()) item.key = row[2].as<std::string>();
+          item.payload = pqxx::binarystring(row[3]).str();
+          item.attempt = row[4].as<int>() + 1;
+          item.part = ref.part;
+          item.session = ref.session;
+          item.epoch = ref.epoch;
+          item.enqueued_at = absl::FromUnixMicros(row[5].as<int64_t>());
+          items.push_back(std::move(item));
+        }
+        // The join promises no order; handlers see key order.
+        std::sort(items.begin(), items.end(),
+                  [](const Item& a, const Item& b) { return a.id < b.id; });
+        return items;
+      });
 }
 
 int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
@@ -235,14 +250,6 @@ absl::StatusOr<bool> DeadLetter(pqxx::connection& conn, const ClaimRef& ref,
                            .affected_rows() == 1;
     tx.commit();
     return moved;
-  });
-}
-
-absl::Status ReleaseAll(pqxx::connection& conn, const ClaimRef& ref) {
-  return Guard("release claims", [&] {
-    pqxx::work tx(conn);
-    tx.exec_prepared(kReleaseAll, ref.session, ref.part, ref.epoch);
-    tx.commit();
   });
 }
 

@@ -19,8 +19,8 @@
 
 namespace sqlgroup::store {
 
-// One take of a part: what every claim points at, and what every ack and
-// release is fenced on.
+// One take of a part: the claim on every item read in its range, and what
+// every ack, release and dead-letter is fenced on.
 struct ClaimRef {
   std::string group;
   std::string session;
@@ -31,33 +31,34 @@ struct ClaimRef {
 // Call once on each worker connection, before the functions below.
 void PrepareItemStatements(pqxx::connection& conn);
 
-// Claims up to `limit` unclaimed, due items with keys in [from, last] for
-// `ref`, in key order. ABORTED (foreign key) when the part is no longer
-// owned under this epoch. The claim commits without waiting for its WAL
-// flush: a claim lost in a crash only makes the item claimable again, and
-// an ack that follows it flushes it anyway.
+// Reads up to `limit` due items with keys in [from, last], in key order,
+// for the take `ref`. Writes nothing: the take is the claim, since only
+// its owner reads this range. ABORTED when the take no longer exists or
+// its session has expired.
 absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
                                              const ClaimRef& ref, Uuid128 from,
                                              Uuid128 last, int limit);
 
-// The fence: deletes the items if and only if `ref` still claims them and
-// its session is alive. Runs inside the acknowledging transaction; returns
-// how many rows it deleted (the caller commits only if all were).
+// The fence: deletes the items if and only if the take `ref` still owns
+// their part and its session is alive, holding the take against a drop or
+// a reap until the transaction ends. Runs inside the acknowledging
+// transaction; returns how many rows it deleted (the caller commits only
+// if all were).
 int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
                       const std::vector<std::string>& ids);
 
 // The same fenced delete as one autocommit statement, for a handler that
 // wrote nothing: one round trip instead of three (BEGIN, DELETE, COMMIT).
 // Each item deleted is acknowledged for good, even if others of `ids` were
-// not (their claims were lost). Throws pqxx exceptions like DeleteClaimed;
-// a broken connection leaves the outcome unknown (the caller releases what
-// is still claimed before claiming again).
+// not (another take acknowledged them first). Throws pqxx exceptions like
+// DeleteClaimed; a broken connection leaves the outcome unknown (the item
+// is read again if it is still there).
 int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
                          const std::vector<std::string>& ids);
 
-// Gives claimed items back in one statement, not before now + backoff,
-// with attempts + 1 when `count_attempt`. Returns how many were still
-// claimed under `ref` (the others' claims were already lost).
+// Puts items back in one statement, not due before now + backoff, with
+// attempts + 1 when `count_attempt`, fenced like an ack. Returns how many
+// were updated (none when the take is gone).
 absl::StatusOr<int64_t> ReleaseForRetry(pqxx::connection& conn,
                                         const ClaimRef& ref,
                                         const std::vector<std::string>& ids,
@@ -65,26 +66,23 @@ absl::StatusOr<int64_t> ReleaseForRetry(pqxx::connection& conn,
                                         absl::Duration backoff,
                                         bool count_attempt);
 
-// Moves a claimed item to dead_items with its last error, in one
-// transaction. False when the claim was already lost.
+// Moves an item to dead_items with its last error, in one statement
+// fenced like an ack. False when the take is gone (or the item was
+// acknowledged already).
 absl::StatusOr<bool> DeadLetter(pqxx::connection& conn, const ClaimRef& ref,
                                 const std::string& id,
                                 const std::string& error);
 
-// Un-claims every item still claimed under `ref` (after a broken batch),
-// without counting an attempt.
-absl::Status ReleaseAll(pqxx::connection& conn, const ClaimRef& ref);
-
 struct ProbeResult {
-  std::vector<int> due;  // parts with unclaimed items due now
-  // Until the soonest unclaimed item that is not due yet falls due (among
+  std::vector<int> due;  // parts with items due now
+  // Until the soonest item that is not due yet falls due (among
   // the first kProbeLookahead waiting in each part's range, by key);
   // infinite when there is none.
   absl::Duration soonest = absl::InfiniteDuration();
 };
 inline constexpr int kProbeLookahead = 100;
 
-// Which of `parts` (with their ranges) have unclaimed, due items, and when
+// Which of `parts` (with their ranges) have due items, and when
 // the next waiting ones fall due (retries another owner scheduled before a
 // part moved, delayed items nobody announced): one query for all of a
 // member's idle parts.

@@ -228,9 +228,9 @@ TEST(Cli, TheDsnComesFromTheEnvironmentWhenNoFlagIsGiven) {
   TestDatabase db;
   const auto r = RunCli({"migrate"}, {{"SQLGROUP_DSN", db.dsn()}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("from version 0 to 4"));
+  EXPECT_THAT(r.out, HasSubstr("from version 0 to 5"));
   const auto again = RunCli({"migrate"}, {{"SQLGROUP_DSN", db.dsn()}});
-  EXPECT_THAT(again.out, HasSubstr("up to date at version 4"));
+  EXPECT_THAT(again.out, HasSubstr("up to date at version 5"));
 }
 
 TEST(Cli, GroupCommandsRoundTrip) {

@@ -1,5 +1,6 @@
 // Migrations and the guarantees the schema itself gives: versioning, the
-// one-owner-per-part key, and the claim foreign key that releases claims.
+// one-owner-per-part key, reaping that drops a session's parts, and fresh
+// epochs. The fences of the hot path are in claim_fence_test.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -51,14 +52,15 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->from_version, 0);
   EXPECT_EQ(r->to_version, SchemaVersionKnown());
-  EXPECT_THAT(r->applied, ElementsAre("001_init.sql", "002_lag_index.sql",
-                                        "003_ownership_log.sql",
-                                        "004_hot_heartbeats.sql"));
+  EXPECT_THAT(
+      r->applied,
+      ElementsAre("001_init.sql", "002_lag_index.sql", "003_ownership_log.sql",
+                  "004_hot_heartbeats.sql", "005_take_fenced_claims.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
-  for (const char* table : {"groups.", "sessions.", "session_parts.", "items.",
-                            "dead_items.", "schema_migrations.",
-                            "ownership_log."}) {
+  for (const char* table :
+       {"groups.", "sessions.", "session_parts.", "items.", "dead_items.",
+        "schema_migrations.", "ownership_log."}) {
     EXPECT_THAT(schema, HasSubstr(table));
   }
 }
@@ -151,7 +153,6 @@ class OwnershipTest : public ::testing::Test {
  protected:
   static constexpr char kA[] = "aaaaaaaa-0000-4000-8000-000000000000";
   static constexpr char kB[] = "bbbbbbbb-0000-4000-8000-000000000000";
-  static constexpr char kItem[] = "01000000-0000-4000-8000-000000000000";
 
   void SetUp() override {
     auto admin = ConnectAdmin(db_.dsn());
@@ -169,25 +170,7 @@ class OwnershipTest : public ::testing::Test {
                    "RETURNING epoch",
                    kA)[0]
                  .as<int64_t>();
-    tx.exec_params(
-        "INSERT INTO sqlgroup.items (group_name, id) VALUES "
-        "('g', $1)",
-        kItem);
-    tx.exec_params(
-        "UPDATE sqlgroup.items SET claim_session = $1, "
-        "claim_part = 0, claim_epoch = $2 WHERE id = $3",
-        kA, epoch_, kItem);
     tx.commit();
-  }
-
-  // The item's claim as "session/part/epoch", or "null".
-  std::string Claim() {
-    pqxx::nontransaction tx(*conn_);
-    auto row = tx.exec_params1(
-        "SELECT coalesce(claim_session::text || '/' || claim_part || '/' || "
-        "claim_epoch, 'null') FROM sqlgroup.items WHERE id = $1",
-        kItem);
-    return row[0].as<std::string>();
   }
 
   TestDatabase db_;
@@ -195,21 +178,10 @@ class OwnershipTest : public ::testing::Test {
   int64_t epoch_ = 0;
 };
 
-TEST_F(OwnershipTest, DroppingThePartReleasesItsClaims) {
-  EXPECT_EQ(Claim(), std::string(kA) + "/0/" + std::to_string(epoch_));
-  pqxx::work tx(*conn_);
-  tx.exec(
-      "DELETE FROM sqlgroup.session_parts WHERE group_name = 'g' AND "
-      "part = 0");
-  tx.commit();
-  EXPECT_EQ(Claim(), "null");
-}
-
-TEST_F(OwnershipTest, ReapingTheSessionDropsItsPartsAndReleasesClaims) {
+TEST_F(OwnershipTest, ReapingTheSessionDropsItsParts) {
   pqxx::work tx(*conn_);
   tx.exec_params("DELETE FROM sqlgroup.sessions WHERE id = $1", kA);
   tx.commit();
-  EXPECT_EQ(Claim(), "null");
   pqxx::nontransaction check(*conn_);
   EXPECT_EQ(
       check.exec1("SELECT count(*) FROM sqlgroup.session_parts")[0].as<int>(),
@@ -225,20 +197,7 @@ TEST_F(OwnershipTest, TheDatabaseRefusesASecondOwnerOfAPart) {
                pqxx::unique_violation);
 }
 
-TEST_F(OwnershipTest, ClaimingUnderAPartNoLongerOwnedFailsOnTheForeignKey) {
-  {
-    pqxx::work tx(*conn_);
-    tx.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
-    tx.commit();
-  }
-  pqxx::work tx(*conn_);
-  EXPECT_THROW(tx.exec_params("UPDATE sqlgroup.items SET claim_session = $1, "
-                              "claim_part = 0, claim_epoch = $2",
-                              kA, epoch_),
-               pqxx::foreign_key_violation);
-}
-
-TEST_F(OwnershipTest, RetakingAPartGivesAFreshEpochThatOldClaimsCannotUse) {
+TEST_F(OwnershipTest, RetakingAPartGivesAFreshEpoch) {
   pqxx::work tx(*conn_);
   tx.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
   const int64_t again =
@@ -248,27 +207,6 @@ TEST_F(OwnershipTest, RetakingAPartGivesAFreshEpochThatOldClaimsCannotUse) {
             kA)[0]
           .as<int64_t>();
   EXPECT_GT(again, epoch_);
-  // An acknowledgement fenced on the old epoch deletes nothing.
-  EXPECT_EQ(tx.exec_params("DELETE FROM sqlgroup.items WHERE id = $1 AND "
-                           "claim_session = $2 AND claim_part = 0 AND "
-                           "claim_epoch = $3",
-                           kItem, kA, epoch_)
-                .affected_rows(),
-            0u);
-}
-
-TEST_F(OwnershipTest, ReleasingClaimsUsesTheClaimIndexNotATableScan) {
-  pqxx::work tx(*conn_);
-  tx.exec("SET LOCAL enable_seqscan = off");
-  std::string plan;
-  for (const auto& row : tx.exec_params(
-           "EXPLAIN UPDATE sqlgroup.items SET claim_session = NULL, "
-           "claim_part = NULL, claim_epoch = NULL WHERE claim_session = $1 "
-           "AND claim_part = 0 AND claim_epoch = $2",
-           kA, epoch_)) {
-    plan += row[0].as<std::string>() + "\n";
-  }
-  EXPECT_THAT(plan, HasSubstr("items_claims"));
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ TEST(PartScheduler, OwnedPartsAreServedRoundRobin) {
   PartTask a = s.Next();
   ASSERT_EQ(a.kind, PartTask::Kind::kClaim);
   EXPECT_EQ(a.ref.part, 0);
-  s.FinishClaim(0, 1, /*found=*/true, a.range.first, false);
+  s.FinishClaim(0, 1, /*found=*/true, a.range.first);
   EXPECT_EQ(s.Next().ref.part, 1);  // part 0 went to the back
 }
 
@@ -78,24 +78,27 @@ TEST(PartScheduler, AReTakenPartIsNeverHandedToASecondWorker) {
     const PartTask t = s.Next();
     got = true;
     EXPECT_EQ(t.ref.epoch, 2);
-    s.FinishClaim(3, 2, false, t.range.first, false);
+    s.FinishClaim(3, 2, false, t.range.first);
   });
   absl::SleepFor(absl::Milliseconds(50));
   EXPECT_FALSE(got) << "take 2 handed out while take 1 is still in flight";
-  s.FinishClaim(3, w1.ref.epoch, true, w1.range.first, false);
+  s.FinishClaim(3, w1.ref.epoch, true, w1.range.first);
   w2.join();
   EXPECT_TRUE(got);
 }
 
-TEST(PartScheduler, ABatchLeftClaimedIsReleasedBeforeTheNextClaim) {
+TEST(PartScheduler, ABatchStoppedEarlyResumesAtItsFirstUnhandledItem) {
   PartScheduler s(kLong, absl::ZeroDuration());
   s.Add(Ref(0, 7), PartRange(0, 1));
   ProbeFindsWork(s, {0});
   s.Revoke(0);
   s.Unrevoke(0);  // the revoke was undone while a batch was in flight
   const PartTask t = s.Next();
-  s.FinishClaim(0, 7, true, t.range.first, /*release_needed=*/true);
-  EXPECT_TRUE(s.Next().release_first);
+  const Uuid128 unhandled = t.range.first + 12345;
+  s.FinishClaim(0, 7, true, unhandled);
+  const PartTask again = s.Next();
+  ASSERT_EQ(again.kind, PartTask::Kind::kClaim);
+  EXPECT_EQ(again.cursor, unhandled);
 }
 
 TEST(PartScheduler, IdlePartsAreProbedAllTogetherOnAWakeUp) {
@@ -104,8 +107,7 @@ TEST(PartScheduler, IdlePartsAreProbedAllTogetherOnAWakeUp) {
   ProbeFindsWork(s, {0, 1, 2});
   for (int p = 0; p < 3; ++p) {  // each claim finds nothing: idle again
     const PartTask t = s.Next();
-    s.FinishClaim(t.ref.part, t.ref.epoch, /*found=*/false, t.range.first,
-                  false);
+    s.FinishClaim(t.ref.part, t.ref.epoch, /*found=*/false, t.range.first);
   }
   s.WakeIdle();
   const PartTask probe = s.Next();
@@ -246,10 +248,10 @@ TEST(PartScheduler,
     ProbeFindsWork(warm, {0});
     const PartTask claim = warm.Next();
     ASSERT_EQ(claim.kind, PartTask::Kind::kClaim);
-    warm.FinishClaim(0, 1, /*found=*/true, claim.range.first, false);
+    warm.FinishClaim(0, 1, /*found=*/true, claim.range.first);
     const PartTask again = warm.Next();
     ASSERT_EQ(again.kind, PartTask::Kind::kClaim);
-    warm.FinishClaim(0, 1, /*found=*/false, again.range.first, false);
+    warm.FinishClaim(0, 1, /*found=*/false, again.range.first);
     EXPECT_TRUE(
         ProbedWithin(warm, absl::Seconds(5), nullptr, absl::ZeroDuration()));
   }
@@ -270,7 +272,7 @@ TEST(PartScheduler, AnAlwaysBusyPartDoesNotHoldBackTheProbeOfIdleOnes) {
     } else {
       ASSERT_EQ(task.ref.part, 0);
       absl::SleepFor(absl::Milliseconds(1));  // a batch of part 0
-      s.FinishClaim(0, 1, /*found=*/true, task.range.first, false);
+      s.FinishClaim(0, 1, /*found=*/true, task.range.first);
     }
   }
   EXPECT_TRUE(probed);

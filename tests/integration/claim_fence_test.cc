@@ -1,0 +1,266 @@
+// The hot path's fences (schema 5): a claim is a read under a take, and
+// every statement that settles an item (ack, release, dead-letter) is
+// fenced on the take and on its session's liveness, holding the take so
+// that a drop or a reap never interleaves with an ack. Also: the generic
+// plans the workers run read items by index.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "keyspace.h"
+#include "sqlgroup/admin.h"
+#include "store/item_store.h"
+#include "support/pg_fixture.h"
+
+namespace sqlgroup {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::TestDatabase;
+
+constexpr char kGroup[] = "g";
+constexpr int kParts = 8;
+constexpr char kSession[] = "aaaaaaaa-0000-4000-8000-000000000000";
+// Two items of part 0 (keys 0x00.. to 0x1f..) and one of part 1.
+constexpr char kFirst[] = "01000000-0000-4000-8000-000000000000";
+constexpr char kSecond[] = "02000000-0000-4000-8000-000000000000";
+constexpr char kOtherPart[] = "21000000-0000-4000-8000-000000000000";
+
+class ClaimFenceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto admin = Admin::Connect({.dsn = db_.dsn()});
+    ASSERT_TRUE(admin.ok()) << admin.status();
+    ASSERT_TRUE((*admin)->Migrate().ok());
+    ASSERT_TRUE((*admin)->CreateGroup({.name = kGroup, .parts = kParts}).ok());
+    conn_ = std::make_unique<pqxx::connection>(db_.dsn());
+    store::PrepareItemStatements(*conn_);
+    pqxx::work tx(*conn_);
+    tx.exec_params(
+        "INSERT INTO sqlgroup.sessions (id, group_name) VALUES ($1, $2)",
+        kSession, kGroup);
+    tx.exec_params(
+        "INSERT INTO sqlgroup.items (group_name, id) VALUES ($1, $2), "
+        "($1, $3), ($1, $4)",
+        kGroup, kFirst, kSecond, kOtherPart);
+    tx.commit();
+    ref_ = Take(0);
+  }
+
+  store::ClaimRef Take(int part) {
+    pqxx::work tx(*conn_);
+    const int64_t epoch =
+        tx.exec_params1(
+              "INSERT INTO sqlgroup.session_parts (group_name, "
+              "part, session_id) VALUES ($1, $2, $3) "
+              "RETURNING epoch",
+              kGroup, part, kSession)[0]
+            .as<int64_t>();
+    tx.commit();
+    return {kGroup, kSession, part, epoch};
+  }
+
+  void Drop(int part) {
+    pqxx::work tx(*conn_);
+    tx.exec_params("DELETE FROM sqlgroup.session_parts WHERE part = $1", part);
+    tx.commit();
+  }
+
+  absl::StatusOr<std::vector<Item>> Claim(const store::ClaimRef& ref) {
+    const KeyRange r = PartRange(ref.part, kParts);
+    return store::ClaimItems(*conn_, ref, r.first, r.last, 10);
+  }
+
+  int64_t Count(const std::string& table) {
+    pqxx::nontransaction tx(*conn_);
+    return tx.exec1("SELECT count(*) FROM sqlgroup." + table)[0].as<int64_t>();
+  }
+
+  TestDatabase db_;
+  std::unique_ptr<pqxx::connection> conn_;
+  store::ClaimRef ref_;
+};
+
+std::vector<std::string> Ids(const std::vector<Item>& items) {
+  std::vector<std::string> ids;
+  for (const Item& i : items) ids.push_back(i.id);
+  return ids;
+}
+
+TEST_F(ClaimFenceTest,
+       AClaimReadsDueItemsOfItsRangeInKeyOrderAndWritesNothing) {
+  pqxx::nontransaction(*conn_).exec_params(
+      "UPDATE sqlgroup.items SET not_before = 'infinity' WHERE id = $1",
+      kSecond);
+  const std::string before =
+      pqxx::nontransaction(*conn_)
+          .exec1(
+              "SELECT string_agg(xmin::text, ',' ORDER BY id) "
+              "FROM sqlgroup.items")[0]
+          .as<std::string>();
+  auto items = Claim(ref_);
+  ASSERT_TRUE(items.ok()) << items.status();
+  EXPECT_THAT(Ids(*items), ElementsAre(kFirst));  // kSecond is not due
+  EXPECT_EQ((*items)[0].epoch, ref_.epoch);
+  const std::string after =
+      pqxx::nontransaction(*conn_)
+          .exec1(
+              "SELECT string_agg(xmin::text, ',' ORDER BY id) "
+              "FROM sqlgroup.items")[0]
+          .as<std::string>();
+  EXPECT_EQ(before, after) << "a claim wrote a row version";
+}
+
+TEST_F(ClaimFenceTest, AClaimUnderATakeThatIsGoneIsAborted) {
+  Drop(0);
+  auto items = Claim(ref_);
+  EXPECT_TRUE(absl::IsAborted(items.status())) << items.status();
+}
+
+TEST_F(ClaimFenceTest, AnAckUnderAnOldEpochDeletesNothing) {
+  Drop(0);
+  const store::ClaimRef again = Take(0);
+  EXPECT_GT(again.epoch, ref_.epoch);
+  EXPECT_EQ(store::DeleteClaimedNow(*conn_, ref_, {kFirst}), 0);
+  EXPECT_EQ(store::DeleteClaimedNow(*conn_, again, {kFirst}), 1);
+}
+
+TEST_F(ClaimFenceTest, AZombiePastItsTtlCannotClaimAckReleaseOrDeadLetter) {
+  // The session is expired by the database clock but not reaped yet: its
+  // take still exists.
+  pqxx::nontransaction(*conn_).exec_params(
+      "UPDATE sqlgroup.sessions SET heartbeated_at = "
+      "clock_timestamp() - interval '1 hour' WHERE id = $1",
+      kSession);
+  EXPECT_TRUE(absl::IsAborted(Claim(ref_).status()));
+  EXPECT_EQ(store::DeleteClaimedNow(*conn_, ref_, {kFirst}), 0);
+  auto released = store::ReleaseForRetry(*conn_, ref_, {kFirst}, "boom",
+                                         absl::Seconds(1), true);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(*released, 0);
+  auto dead = store::DeadLetter(*conn_, ref_, kFirst, "boom");
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  EXPECT_FALSE(*dead);
+  EXPECT_EQ(Count("items"), 3);
+  EXPECT_EQ(Count("dead_items"), 0);
+  pqxx::nontransaction tx(*conn_);
+  EXPECT_EQ(tx.exec1("SELECT max(attempts) FROM sqlgroup.items")[0].as<int>(),
+            0);
+}
+
+TEST_F(ClaimFenceTest, ReleaseAndDeadLetterWorkUnderTheTake) {
+  auto released = store::ReleaseForRetry(*conn_, ref_, {kFirst}, "boom",
+                                         absl::Hours(1), true);
+  ASSERT_TRUE(released.ok()) << released.status();
+  EXPECT_EQ(*released, 1);
+  auto items = Claim(ref_);
+  ASSERT_TRUE(items.ok()) << items.status();
+  EXPECT_THAT(Ids(*items), ElementsAre(kSecond));  // kFirst backs off
+  auto dead = store::DeadLetter(*conn_, ref_, kSecond, "boom");
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  EXPECT_TRUE(*dead);
+  EXPECT_EQ(Count("dead_items"), 1);
+  EXPECT_EQ(Count("items"), 2);
+}
+
+// The take is held FOR KEY SHARE by the ack's transaction: a drop (or the
+// cascade of a reap) waits for it instead of moving the part under an
+// ack that then commits.
+TEST_F(ClaimFenceTest, ADropOfThePartWaitsForAnAckInFlight) {
+  pqxx::connection acker(db_.dsn());
+  store::PrepareItemStatements(acker);
+  pqxx::work ack(acker);
+  EXPECT_EQ(store::DeleteClaimed(ack, ref_, {kFirst}), 1);
+  {
+    pqxx::nontransaction dropper(*conn_);
+    dropper.exec("SET lock_timeout = '200ms'");
+    try {
+      dropper.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
+      ADD_FAILURE() << "the part was dropped under an ack in flight";
+    } catch (const pqxx::sql_error& e) {
+      EXPECT_EQ(e.sqlstate(), "55P03") << e.what();  // lock_not_available
+    }
+    dropper.exec("SET lock_timeout = 0");
+  }
+  ack.commit();
+  Drop(0);
+  EXPECT_EQ(Count("session_parts"), 0);
+  EXPECT_EQ(Count("items"), 2);  // kFirst was acknowledged once
+}
+
+// And an ack that comes while a drop is in flight waits for it, then finds
+// the take gone.
+TEST_F(ClaimFenceTest, AnAckDuringADropWaitsAndThenDeletesNothing) {
+  pqxx::connection dropper_conn(db_.dsn());
+  pqxx::work drop(dropper_conn);
+  drop.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
+  auto acked = std::async(std::launch::async, [&] {
+    pqxx::connection acker(db_.dsn());
+    store::PrepareItemStatements(acker);
+    return store::DeleteClaimedNow(acker, ref_, {kFirst});
+  });
+  EXPECT_EQ(acked.wait_for(std::chrono::milliseconds(300)),
+            std::future_status::timeout)
+      << "the ack did not wait for the drop";
+  drop.commit();
+  EXPECT_EQ(acked.get(), 0);
+  EXPECT_EQ(Count("items"), 3);
+}
+
+// Workers run every prepared statement's generic plan (plan_cache_mode):
+// each must still find items by index, not by reading the whole table.
+TEST_F(ClaimFenceTest, TheWorkersGenericPlansReadItemsByIndex) {
+  {
+    pqxx::work tx(*conn_);
+    tx.exec_params(
+        "INSERT INTO sqlgroup.items (group_name, id) SELECT $1, "
+        "gen_random_uuid() FROM generate_series(1, 20000)",
+        kGroup);
+    tx.commit();
+  }
+  pqxx::nontransaction(*conn_).exec("ANALYZE");
+  pqxx::connection worker(db_.dsn());
+  pqxx::nontransaction(worker).exec("SET plan_cache_mode = force_generic_plan");
+  store::PrepareItemStatements(worker);
+  // Run each once, so that each is prepared on the server.
+  const KeyRange r = PartRange(0, kParts);
+  ASSERT_TRUE(store::ClaimItems(worker, ref_, r.first, r.last, 10).ok());
+  store::DeleteClaimedNow(worker, ref_, {kOtherPart});
+  ASSERT_TRUE(store::ReleaseForRetry(worker, ref_, {kOtherPart}, "",
+                                     absl::ZeroDuration(), false)
+                  .ok());
+  ASSERT_TRUE(store::DeadLetter(worker, ref_, kOtherPart, "").ok());
+  ASSERT_TRUE(store::ProbeParts(worker, kGroup, {0}, {r}).ok());
+  ASSERT_TRUE(store::MeasureLag(worker, kGroup, {0}, {r}, 100).ok());
+  const std::string a = FormatUuid(r.first), z = FormatUuid(r.last);
+  const std::string take = absl::StrCat("'", kSession, "', 0, ", ref_.epoch);
+  const std::vector<std::string> explains = {
+      absl::StrCat("sqlgroup_claim('g', '", kSession, "', 0, ", ref_.epoch,
+                   ", '", a, "', '", z, "', 64)"),
+      absl::StrCat("sqlgroup_ack('g', '{", kFirst, "}', ", take, ")"),
+      absl::StrCat("sqlgroup_release('g', '{", kFirst, "}', ", take,
+                   ", 'e', '1 second', 1)"),
+      absl::StrCat("sqlgroup_dead_letter('g', '", kFirst, "', ", take,
+                   ", 'e')"),
+      absl::StrCat("sqlgroup_probe('g', '{0}', '{", a, "}', '{", z, "}')"),
+      absl::StrCat("sqlgroup_lag('g', '{0}', '{", a, "}', '{", z, "}', 100)"),
+      "sqlgroup_oldest_waiting('g', 1000)",
+  };
+  pqxx::work tx(worker);
+  for (const std::string& e : explains) {
+    std::string plan;
+    for (const pqxx::row& row : tx.exec("EXPLAIN EXECUTE " + e)) {
+      plan += row[0].as<std::string>() + "\n";
+    }
+    EXPECT_THAT(plan, Not(HasSubstr("Seq Scan on items"))) << e << "\n" << plan;
+    EXPECT_THAT(plan, Not(HasSubstr("Sort"))) << e << "\n" << plan;
+  }
+}
+
+}  // namespace
+}  // namespace sqlgroup
