@@ -179,8 +179,7 @@ absl::Status Admin::DeleteGroup(const std::string& name) {
   bool deleted = false;
   RETURN_IF_ERROR(Guard("delete group", [&] {
     pqxx::work tx(*impl_->conn);
-    // Items first: deleting the group cascades to sessions and parts, which
-    // would otherwise null the claims of rows about to go anyway.
+    // Items and dead items have no foreign key to the group: deleted here.
     tx.exec_params("DELETE FROM sqlgroup.items WHERE group_name = $1", name);
     tx.exec_params("DELETE FROM sqlgroup.dead_items WHERE group_name = $1",
                    name);

@@ -44,6 +44,37 @@ absl::Status RunHandler(F&& f) {
   }
 }
 
+// `text` as PostgreSQL will store it in a text column: a handler's error
+// message may hold bytes that are not UTF-8 or a NUL, which the database
+// refuses (and then the failure could never be recorded). Such bytes
+// become '?'.
+std::string StorableText(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xe  ? 3
+                 : (c >> 3) == 0x1e ? 4
+                                    : 0;
+    for (size_t k = 1; k < len; ++k) {
+      if (i + k >= text.size() ||
+          (static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) {
+        len = 0;
+      }
+    }
+    if (len == 0 || c == 0) {
+      out += '?';
+      ++i;
+    } else {
+      out.append(text, i, len);
+      i += len;
+    }
+  }
+  return out;
+}
+
 Uuid128 After(const std::vector<Item>& items, const KeyRange& range) {
   const Uuid128 last = *ParseUuid(items.back().id);
   return last >= range.last ? range.first : last + 1;
@@ -197,29 +228,45 @@ void PartWorker::RunClaim(const PartTask& task) {
   }
   metrics_.Claimed(static_cast<int64_t>(items->size()),
                    absl::Now() - claim_start);
-  const size_t settled = ProcessItems(ref, *items);
+  const Progress p = ProcessItems(ref, *items);
   // Items left unsettled (a yield, a broken connection) are still in the
   // table, due: the next claim starts at the first of them.
-  const Uuid128 next = settled == items->size()
+  const Uuid128 next = p.settled == items->size()
                            ? After(*items, task.range)
-                           : *ParseUuid((*items)[settled].id);
-  scheduler_.FinishClaim(ref.part, epoch, true, next);
+                           : *ParseUuid((*items)[p.settled].id);
+  if (!p.broken) {
+    broken_in_a_row_ = 0;
+    scheduler_.FinishClaim(ref.part, epoch, true, next);
+    return;
+  }
+  // The same item would break the same way at once (a missing grant, an
+  // error the database refuses to store): instead of spinning on it, the
+  // part goes idle until the next probe of idle parts, or a growing
+  // backoff when that comes sooner (a listening member probes rarely).
+  const absl::Duration delay =
+      Backoff(++broken_in_a_row_, absl::Milliseconds(100), absl::Seconds(5));
+  scheduler_.FinishClaim(ref.part, epoch, false, next);
+  scheduler_.ExpectAt(absl::Now() + delay);
 }
 
-size_t PartWorker::ProcessItems(const store::ClaimRef& ref,
-                                const std::vector<Item>& items) {
+PartWorker::Progress PartWorker::ProcessItems(const store::ClaimRef& ref,
+                                              const std::vector<Item>& items) {
   if (config_.batch_handler) {
-    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return 0;
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {0, false};
     const Outcome o = HandleBatch(ref, items);
-    return o == Outcome::kAcked || o == Outcome::kFailed ? items.size() : 0;
+    if (o == Outcome::kAcked || o == Outcome::kFailed) {
+      return {items.size(), false};
+    }
+    return {0, o == Outcome::kBroken};
   }
   for (size_t i = 0; i < items.size(); ++i) {
-    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return i;
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {i, false};
     const Outcome o = HandleBatch(ref, {items[i]});
-    if (o == Outcome::kBroken || o == Outcome::kRetryLater) return i;
-    if (o == Outcome::kLost) return i + 1;  // the take is likely gone
+    if (o == Outcome::kBroken) return {i, true};
+    if (o == Outcome::kRetryLater) return {i, false};
+    if (o == Outcome::kLost) return {i + 1, false};  // the take is likely gone
   }
-  return items.size();
+  return {items.size(), false};
 }
 
 PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
@@ -231,6 +278,9 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   // The handler wrote nothing, so the ack is the fenced delete alone, in
   // autocommit: whatever it deleted stays acknowledged.
   bool alone = false;
+  // Set once the handler has returned: an error after it is the ack's (a
+  // missing grant, a broken schema), not the item's.
+  bool acking = false;
   absl::Time ack_start;
   try {
     AckTransaction ack(*conn_);
@@ -239,6 +289,7 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
                                    : config_.handler(items.front(), ack);
     });
     if (verdict.ok()) {
+      acking = true;
       ack_start = absl::Now();
       if (ack.started()) {
         deleted = store::DeleteClaimed(ack.work(), ref, ids);
@@ -270,6 +321,12 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
       Disconnect(verdict);
       return Outcome::kBroken;
     }
+  }
+  if (acking && !verdict.ok()) {
+    log_->error("part={} epoch={} acknowledging {} item(s) failed: {}",
+                ref.part, ref.epoch, ids.size(),
+                std::string(verdict.message()));
+    return Outcome::kBroken;  // the transaction rolled back; read again
   }
   if (verdict.ok()) {
     config_.conflicts->Forget(ids);
@@ -352,8 +409,8 @@ PartWorker::Outcome PartWorker::ReleaseAfterConflict(
   for (const Item& item : items) ids.push_back(item.id);
   const absl::Duration delay = Backoff(
       std::min(in_a_row, 4), config_.backoff_initial, config_.backoff_max);
-  auto released = store::ReleaseForRetry(*conn_, ref, ids, error, delay,
-                                         /*count_attempt=*/false);
+  auto released = store::ReleaseForRetry(*conn_, ref, ids, StorableText(error),
+                                         delay, /*count_attempt=*/false);
   if (!released.ok()) {
     if (absl::IsUnavailable(released.status())) {
       Disconnect(released.status());
@@ -375,9 +432,10 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
       Backoff(item.attempt, config_.backoff_initial, config_.backoff_max);
   absl::StatusOr<bool> done;
   if (dead) {
-    done = store::DeadLetter(*conn_, ref, item.id, error);
+    done = store::DeadLetter(*conn_, ref, item.id, StorableText(error));
   } else {
-    auto released = store::ReleaseForRetry(*conn_, ref, {item.id}, error, delay,
+    auto released = store::ReleaseForRetry(*conn_, ref, {item.id},
+                                           StorableText(error), delay,
                                            /*count_attempt=*/true);
     if (released.ok()) {
       done = *released == 1;

@@ -55,11 +55,15 @@ class PartWorker {
   void RunClaim(const PartTask& task);
   void RunProbe(const PartTask& task);
   void RunMeasureLag(const PartTask& task);
-  // Items of one claim; stops early when the part must yield. Returns how
-  // many of the first items are settled (acknowledged, released with a
-  // backoff or dead-lettered): the sweep goes on from the next one.
-  size_t ProcessItems(const store::ClaimRef& ref,
-                      const std::vector<Item>& items);
+  struct Progress {
+    // How many of the first items are settled (acknowledged, released with
+    // a backoff or dead-lettered): the sweep goes on from the next one.
+    size_t settled = 0;
+    bool broken = false;  // stopped on kBroken
+  };
+  // Items of one claim; stops early when the part must yield.
+  Progress ProcessItems(const store::ClaimRef& ref,
+                        const std::vector<Item>& items);
   Outcome HandleBatch(const store::ClaimRef& ref,
                       const std::vector<Item>& items);
   // A batch that failed or kept conflicting, again item by item, so that
@@ -91,6 +95,7 @@ class PartWorker {
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<pqxx::connection> conn_;
   int connect_failures_ = 0;
+  int broken_in_a_row_ = 0;  // claims that ended on kBroken, in a row
 };
 
 }  // namespace sqlgroup

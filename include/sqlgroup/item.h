@@ -6,7 +6,7 @@
 //     ack.work().exec_params("INSERT INTO results VALUES ($1, $2)",
 //                            item.id, Process(item.payload));
 //     return absl::OkStatus();  // the library deletes the item, fenced on
-//   }                           // the claim, and commits both together
+//   }                           // the part's take, and commits both
 //
 // Thread safety: an AckTransaction belongs to the worker thread that runs
 // the handler; do not keep it or use it after the handler returns.
@@ -32,8 +32,9 @@ struct Item {
   std::string payload;             // bytes, as enqueued
   int attempt = 1;                 // 1 on first delivery, +1 per failure
   int part = 0;                    // the part whose range holds `id`
-  // The claim this delivery is under: the member's session and the take
-  // (epoch) of `part`, as in sqlgroup.ownership_log. Useful to log, or to
+  // The claim this delivery is under: the member's session and its take
+  // (epoch) of `part`, as in sqlgroup.ownership_log; the ack is fenced on
+  // it. Useful to log, or to
   // record beside a result for audit.
   std::string session;
   int64_t epoch = 0;
@@ -46,6 +47,13 @@ struct Item {
 // fenced delete of the item removed exactly one row; otherwise it is rolled
 // back and the handler's writes vanish with it. Do not commit or abort it
 // yourself.
+//
+// It runs on the worker's connection, which always uses generic plans for
+// prepared and parameterized statements (plan_cache_mode =
+// force_generic_plan: the library's own statements are planned once per
+// connection instead of on every item). A handler query that needs a plan
+// for its actual parameter values can run `SET LOCAL plan_cache_mode =
+// auto` first; it lasts until the transaction ends.
 class AckTransaction {
  public:
   explicit AckTransaction(pqxx::connection& conn) : conn_(conn) {}

@@ -29,7 +29,7 @@ struct ConnectOptions {
   bool asynchronous_commit = false;
   // Prepared statements always run their generic plan (plan_cache_mode),
   // planned once per connection. For statements whose generic plan is as
-  // good as any custom one (schema_test checks those of the hot path):
+  // good as any custom one (claim_fence_test checks the hot path's):
   // left to choose, PostgreSQL kept planning the fenced ack afresh on
   // every execution, which cost more server CPU than running it. Ignored
   // by a server that has no such setting.

@@ -289,8 +289,8 @@ absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
     }
   });
   if (!s.ok()) return s;
-  // One statement per session: a zombie whose open transaction still locks
-  // one of its items delays (lock_timeout) only its own reaping.
+  // One statement per session: a zombie whose open ack transaction still
+  // holds one of its takes delays (lock_timeout) only its own reaping.
   std::vector<std::string> reaped;
   absl::Status first_error;
   for (const std::string& id : expired) {

@@ -131,8 +131,8 @@ absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
 absl::StatusOr<std::map<std::string, Beat>> HeartbeatMany(
     pqxx::connection& conn, const std::vector<std::string>& sessions);
 
-// Deletes the group's expired sessions (their parts and claims go with
-// them) one statement each, stopping once `deadline` has passed, and
+// Deletes the group's expired sessions (their parts go with them, and
+// with the parts every claim under them) one statement each, stopping once `deadline` has passed, and
 // returns their ids.
 absl::StatusOr<std::vector<std::string>> ReapExpired(
     pqxx::connection& conn, const std::string& group, bool notify,
@@ -151,8 +151,9 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
                                              const std::string& session,
                                              const std::vector<int>& parts);
 
-// Releases those of `parts` that `session` owns (their claims are nulled
-// by the foreign key) and returns them. With `notify`, wakes the sessions
+// Releases those of `parts` that `session` owns (every claim under them
+// goes with the take: acks fenced on it delete nothing from then on) and
+// returns them. With `notify`, wakes the sessions
 // in `wake` (those that should take the parts) on their own channels.
 absl::StatusOr<std::vector<int>> DropParts(
     pqxx::connection& conn, const std::string& group,

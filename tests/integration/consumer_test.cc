@@ -334,6 +334,34 @@ TEST_F(ConsumerTest, AThrowingHandlerIsAFailureNotACrash) {
   EXPECT_EQ(a->stats().failed, 1);
 }
 
+// An error message the database cannot store as text (not UTF-8, a NUL)
+// is still recorded, with '?' for those bytes: the failure is counted and
+// the item retried, not stuck.
+TEST_F(ConsumerTest, AnErrorMessageOfAnyBytesIsRecorded) {
+  CreateGroup("g", 1);
+  Produce("g", 1);
+  std::atomic<int> calls{0};
+  ConsumerOptions options = Options("g", [&](const Item&, AckTransaction&) {
+    if (calls.fetch_add(1) == 0) {
+      return absl::InternalError(std::string("bad \xff\0 bytes", 12));
+    }
+    return absl::OkStatus();
+  });
+  options.backoff_initial = absl::Seconds(2);  // time to look at the item
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(
+      WaitFor([&] { return a->stats().failed == 1; }, absl::Seconds(10)));
+  {
+    pqxx::nontransaction tx(*conn_);
+    const pqxx::row item =
+        tx.exec1("SELECT attempts, last_error FROM sqlgroup.items");
+    EXPECT_EQ(item[0].as<int>(), 1);
+    EXPECT_EQ(item[1].as<std::string>(), "bad ?? bytes");
+  }
+  ASSERT_TRUE(Drained(absl::Seconds(10)));
+  EXPECT_EQ(calls.load(), 2);
+}
+
 TEST_F(ConsumerTest, AHandlerThatThrowsDuringShutdownIsReportedAndRetried) {
   CreateGroup("g", 1);
   Produce("g", 1);
@@ -368,6 +396,40 @@ TEST_F(ConsumerTest, AHandlerThatThrowsDuringShutdownIsReportedAndRetried) {
   auto b = Start(Options("g", Recorder("g")));
   ASSERT_TRUE(Drained(absl::Seconds(10)));
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
+}
+
+// An ack the database refuses (here: a member role that was not granted
+// again after a migration) is not the item's fault: no attempt is counted,
+// the item is not lost, and the worker backs off instead of spinning on it.
+TEST_F(ConsumerTest,
+       AnAckTheDatabaseRefusesIsRetriedWithABackoffAndLosesNothing) {
+  CreateGroup("g", 1);
+  Produce("g", 1);
+  auto grant = [&](const char* verb) {
+    pqxx::nontransaction tx(*conn_);
+    tx.exec(absl::StrCat(
+        verb, " UPDATE (acquired_at) ON sqlgroup.session_parts ",
+        std::string(verb) == "GRANT" ? "TO " : "FROM ", testing::kMemberRole));
+  };
+  grant("REVOKE");
+  std::atomic<int> calls{0};
+  auto a = Start(Options("g", [&](const Item&, AckTransaction&) {
+    ++calls;
+    return absl::OkStatus();
+  }));
+  absl::SleepFor(absl::Seconds(3));
+  // The part goes idle after each try and is probed again (every
+  // idle_poll, 250 ms here): about a dozen tries. A worker that spun on
+  // the item would make thousands in 3 s.
+  EXPECT_GE(calls.load(), 2);
+  EXPECT_LE(calls.load(), 30);
+  EXPECT_EQ(a->stats().acked, 0);
+  EXPECT_EQ(a->stats().failed, 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 1);
+  grant("GRANT");
+  ASSERT_TRUE(Drained(absl::Seconds(15)));
+  EXPECT_EQ(a->stats().acked, 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
 }
 
 TEST_F(ConsumerTest, AnOversizedPayloadIsRefusedAndNothingIsEnqueued) {
