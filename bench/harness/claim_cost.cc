@@ -67,6 +67,9 @@ void RunClaimCost(const ClaimCostConfig& config) {
   // written, per measured claim: what changes with the backlog's size.
   auto io = [&] {
     pqxx::nontransaction tx(*conn);
+    // A backend publishes its own block counts at most once a second:
+    // ask it to at the end of this statement, then read them.
+    tx.exec("SELECT pg_stat_force_next_flush()");
     const pqxx::row r = tx.exec1(
         "SELECT blks_read, pg_current_wal_lsn() - '0/0'::pg_lsn FROM "
         "pg_stat_database WHERE datname = current_database()");
