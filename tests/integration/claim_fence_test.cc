@@ -97,23 +97,21 @@ TEST_F(ClaimFenceTest,
   pqxx::nontransaction(*conn_).exec_params(
       "UPDATE sqlgroup.items SET not_before = 'infinity' WHERE id = $1",
       kSecond);
-  const std::string before =
-      pqxx::nontransaction(*conn_)
-          .exec1(
-              "SELECT string_agg(xmin::text, ',' ORDER BY id) "
-              "FROM sqlgroup.items")[0]
-          .as<std::string>();
+  // The transactions that wrote the items' current row versions.
+  auto versions = [&] {
+    pqxx::nontransaction tx(*conn_);
+    return tx
+        .exec1(
+            "SELECT string_agg(xmin::text, ',' ORDER BY id) "
+            "FROM sqlgroup.items")[0]
+        .as<std::string>();
+  };
+  const std::string before = versions();
   auto items = Claim(ref_);
   ASSERT_TRUE(items.ok()) << items.status();
   EXPECT_THAT(Ids(*items), ElementsAre(kFirst));  // kSecond is not due
   EXPECT_EQ((*items)[0].epoch, ref_.epoch);
-  const std::string after =
-      pqxx::nontransaction(*conn_)
-          .exec1(
-              "SELECT string_agg(xmin::text, ',' ORDER BY id) "
-              "FROM sqlgroup.items")[0]
-          .as<std::string>();
-  EXPECT_EQ(before, after) << "a claim wrote a row version";
+  EXPECT_EQ(versions(), before) << "a claim wrote a row version";
 }
 
 TEST_F(ClaimFenceTest, AClaimUnderATakeThatIsGoneIsAborted) {
