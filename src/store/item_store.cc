@@ -40,8 +40,8 @@ std::string TakeHeld(int session, int part, int epoch, bool hold) {
 // reads this range), and the statements that settle an item are fenced on
 // it. The first column says whether the take still holds, so a claim
 // under a dropped take or an expired session fails instead of reading as
-// "no items"; the items come from items_sweep in key order from the sweep
-// cursor, O(limit) whatever the backlog. The enqueue time goes out as
+// "no items"; the items come along the primary key from the sweep cursor,
+// O(limit) whatever the backlog. The enqueue time goes out as
 // microseconds computed in float8 (exact to the microsecond for centuries):
 // extract() computes in numeric, a cost per row the batch path noticed.
 constexpr char kClaim[] = "sqlgroup_claim";
@@ -106,8 +106,8 @@ const std::string& DeadLetterSql() {
 // $1 group, $2 parts (int[]), $3 first keys (uuid[]), $4 last keys.
 constexpr char kProbe[] = "sqlgroup_probe";
 // Per part: whether an item is due and, only when none is, the soonest of
-// the first waiting ones (both from items_sweep, not_before included):
-// a part with a backlog of due items costs one index entry.
+// the first waiting ones (both along the primary key from the range start):
+// a part with a backlog of due items costs one row.
 const std::string& ProbeSql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
       "SELECT b.part, d.due, ", MicrosOf("w.soonest - clock_timestamp()"),
