@@ -187,6 +187,10 @@ TEST_F(SharedHeartbeatTest, AMemberThatHangsExpiresWhileTheOthersStay) {
   hang.armed = true;
   others.push_back(Start(logged()));
   ASSERT_TRUE(WaitFor([&] { return hang.hung.load(); }, absl::Seconds(5)));
+  // The sixth may hang on a rebalance of its own before the seventh has
+  // registered (a fresh-clone CI run caught it): wait for its session.
+  ASSERT_TRUE(WaitFor([&] { return !others.back()->session_id().empty(); },
+                      absl::Seconds(5)));
   const std::vector<std::string> sessions = Sessions(others);
   // Its session goes within the TTL and a heartbeat or two, and its parts
   // go to the others.
