@@ -47,24 +47,37 @@ absl::Status RunHandler(F&& f) {
 // `text` as PostgreSQL will store it in a text column: a handler's error
 // message may hold bytes that are not UTF-8 or a NUL, which the database
 // refuses (and then the failure could never be recorded). Such bytes
-// become '?'.
+// become '?'. Well-formed UTF-8 is that of Unicode's table 3-7: no
+// overlong forms, no surrogates, nothing past U+10FFFF.
 std::string StorableText(const std::string& text) {
   std::string out;
   out.reserve(text.size());
+  auto at = [&](size_t i) {
+    return i < text.size() ? static_cast<unsigned char>(text[i]) : 0;
+  };
   for (size_t i = 0; i < text.size();) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    size_t len = c < 0x80           ? 1
-                 : (c >> 5) == 0x6  ? 2
-                 : (c >> 4) == 0xe  ? 3
-                 : (c >> 3) == 0x1e ? 4
-                                    : 0;
-    for (size_t k = 1; k < len; ++k) {
-      if (i + k >= text.size() ||
-          (static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) {
-        len = 0;
-      }
+    const unsigned char c = at(i);
+    // Length of the sequence `c` starts, and the range of its second byte.
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (c >= 0x01 && c <= 0x7f)
+      len = 1;
+    else if (c >= 0xc2 && c <= 0xdf)
+      len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c == 0xe0) lo = 0xa0;  // overlong
+      if (c == 0xed) hi = 0x9f;  // surrogates
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c == 0xf0) lo = 0x90;  // overlong
+      if (c == 0xf4) hi = 0x8f;  // past U+10FFFF
     }
-    if (len == 0 || c == 0) {
+    for (size_t k = 1; k < len; ++k) {
+      const unsigned char b = at(i + k);
+      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) len = 0;
+    }
+    if (len == 0) {
       out += '?';
       ++i;
     } else {
