@@ -132,8 +132,8 @@ absl::StatusOr<std::map<std::string, Beat>> HeartbeatMany(
     pqxx::connection& conn, const std::vector<std::string>& sessions);
 
 // Deletes the group's expired sessions (their parts go with them, and
-// with the parts every claim under them) one statement each, stopping once `deadline` has passed, and
-// returns their ids.
+// with the parts every claim under them) one statement each, stopping once
+// `deadline` has passed, and returns their ids.
 absl::StatusOr<std::vector<std::string>> ReapExpired(
     pqxx::connection& conn, const std::string& group, bool notify,
     absl::Time deadline = absl::InfiniteFuture());
@@ -153,8 +153,8 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
 
 // Releases those of `parts` that `session` owns (every claim under them
 // goes with the take: acks fenced on it delete nothing from then on) and
-// returns them. With `notify`, wakes the sessions
-// in `wake` (those that should take the parts) on their own channels.
+// returns them. With `notify`, wakes the sessions in `wake` (those that
+// should take the parts) on their own channels.
 absl::StatusOr<std::vector<int>> DropParts(
     pqxx::connection& conn, const std::string& group,
     const std::string& session, const std::vector<int>& parts, bool notify,

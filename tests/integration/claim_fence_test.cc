@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "keyspace.h"
 #include "sqlgroup/admin.h"
+#include "store/connection.h"
 #include "store/item_store.h"
 #include "support/pg_fixture.h"
 
@@ -222,8 +223,16 @@ TEST_F(ClaimFenceTest, TheWorkersGenericPlansReadItemsByIndex) {
     tx.commit();
   }
   pqxx::nontransaction(*conn_).exec("ANALYZE");
-  pqxx::connection worker(db_.dsn());
-  pqxx::nontransaction(worker).exec("SET plan_cache_mode = force_generic_plan");
+  // Connected as the workers are.
+  store::ConnectOptions options;
+  options.generic_plans = true;
+  auto connected = store::Connect(db_.dsn(), options);
+  ASSERT_TRUE(connected.ok()) << connected.status();
+  pqxx::connection& worker = **connected;
+  EXPECT_EQ(pqxx::nontransaction(worker)
+                .exec1("SHOW plan_cache_mode")[0]
+                .as<std::string>(),
+            "force_generic_plan");
   store::PrepareItemStatements(worker);
   // Run each once, so that each is prepared on the server.
   const KeyRange r = PartRange(0, kParts);
