@@ -1,5 +1,6 @@
 #include "sqlgroup/producer.h"
 
+#include <optional>
 #include <pqxx/pqxx>
 
 #include "migrations.h"
@@ -64,18 +65,20 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
 absl::StatusOr<std::vector<std::string>> Producer::EnqueueIn(
     pqxx::work& tx, const std::string& group, const std::vector<NewItem>& items,
     bool notify, size_t max_payload_bytes) {
-  bool exists = false;
-  RETURN_IF_ERROR(store::Guard("check group", [&] {
-    exists =
-        !tx.exec_params("SELECT 1 FROM sqlgroup.groups WHERE name = $1", group)
-             .empty();
+  // The part count places the ids (item_ids.h).
+  std::optional<int> parts;
+  RETURN_IF_ERROR(store::Guard("read the group's part count", [&] {
+    const pqxx::result r = tx.exec_params(
+        "SELECT parts FROM sqlgroup.groups WHERE name = $1", group);
+    if (!r.empty()) parts = r[0][0].as<int>();
   }));
-  if (!exists) {
+  if (!parts) {
     return absl::NotFoundError(absl::StrCat("consumer group '", group,
                                             "' does not exist; nothing was "
                                             "enqueued"));
   }
-  return store::InsertItems(tx, group, items, notify, max_payload_bytes);
+  return store::InsertItems(tx, group, *parts, items, notify,
+                            max_payload_bytes);
 }
 
 }  // namespace sqlgroup

@@ -1,5 +1,7 @@
-// Enqueues work items into a group. Each item gets a random (v4) UUID, so
-// items spread evenly over the parts.
+// Enqueues work items into a group. Each item goes to a random part, so
+// items spread evenly over the parts, and its id (a UUID-typed key, not of
+// any RFC version) grows with the enqueue time within its part: a part is
+// consumed in about the order its items were enqueued.
 //
 //   auto producer = sqlgroup::Producer::Create({.dsn = dsn, .group = "g"});
 //   auto ids = (*producer)->Enqueue({{.key = "user-7", .payload = "hi"}});

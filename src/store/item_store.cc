@@ -4,8 +4,9 @@
 #include <map>
 #include <pqxx/pqxx>
 
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "item_ids.h"
 #include "store/errors.h"
 #include "store/interval.h"
 #include "store/member_store.h"
@@ -149,17 +150,6 @@ constexpr char kOldestWaitingSql[] =
     "SELECT id::text, (extract(epoch from clock_timestamp() - enqueued_at) "
     "  * 1000000)::bigint FROM sqlgroup.items WHERE group_name = $1 "
     "ORDER BY enqueued_at LIMIT $2";
-
-// A random version-4 UUID.
-std::string NewItemId(absl::BitGen& gen) {
-  Uuid128 v = absl::MakeUint128(absl::Uniform<uint64_t>(gen),
-                                absl::Uniform<uint64_t>(gen));
-  const Uuid128 version_mask = Uuid128(0xf) << 76;
-  const Uuid128 variant_mask = Uuid128(0x3) << 62;
-  v = (v & ~version_mask) | (Uuid128(0x4) << 76);
-  v = (v & ~variant_mask) | (Uuid128(0x2) << 62);
-  return FormatUuid(v);
-}
 
 }  // namespace
 
@@ -342,8 +332,8 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
 }
 
 absl::StatusOr<std::vector<std::string>> InsertItems(
-    pqxx::work& tx, const std::string& group, const std::vector<NewItem>& items,
-    bool notify, size_t max_payload) {
+    pqxx::work& tx, const std::string& group, int parts,
+    const std::vector<NewItem>& items, bool notify, size_t max_payload) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i].payload.size() > max_payload) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -352,9 +342,10 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
           " (ProducerOptions::max_payload_bytes); nothing was enqueued"));
     }
   }
-  static thread_local absl::BitGen gen;
+  static thread_local ItemIdGenerator id_generator;
   std::vector<std::string> ids;
   ids.reserve(items.size());
+  const auto now = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
   absl::Status s = Guard("enqueue items", [&] {
     // Multi-row VALUES with quoted literals: one round trip per chunk, and
     // bytea payloads need no array encoding.
@@ -367,7 +358,7 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
       const size_t end = std::min(items.size(), start + kChunk);
       for (size_t i = start; i < end; ++i) {
         const NewItem& item = items[i];
-        ids.push_back(NewItemId(gen));
+        ids.push_back(FormatUuid(id_generator.Next(parts, now)));
         absl::StrAppend(
             &sql, i == start ? "" : ",", "(", quoted_group, ",'", ids.back(),
             "'::uuid,", item.key ? tx.quote(*item.key) : "NULL", ",",

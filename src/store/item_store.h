@@ -110,11 +110,12 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
     const std::vector<int>& parts, const std::vector<KeyRange>& ranges,
     int cap);
 
-// Enqueues `items` in `tx` with fresh random v4 ids; returns the ids.
+// Enqueues `items` in `tx` with fresh ids spread over the group's `parts`
+// parts and in enqueue order within each (item_ids.h); returns the ids.
 // INVALID_ARGUMENT for an oversized payload (nothing is written).
 absl::StatusOr<std::vector<std::string>> InsertItems(
-    pqxx::work& tx, const std::string& group, const std::vector<NewItem>& items,
-    bool notify, size_t max_payload);
+    pqxx::work& tx, const std::string& group, int parts,
+    const std::vector<NewItem>& items, bool notify, size_t max_payload);
 
 }  // namespace sqlgroup::store
 

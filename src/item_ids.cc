@@ -1,0 +1,41 @@
+#include "item_ids.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace sqlgroup {
+namespace {
+
+// floor(log2(v)) for v > 0.
+int FloorLog2(Uuid128 v) {
+  const uint64_t high = absl::Uint128High64(v);
+  if (high != 0) return 127 - __builtin_clzll(high);
+  return 63 - __builtin_clzll(absl::Uint128Low64(v));
+}
+
+}  // namespace
+
+Uuid128 ItemId(int part, int parts, uint64_t unix_micros, Uuid128 noise) {
+  const KeyRange range = PartRange(part, parts);
+  // offset < 2^width <= last - first: the id never leaves the range. At
+  // kMaxParts a range spans 2^116 keys, which leaves 64 bits of noise.
+  const int width = FloorLog2(range.last - range.first);
+  const int noise_bits = width - kItemTimeBits;
+  assert(noise_bits >= 64);
+  const uint64_t time =
+      std::min(unix_micros, (uint64_t{1} << kItemTimeBits) - 1);
+  const Uuid128 low_mask = (Uuid128(1) << noise_bits) - 1;
+  return range.first + ((Uuid128(time) << noise_bits) | (noise & low_mask));
+}
+
+Uuid128 ItemIdGenerator::Next(int parts, uint64_t now_unix_micros) {
+  // Each id takes its own microsecond: ids of one call, and of calls made
+  // faster than the clock ticks, keep their order.
+  last_micros_ = std::max(now_unix_micros, last_micros_ + 1);
+  const int part = absl::Uniform(gen_, 0, parts);
+  const Uuid128 noise = absl::MakeUint128(absl::Uniform<uint64_t>(gen_),
+                                          absl::Uniform<uint64_t>(gen_));
+  return ItemId(part, parts, last_micros_, noise);
+}
+
+}  // namespace sqlgroup

@@ -1,0 +1,98 @@
+#include "item_ids.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+namespace sqlgroup {
+namespace {
+
+constexpr uint64_t kLastTime = (uint64_t{1} << kItemTimeBits) - 1;
+constexpr uint64_t kNov2026 = 1795000000ULL * 1000000;  // unix micros
+
+TEST(ItemIdTest, StaysInsideItsPartWhateverTheTimeAndNoise) {
+  for (int parts : {1, 2, 3, 7, 16, 1000, kMaxParts}) {
+    for (int part : {0, parts / 2, parts - 1}) {
+      SCOPED_TRACE(testing::Message() << "part " << part << " of " << parts);
+      const KeyRange r = PartRange(part, parts);
+      for (uint64_t t : {uint64_t{0}, kNov2026, kLastTime, ~uint64_t{0}}) {
+        for (Uuid128 noise : {Uuid128(0), absl::Uint128Max()}) {
+          const Uuid128 id = ItemId(part, parts, t, noise);
+          EXPECT_GE(id, r.first);
+          EXPECT_LE(id, r.last);
+          EXPECT_EQ(PartOf(id, parts), part);
+        }
+      }
+    }
+  }
+}
+
+TEST(ItemIdTest, ALaterTimeSortsAfterAnyNoise) {
+  for (int parts : {1, 16, kMaxParts}) {
+    SCOPED_TRACE(parts);
+    const int part = parts - 1;
+    EXPECT_LT(ItemId(part, parts, kNov2026, absl::Uint128Max()),
+              ItemId(part, parts, kNov2026 + 1, 0));
+    EXPECT_LT(ItemId(part, parts, 0, absl::Uint128Max()),
+              ItemId(part, parts, kLastTime, 0));
+  }
+}
+
+TEST(ItemIdTest, NoiseSeparatesItemsOfOneMicrosecond) {
+  // At the most parts, 64 bits of noise remain below the time.
+  const Uuid128 a = ItemId(5, kMaxParts, kNov2026, 1);
+  const Uuid128 b = ItemId(5, kMaxParts, kNov2026, uint64_t{1} << 63);
+  EXPECT_NE(a, b);
+  EXPECT_NE(a, ItemId(5, kMaxParts, kNov2026, 2));
+}
+
+TEST(ItemIdTest, TimesPastTheFieldAreClampedNotWrapped) {
+  EXPECT_EQ(ItemId(3, 16, ~uint64_t{0}, 7), ItemId(3, 16, kLastTime, 7));
+  EXPECT_GT(ItemId(3, 16, ~uint64_t{0}, 7), ItemId(3, 16, kNov2026, 7));
+}
+
+TEST(ItemIdGeneratorTest, SpreadsItemsEvenlyOverTheParts) {
+  ItemIdGenerator gen;
+  constexpr int kParts = 16;
+  constexpr int kIds = 32000;
+  std::map<int, int> per_part;
+  for (int i = 0; i < kIds; ++i)
+    ++per_part[PartOf(gen.Next(kParts, kNov2026), kParts)];
+  ASSERT_EQ(per_part.size(), kParts);
+  // 2,000 expected per part, standard deviation ~43: 10 sigmas either way.
+  for (const auto& [part, n] : per_part) {
+    EXPECT_GT(n, 1560) << "part " << part;
+    EXPECT_LT(n, 2440) << "part " << part;
+  }
+}
+
+TEST(ItemIdGeneratorTest, IdsOfAPartRiseInTheOrderMadeThoughTheClockStalls) {
+  ItemIdGenerator gen;
+  constexpr int kParts = 3;
+  std::map<int, Uuid128> last;
+  // The clock stands still, then runs backwards by a second.
+  for (int i = 0; i < 3000; ++i) {
+    const uint64_t now = i < 2000 ? kNov2026 : kNov2026 - 1000000;
+    const Uuid128 id = gen.Next(kParts, now);
+    const int part = PartOf(id, kParts);
+    auto it = last.find(part);
+    if (it != last.end()) {
+      EXPECT_GT(id, it->second) << "item " << i;
+    }
+    last[part] = id;
+  }
+  EXPECT_EQ(last.size(), kParts);
+}
+
+TEST(ItemIdGeneratorTest, FollowsTheClockWhenItMovesOn) {
+  ItemIdGenerator gen;
+  const Uuid128 early = gen.Next(1, kNov2026);
+  const Uuid128 late = gen.Next(1, kNov2026 + 60000000);
+  // A minute later: the time field moved by 60,000,000 microseconds.
+  EXPECT_EQ(late >> (127 - kItemTimeBits),
+            (early >> (127 - kItemTimeBits)) + 60000000);
+}
+
+}  // namespace
+}  // namespace sqlgroup
