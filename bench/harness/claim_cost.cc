@@ -15,7 +15,10 @@
 namespace sqlgroup::bench {
 namespace {
 
-constexpr char kGroup[] = "claimcost";
+// One group per id layout.
+std::string GroupOf(const std::string& layout) {
+  return layout == "producer" ? "claimcost" : "claimcost_" + layout;
+}
 
 template <typename T>
 T Must(absl::StatusOr<T> v) {
@@ -30,15 +33,33 @@ void Must(const absl::Status& s) {
 }  // namespace
 
 void RunClaimCost(const ClaimCostConfig& config) {
+  if (config.layout != "producer" && config.layout != "random") {
+    throw std::runtime_error("--layout must be producer or random, got " +
+                             config.layout);
+  }
+  const std::string group = GroupOf(config.layout);
+  const std::string other =
+      GroupOf(config.layout == "producer" ? "random" : "producer");
+  const IdLayout layout =
+      config.layout == "producer" ? IdLayout::kProducer : IdLayout::kRandom;
   auto admin = Must(Admin::Connect({.dsn = config.dsn}));
   // A long TTL: the harness does not heartbeat between claims.
   const absl::Status created = admin->CreateGroup(
-      {.name = kGroup, .parts = config.parts, .session_ttl = absl::Hours(1)});
+      {.name = group, .parts = config.parts, .session_ttl = absl::Hours(1)});
   if (!created.ok() && !absl::IsAlreadyExists(created)) Must(created);
 
   auto conn = Connect(config.dsn, "bench-claim-cost");
+  {
+    pqxx::nontransaction tx(*conn);
+    if (tx.exec_params("DELETE FROM sqlgroup.items WHERE group_name = $1",
+                       other)
+            .affected_rows() > 0) {
+      tx.exec("VACUUM sqlgroup.items");
+    }
+  }
   const absl::Time load_start = absl::Now();
-  const int64_t added = TopUp(*conn, kItemsTable, kGroup, config.backlog);
+  const int64_t added =
+      TopUp(*conn, kItemsTable, group, config.parts, config.backlog, layout);
   const double load_s = absl::ToDoubleSeconds(absl::Now() - load_start);
 
   // Start from a clean slate: the load's dirty pages written and its
@@ -46,12 +67,12 @@ void RunClaimCost(const ClaimCostConfig& config) {
   pqxx::nontransaction(*conn).exec("CHECKPOINT");
   store::PrepareItemStatements(*conn);
   const std::string session = Must(store::RegisterSession(
-      *conn, kGroup, {"bench", 0, "claim-cost"}, /*notify=*/false));
+      *conn, group, {"bench", 0, "claim-cost"}, /*notify=*/false));
   std::vector<int> all(config.parts);
   for (int p = 0; p < config.parts; ++p) all[p] = p;
   std::map<int, int64_t> epochs;
   for (const store::Owner& o :
-       Must(store::TakeParts(*conn, kGroup, session, all))) {
+       Must(store::TakeParts(*conn, group, session, all))) {
     epochs[o.part] = o.epoch;
   }
   if (static_cast<int>(epochs.size()) != config.parts) {
@@ -82,7 +103,7 @@ void RunClaimCost(const ClaimCostConfig& config) {
     if (i == warmup) io0 = io();
     const int part = i % config.parts;
     const KeyRange range = PartRange(part, config.parts);
-    const store::ClaimRef ref{kGroup, session, part, epochs[part]};
+    const store::ClaimRef ref{group, session, part, epochs[part]};
     const absl::Time start = absl::Now();
     auto items = Must(store::ClaimItems(*conn, ref, cursor[part], range.last,
                                         config.claim_batch));
@@ -99,14 +120,15 @@ void RunClaimCost(const ClaimCostConfig& config) {
     }
   }
   const std::pair<int64_t, int64_t> io1 = io();
-  Must(store::LeaveSession(*conn, kGroup, session, false));
+  Must(store::LeaveSession(*conn, group, session, false));
   const double mean_items =
       static_cast<double>(claimed) / static_cast<double>(ms.size());
   const double p50 = Quantile(ms, 0.5);
   const double p99 = Quantile(ms, 0.99);
   JsonLine()
       .Add("bench", "claim_cost")
-      .Add("backlog", CountItems(*conn, kItemsTable, kGroup))
+      .Add("layout", config.layout)
+      .Add("backlog", CountItems(*conn, kItemsTable, group))
       .Add("claim_batch", config.claim_batch)
       .Add("items_per_claim", mean_items)
       .Add("samples", static_cast<int64_t>(ms.size()))

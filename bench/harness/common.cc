@@ -5,8 +5,11 @@
 #include <cstdio>
 #include <pqxx/pqxx>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "item_ids.h"
 
 namespace sqlgroup::bench {
 
@@ -84,20 +87,37 @@ int64_t CountItems(pqxx::connection& conn, const std::string& table,
 }
 
 int64_t TopUp(pqxx::connection& conn, const std::string& table,
-              const std::string& group, int64_t target) {
+              const std::string& group, int parts, int64_t target,
+              IdLayout layout) {
   const int64_t have = CountItems(conn, table, group);
+  ItemIdGenerator ids;
+  absl::BitGen gen;
   int64_t added = 0;
   constexpr int64_t kChunk = 500000;
+  constexpr int64_t kStatement = 10000;  // ids per array parameter
   while (have + added < target) {
     const int64_t n = std::min(kChunk, target - have - added);
     pqxx::work tx(conn);
-    tx.exec_params(
-        absl::StrCat("INSERT INTO ", table,
-                     " (group_name, id, key, payload) "
-                     "SELECT $1, gen_random_uuid(), 'k' || (i % 100), "
-                     "'\\x00112233445566778899aabbccddeeff'::bytea "
-                     "FROM generate_series(1, $2) i"),
-        group, n);
+    for (int64_t done = 0; done < n; done += kStatement) {
+      const auto now = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
+      std::string array = "{";
+      for (int64_t i = done; i < std::min(n, done + kStatement); ++i) {
+        const Uuid128 id =
+            layout == IdLayout::kProducer
+                ? ids.Next(parts, now)
+                : absl::MakeUint128(absl::Uniform<uint64_t>(gen),
+                                    absl::Uniform<uint64_t>(gen));
+        absl::StrAppend(&array, i == done ? "" : ",", FormatUuid(id));
+      }
+      array += "}";
+      tx.exec_params(
+          absl::StrCat("INSERT INTO ", table,
+                       " (group_name, id, key, payload) "
+                       "SELECT $1, x.id, 'k' || (x.n % 100), "
+                       "'\\x00112233445566778899aabbccddeeff'::bytea "
+                       "FROM unnest($2::uuid[]) WITH ORDINALITY AS x(id, n)"),
+          group, array);
+    }
     tx.commit();
     added += n;
   }

@@ -43,12 +43,17 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& dsn,
 int64_t CountItems(pqxx::connection& conn, const std::string& table,
                    const std::string& group);
 
+// How TopUp chooses ids: as the producer does (item_ids.h), or uniformly
+// at random (UUIDs made elsewhere, e.g. gen_random_uuid()).
+enum class IdLayout { kProducer, kRandom };
+
 // Inserts rows into `table` until `group` has at least `target`, in
 // transactions of at most 500,000 rows, then VACUUM ANALYZEs the table if
-// anything was added. Small payloads (16 bytes), keys k0..k99. Returns the
-// number of rows added.
+// anything was added. Small payloads (16 bytes), keys k0..k99, ids of
+// `layout` for a group of `parts` parts. Returns the number of rows added.
 int64_t TopUp(pqxx::connection& conn, const std::string& table,
-              const std::string& group, int64_t target);
+              const std::string& group, int parts, int64_t target,
+              IdLayout layout = IdLayout::kProducer);
 
 // The value at quantile q (0..1) of `v` (sorted in place).
 double Quantile(std::vector<double>& v, double q);

@@ -4,7 +4,7 @@
 //
 //   sqlgroup_bench setup --dsn=..
 //   sqlgroup_bench throughput --dsn=.. --system=skiplocked --consumers=8
-//   sqlgroup_bench claim_cost --dsn=.. --backlog=1000000
+//   sqlgroup_bench claim_cost --dsn=.. --backlog=1000000 [--layout=random]
 //   sqlgroup_bench rebalance --dsn=.. --cli=build/sqlgroup --notify=true
 #include <cstdio>
 #include <exception>
@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
       c.samples = static_cast<int>(flags.Int("samples", c.samples));
       c.claim_batch = static_cast<int>(flags.Int("claim_batch", c.claim_batch));
       c.parts = static_cast<int>(flags.Int("parts", c.parts));
+      c.layout = flags.Str("layout", c.layout);
       RunClaimCost(c);
       return 0;
     }

@@ -299,7 +299,8 @@ bool RunThroughput(const ThroughputConfig& config) {
   EnsureGroup(config);
   std::unique_ptr<System> system = MakeSystem(config);
   auto conn = Connect(config.dsn, "bench-setup");
-  const int64_t added = TopUp(*conn, system->Table(), kGroup, config.backlog);
+  const int64_t added =
+      TopUp(*conn, system->Table(), kGroup, config.parts, config.backlog);
   // A checkpoint now, not in the middle of the window.
   pqxx::nontransaction(*conn).exec("CHECKPOINT");
 
