@@ -92,7 +92,8 @@ BATCHED = ["sqlgroup_batch", "skiplocked_batch", "limit_batch"]
 
 
 def run_throughput():
-    systems = [s for pair in zip(SINGLE, BATCHED) for s in pair]
+    systems = [s for pair in zip(SINGLE, BATCHED) for s in pair
+               if s in ARGS.systems]
     before = ["sqlgroup_before", "sqlgroup_batch_before"] if ARGS.before else []
     for rep in range(ARGS.reps):
         for n in ARGS.counts:
@@ -181,8 +182,11 @@ def throughput_table():
             top_event = max(top, key=top.get) if top else "-"
             wal = median([x["wal_bytes_per_item"] for x in by[(s, n)]
                           if "wal_bytes_per_item" in x])
-            print("| %s | %d | %.0f | %.2fx | %.0f%% | %.2f | %.2f | %s | %s |"
-                  % (s, n, v, ratio(s, base, n), 100 * ratio(s, limit, n),
+            vs_base, vs_limit = ratio(s, base, n), ratio(s, limit, n)
+            print("| %s | %d | %.0f | %s | %s | %.2f | %.2f | %s | %s |"
+                  % (s, n, v,
+                     "-" if vs_base != vs_base else "%.2fx" % vs_base,
+                     "-" if vs_limit != vs_limit else "%.0f%%" % (100 * vs_limit),
                      per_tick(s, n, "lock"), per_tick(s, n, "lwlock"),
                      "-" if wal != wal else "%.0f" % wal, top_event))
     print("\nvs SKIP LOCKED / vs limit: median over the repetitions of the "
@@ -351,9 +355,12 @@ def main():
     parser.add_argument("--reps", type=int)
     parser.add_argument("--seconds", type=float)
     parser.add_argument("--warmup", type=float, default=1.0)
+    parser.add_argument("--systems", default=",".join(SINGLE + BATCHED),
+                        help="throughput systems to run, e.g. "
+                        "sqlgroup_batch,limit_batch")
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--backlog_single", type=int, default=80000)
-    parser.add_argument("--backlog_batch", type=int, default=400000)
+    parser.add_argument("--backlog_batch", type=int, default=800000)
     parser.add_argument("--claim_backlogs")
     parser.add_argument("--claim_samples", type=int, default=1000)
     parser.add_argument("--claim_layouts", default="producer,random",
@@ -378,6 +385,11 @@ def main():
         "4,8,16" if quick else "1,2,4,8,16")).split(",")]
     ARGS.before_counts = [int(x) for x in ARGS.before_counts.split(",")]
     ARGS.claim_layouts = ARGS.claim_layouts.split(",")
+    ARGS.systems = ARGS.systems.split(",")
+    unknown = set(ARGS.systems) - set(SINGLE + BATCHED)
+    if unknown:
+        parser.error("unknown --systems: %s (known: %s)" % (
+            ",".join(sorted(unknown)), ",".join(SINGLE + BATCHED)))
     ARGS.reps = ARGS.reps or (1 if quick else 3)
     ARGS.seconds = ARGS.seconds or (3 if quick else 5)
     ARGS.trials = ARGS.trials or (2 if quick else 5)

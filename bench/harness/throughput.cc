@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common.h"
+#include "keyspace.h"
 #include "sqlgroup/admin.h"
 #include "sqlgroup/consumer.h"
 #include "wait_sampler.h"
@@ -147,21 +148,22 @@ class DeleteLimit : public ThreadSystem {
   std::string AppPattern() const override { return "bench-limit-%"; }
   std::string Table() const override { return kLimitTable; }
   void Start() override {
-    // Every id up front (not timed), dealt out to the connections in key
-    // order, the order the queues consume them in: rows in random places
-    // of the heap, as the queues find them. (In physical order one page
-    // serves ~80 deletes, and after a checkpoint the first-touch full-page
-    // images cost it ~15x less WAL per row than any queue pays.)
+    // Every id up front (not timed), dealt out as sqlgroup's workers meet
+    // them: each part to one connection (part p to connection p mod n),
+    // in key order. The ids are the producer's (TopUp), so a part's rows
+    // are heap neighbours for the limit as for the queues. (Dealt in plain
+    // key order instead, all connections would delete neighbouring rows of
+    // part 0 together and wait on each other's pages.)
     auto conn = Connect(config_.dsn, "bench-limit-setup");
     ids_.assign(config_.consumers, {});
     {
       pqxx::nontransaction tx(*conn);
-      int n = 0;
       for (const pqxx::row& row :
            tx.exec_params(absl::StrCat("SELECT id::text FROM ", kLimitTable,
                                        " WHERE group_name = $1 ORDER BY id"),
                           kGroup)) {
-        ids_[n++ % config_.consumers].push_back(row[0].c_str());
+        const int part = PartOf(*ParseUuid(row[0].c_str()), config_.parts);
+        ids_[part % config_.consumers].push_back(row[0].c_str());
       }
     }
     Launch([this](int i) { Work(i); });

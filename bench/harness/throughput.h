@@ -18,13 +18,14 @@ namespace sqlgroup::bench {
 //                   FOR UPDATE SKIP LOCKED; (noop); DELETE; COMMIT
 //   skiplocked_batch  the same with LIMIT `batch`
 //   limit           PostgreSQL's limit: each connection deletes pre-loaded
-//                   rows by primary key, one row per (autocommit) statement
+//                   rows by primary key, one row per (autocommit) statement,
+//                   the rows of its share of the parts in key order
 //   limit_batch     the same, `batch` rows per statement
 struct ThroughputConfig {
   std::string dsn;
   std::string system;
   int consumers = 8;
-  int parts = 16;  // sqlgroup's group
+  int parts = 16;  // sqlgroup's group; the ids' layout in every table
   int batch = 100;
   int claim_batch = 64;      // sqlgroup's one-per-transaction claims
   int64_t backlog = 100000;  // waiting items before the run starts
