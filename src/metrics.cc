@@ -51,8 +51,8 @@ struct MemberMetrics::Families {
                       .Name("sqlgroup_part_lag_items")
                       .Help("Items in the part not yet acknowledged, "
                             "reported by its owner; exact up to a cap of "
-                            "100..1000 per part, estimated from key density "
-                            "above it")
+                            "100..1000 per part, estimated from a sample of "
+                            "the table's pages above it")
                       .Register(r)),
         lag_age(prometheus::BuildGauge()
                     .Name("sqlgroup_part_oldest_item_age_seconds")

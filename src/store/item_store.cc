@@ -129,18 +129,30 @@ const std::string& ProbeSql() {
 }
 
 // $1 group, $2 parts, $3 first keys, $4 last keys, $5 cap. Per part: how
-// many of its first `cap` keys exist, the last of them, and the oldest of
-// them.
+// many of its first `cap` keys exist and the oldest of them.
 constexpr char kLag[] = "sqlgroup_lag";
 constexpr char kLagSql[] =
-    "SELECT b.part, c.n, c.last, "
+    "SELECT b.part, c.n, "
     "  coalesce((extract(epoch from clock_timestamp() - c.oldest) "
     "    * 1000000)::bigint, 0) "
     "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) AS b(part, lo, hi) "
-    "CROSS JOIN LATERAL (SELECT count(*) AS n, max(s.id::text) AS last, "
-    "  min(s.enqueued_at) AS oldest FROM (SELECT i.id, i.enqueued_at "
+    "CROSS JOIN LATERAL (SELECT count(*) AS n, "
+    "  min(s.enqueued_at) AS oldest FROM (SELECT i.enqueued_at "
     "  FROM sqlgroup.items i WHERE i.group_name = $1 "
     "  AND i.id BETWEEN b.lo AND b.hi ORDER BY i.id LIMIT $5) s) c";
+
+// $1 group, $2 percent of the table's pages. The group's items on a
+// random sample of pages, counted by the top 24 bits of their key. Key
+// density says nothing once ids are laid out by time (a burst of enqueues
+// is dense, a quiet hour sparse); the heap's pages are an even sample
+// whatever the ids.
+constexpr char kLagSample[] = "sqlgroup_lag_sample";
+constexpr char kLagSampleSql[] =
+    "SELECT ('x' || substr(id::text, 1, 6))::bit(24)::int, count(*) "
+    "FROM sqlgroup.items TABLESAMPLE SYSTEM ($2::real) "
+    "WHERE group_name = $1 GROUP BY 1";
+// Pages read by one sample: ~8 MB, whatever the table's size.
+constexpr double kLagSamplePages = 1000;
 
 // $1 group, $2 limit. The group's oldest waiting items, in time order from
 // items_waiting_since: a bounded read that finds the oldest item of every
@@ -160,6 +172,7 @@ void PrepareItemStatements(pqxx::connection& conn) {
   conn.prepare(kDeadLetter, DeadLetterSql());
   conn.prepare(kProbe, ProbeSql());
   conn.prepare(kLag, kLagSql);
+  conn.prepare(kLagSample, kLagSampleSql);
   conn.prepare(kOldestWaiting, kOldestWaitingSql);
 }
 
@@ -293,20 +306,37 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
       PartLagRow lag;
       lag.part = row[0].as<int>();
       lag.items = row[1].as<int64_t>();
-      lag.oldest = absl::Microseconds(row[3].as<int64_t>());
-      if (lag.items >= cap && !row[2].is_null()) {
-        // The first `cap` keys span [first, last] of the part's range;
-        // random keys fill the rest at the same density. (Keys that are not
-        // random can make this large; it is clamped, never undefined.)
+      lag.oldest = absl::Microseconds(row[2].as<int64_t>());
+      if (lag.items >= cap) {
         const KeyRange& r = by_part[lag.part];
-        const Uuid128 last = *ParseUuid(row[2].as<std::string>());
-        const double spanned = static_cast<double>(last - r.first) + 1;
-        const double whole = static_cast<double>(r.last - r.first) + 1;
-        lag.items =
-            static_cast<int64_t>(std::min(cap * (whole / spanned), 1e15));
         big[r.first] = lag.part;
       }
       rows.push_back(lag);
+    }
+    if (!big.empty()) {
+      // Beyond the cap: scale a sample of the table's pages (all of them,
+      // so an exact count, when the table is small).
+      const double pages = tx.exec1(
+                                 "SELECT greatest(1, pg_relation_size("
+                                 "'sqlgroup.items') / current_setting("
+                                 "'block_size')::int)")[0]
+                               .as<double>();
+      const double percent = std::min(100.0, 100.0 * kLagSamplePages / pages);
+      std::map<int, double> sampled;
+      for (const pqxx::row& row :
+           tx.exec_prepared(kLagSample, group, percent)) {
+        const Uuid128 key = Uuid128(row[0].as<int64_t>()) << 104;
+        auto it = big.upper_bound(key);
+        if (it == big.begin()) continue;
+        --it;
+        if (key > by_part[it->second].last) continue;
+        sampled[it->second] += row[1].as<double>();
+      }
+      for (PartLagRow& lag : rows) {
+        if (lag.items < cap) continue;
+        lag.items = static_cast<int64_t>(
+            std::max<double>(cap, sampled[lag.part] * 100.0 / percent));
+      }
     }
     if (!big.empty()) {
       // The first key of `big` at or below `key` names its part (if `key`
