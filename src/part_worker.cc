@@ -44,50 +44,6 @@ absl::Status RunHandler(F&& f) {
   }
 }
 
-// `text` as PostgreSQL will store it in a text column: a handler's error
-// message may hold bytes that are not UTF-8 or a NUL, which the database
-// refuses (and then the failure could never be recorded). Such bytes
-// become '?'. Well-formed UTF-8 is that of Unicode's table 3-7: no
-// overlong forms, no surrogates, nothing past U+10FFFF.
-std::string StorableText(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  auto at = [&](size_t i) {
-    return i < text.size() ? static_cast<unsigned char>(text[i]) : 0;
-  };
-  for (size_t i = 0; i < text.size();) {
-    const unsigned char c = at(i);
-    // Length of the sequence `c` starts, and the range of its second byte.
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xbf;
-    if (c >= 0x01 && c <= 0x7f)
-      len = 1;
-    else if (c >= 0xc2 && c <= 0xdf)
-      len = 2;
-    else if (c >= 0xe0 && c <= 0xef) {
-      len = 3;
-      if (c == 0xe0) lo = 0xa0;  // overlong
-      if (c == 0xed) hi = 0x9f;  // surrogates
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4;
-      if (c == 0xf0) lo = 0x90;  // overlong
-      if (c == 0xf4) hi = 0x8f;  // past U+10FFFF
-    }
-    for (size_t k = 1; k < len; ++k) {
-      const unsigned char b = at(i + k);
-      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xbf)) len = 0;
-    }
-    if (len == 0) {
-      out += '?';
-      ++i;
-    } else {
-      out.append(text, i, len);
-      i += len;
-    }
-  }
-  return out;
-}
-
 Uuid128 After(const std::vector<Item>& items, const KeyRange& range) {
   const Uuid128 last = *ParseUuid(items.back().id);
   return last >= range.last ? range.first : last + 1;
@@ -422,8 +378,8 @@ PartWorker::Outcome PartWorker::ReleaseAfterConflict(
   for (const Item& item : items) ids.push_back(item.id);
   const absl::Duration delay = Backoff(
       std::min(in_a_row, 4), config_.backoff_initial, config_.backoff_max);
-  auto released = store::ReleaseForRetry(*conn_, ref, ids, StorableText(error),
-                                         delay, /*count_attempt=*/false);
+  auto released = store::ReleaseForRetry(*conn_, ref, ids, error, delay,
+                                         /*count_attempt=*/false);
   if (!released.ok()) {
     if (absl::IsUnavailable(released.status())) {
       Disconnect(released.status());
@@ -445,10 +401,9 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
       Backoff(item.attempt, config_.backoff_initial, config_.backoff_max);
   absl::StatusOr<bool> done;
   if (dead) {
-    done = store::DeadLetter(*conn_, ref, item.id, StorableText(error));
+    done = store::DeadLetter(*conn_, ref, item.id, error);
   } else {
-    auto released = store::ReleaseForRetry(*conn_, ref, {item.id},
-                                           StorableText(error), delay,
+    auto released = store::ReleaseForRetry(*conn_, ref, {item.id}, error, delay,
                                            /*count_attempt=*/true);
     if (released.ok()) {
       done = *released == 1;

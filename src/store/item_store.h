@@ -58,7 +58,8 @@ int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
 
 // Puts items back in one statement, not due before now + backoff, with
 // attempts + 1 when `count_attempt`, fenced like an ack. Returns how many
-// were updated (none when the take is gone).
+// were updated (none when the take is gone). `error` may be any bytes:
+// those that are not storable text (not UTF-8, NUL) are stored as '?'.
 absl::StatusOr<int64_t> ReleaseForRetry(pqxx::connection& conn,
                                         const ClaimRef& ref,
                                         const std::vector<std::string>& ids,
@@ -66,9 +67,9 @@ absl::StatusOr<int64_t> ReleaseForRetry(pqxx::connection& conn,
                                         absl::Duration backoff,
                                         bool count_attempt);
 
-// Moves an item to dead_items with its last error, in one statement
-// fenced like an ack. False when the take is gone (or the item was
-// acknowledged already).
+// Moves an item to dead_items with its last error (any bytes, stored as
+// ReleaseForRetry does), in one statement fenced like an ack. False when
+// the take is gone (or the item was acknowledged already).
 absl::StatusOr<bool> DeadLetter(pqxx::connection& conn, const ClaimRef& ref,
                                 const std::string& id,
                                 const std::string& error);
