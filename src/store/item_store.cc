@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
@@ -352,54 +353,50 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
       lag.part = row[0].as<int>();
       lag.items = row[1].as<int64_t>();
       lag.oldest = absl::Microseconds(row[2].as<int64_t>());
-      if (lag.items >= cap) {
-        const KeyRange& r = by_part[lag.part];
-        big[r.first] = lag.part;
-      }
+      if (lag.items >= cap) big[by_part[lag.part].first] = lag.part;
       rows.push_back(lag);
     }
-    if (!big.empty()) {
-      // Beyond the cap: scale a sample of the table's pages (all of them,
-      // so an exact count, when the table is small).
-      const double pages = tx.exec1(
-                                 "SELECT greatest(1, pg_relation_size("
-                                 "'sqlgroup.items') / current_setting("
-                                 "'block_size')::int)")[0]
-                               .as<double>();
-      const double percent = std::min(100.0, 100.0 * kLagSamplePages / pages);
-      std::map<int, double> sampled;
-      for (const pqxx::row& row :
-           tx.exec_prepared(kLagSample, group, percent)) {
-        const Uuid128 key = Uuid128(row[0].as<int64_t>()) << 104;
-        auto it = big.upper_bound(key);
-        if (it == big.begin()) continue;
-        --it;
-        if (key > by_part[it->second].last) continue;
-        sampled[it->second] += row[1].as<double>();
-      }
-      for (PartLagRow& lag : rows) {
-        if (lag.items < cap) continue;
-        lag.items = static_cast<int64_t>(
-            std::max<double>(cap, sampled[lag.part] * 100.0 / percent));
+    if (big.empty()) {
+      tx.commit();
+      return rows;
+    }
+    // The part at the cap whose range holds `key`, if any: the first key of
+    // `big` at or below it names the only candidate.
+    auto big_part_of = [&](Uuid128 key) -> std::optional<int> {
+      auto it = big.upper_bound(key);
+      if (it == big.begin()) return std::nullopt;
+      --it;
+      if (key > by_part[it->second].last) return std::nullopt;
+      return it->second;
+    };
+    // Their counts: scale a sample of the table's pages (all of them, so
+    // an exact count, when the table is small).
+    const double pages = tx.exec1(
+                               "SELECT greatest(1, pg_relation_size("
+                               "'sqlgroup.items') / current_setting("
+                               "'block_size')::int)")[0]
+                             .as<double>();
+    const double percent = std::min(100.0, 100.0 * kLagSamplePages / pages);
+    std::map<int, double> sampled;
+    for (const pqxx::row& row : tx.exec_prepared(kLagSample, group, percent)) {
+      const auto part = big_part_of(Uuid128(row[0].as<int64_t>()) << 104);
+      if (part) sampled[*part] += row[1].as<double>();
+    }
+    // Their oldest items, from the group's oldest waiting ones.
+    std::map<int, absl::Duration> oldest;
+    for (const pqxx::row& row :
+         tx.exec_prepared(kOldestWaiting, group, 10 * cap)) {
+      const auto part = big_part_of(*ParseUuid(row[0].as<std::string>()));
+      if (part) {
+        oldest.emplace(*part, absl::Microseconds(row[1].as<int64_t>()));
       }
     }
-    if (!big.empty()) {
-      // The first key of `big` at or below `key` names its part (if `key`
-      // is within that part's range).
-      std::map<int, absl::Duration> oldest;
-      for (const pqxx::row& row :
-           tx.exec_prepared(kOldestWaiting, group, 10 * cap)) {
-        const Uuid128 key = *ParseUuid(row[0].as<std::string>());
-        auto it = big.upper_bound(key);
-        if (it == big.begin()) continue;
-        --it;
-        if (key > by_part[it->second].last) continue;
-        oldest.emplace(it->second, absl::Microseconds(row[1].as<int64_t>()));
-      }
-      for (PartLagRow& lag : rows) {
-        auto it = oldest.find(lag.part);
-        if (it != oldest.end()) lag.oldest = std::max(lag.oldest, it->second);
-      }
+    for (PartLagRow& lag : rows) {
+      if (lag.items < cap) continue;
+      lag.items = static_cast<int64_t>(
+          std::max<double>(cap, sampled[lag.part] * 100.0 / percent));
+      auto it = oldest.find(lag.part);
+      if (it != oldest.end()) lag.oldest = std::max(lag.oldest, it->second);
     }
     tx.commit();
     return rows;

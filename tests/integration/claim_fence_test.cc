@@ -35,10 +35,9 @@ constexpr char kOtherPart[] = "21000000-0000-4000-8000-000000000000";
 class ClaimFenceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto admin = Admin::Connect({.dsn = db_.dsn()});
-    ASSERT_TRUE(admin.ok()) << admin.status();
-    ASSERT_TRUE((*admin)->Migrate().ok());
-    ASSERT_TRUE((*admin)->CreateGroup({.name = kGroup, .parts = kParts}).ok());
+    auto admin = testing::MigratedAdmin(db_.dsn());
+    ASSERT_NE(admin, nullptr);
+    ASSERT_TRUE(admin->CreateGroup({.name = kGroup, .parts = kParts}).ok());
     conn_ = std::make_unique<pqxx::connection>(db_.dsn());
     store::PrepareItemStatements(*conn_);
     pqxx::work tx(*conn_);

@@ -4,7 +4,7 @@
 // laid ids out).
 #include <gtest/gtest.h>
 
-#include <map>
+#include <cstdio>
 #include <pqxx/pqxx>
 
 #include "keyspace.h"
@@ -24,14 +24,25 @@ constexpr int kCap = 500;
 class LagEstimateTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto admin = Admin::Connect({.dsn = db_.dsn()});
-    ASSERT_TRUE(admin.ok()) << admin.status();
-    ASSERT_TRUE((*admin)->Migrate().ok());
+    auto admin = testing::MigratedAdmin(db_.dsn());
+    ASSERT_NE(admin, nullptr);
     for (const char* g : {"producer", "random"}) {
-      ASSERT_TRUE((*admin)->CreateGroup({.name = g, .parts = kParts}).ok());
+      ASSERT_TRUE(admin->CreateGroup({.name = g, .parts = kParts}).ok());
     }
     conn_ = std::make_unique<pqxx::connection>(db_.dsn());
     store::PrepareItemStatements(*conn_);
+  }
+
+  // `calls` Enqueue calls of 1,000 items through the producer: bursts of
+  // neighbouring ids with gaps between them, as producers make them.
+  void Produce(int calls, size_t payload_bytes = 1) {
+    auto producer = Producer::Create({.dsn = db_.dsn(), .group = "producer"});
+    ASSERT_TRUE(producer.ok()) << producer.status();
+    for (int call = 0; call < calls; ++call) {
+      std::vector<NewItem> items(
+          1000, NewItem{.payload = std::string(payload_bytes, 'x')});
+      ASSERT_TRUE((*producer)->Enqueue(items).ok());
+    }
   }
 
   // Each part's estimate against its exact count.
@@ -55,6 +66,9 @@ class LagEstimateTest : public ::testing::Test {
                 group, FormatUuid(r.first), FormatUuid(r.last))[0]
               .as<int64_t>();
       ASSERT_GT(exact, 3 * kCap) << "part " << row.part;
+      std::printf("%s part %d: estimate %lld, exact %lld\n", group.c_str(),
+                  row.part, static_cast<long long>(row.items),
+                  static_cast<long long>(exact));
       EXPECT_NEAR(row.items, exact, tolerance * exact)
           << group << " part " << row.part;
     }
@@ -65,12 +79,7 @@ class LagEstimateTest : public ::testing::Test {
 };
 
 TEST_F(LagEstimateTest, IsCloseForTheProducersIds) {
-  auto producer = Producer::Create({.dsn = db_.dsn(), .group = "producer"});
-  ASSERT_TRUE(producer.ok()) << producer.status();
-  for (int call = 0; call < 8; ++call) {
-    std::vector<NewItem> items(1000, NewItem{.payload = "x"});
-    ASSERT_TRUE((*producer)->Enqueue(items).ok());
-  }
+  Produce(8);
   ExpectEstimatesNear("producer");
 }
 
@@ -84,12 +93,7 @@ TEST_F(LagEstimateTest, IsCloseForRandomIds) {
 }
 
 TEST_F(LagEstimateTest, ScalesASampleOfPagesWhenTheTableIsLarge) {
-  auto producer = Producer::Create({.dsn = db_.dsn(), .group = "producer"});
-  ASSERT_TRUE(producer.ok()) << producer.status();
-  for (int call = 0; call < 20; ++call) {
-    std::vector<NewItem> items(1000, NewItem{.payload = "x"});
-    ASSERT_TRUE((*producer)->Enqueue(items).ok());
-  }
+  Produce(20, 200);
   // Another group's rows make the table larger than one sample (1,000
   // pages), so the estimate reads part of it and scales.
   {
@@ -101,11 +105,12 @@ TEST_F(LagEstimateTest, ScalesASampleOfPagesWhenTheTableIsLarge) {
     const int64_t pages =
         tx.exec1("SELECT pg_relation_size('sqlgroup.items') / 8192")[0]
             .as<int64_t>();
-    ASSERT_GT(pages, 1200);
-    ASSERT_LT(pages, 4000);
+    std::printf("items table: %lld pages\n", static_cast<long long>(pages));
+    ASSERT_GT(pages, 2 * 1000);  // the sample reads at most half
   }
-  // Whole pages are sampled, so a part's 5,000 rows on ~300 pages vary
-  // more than single rows would: 25% is several of their deviations.
+  // Whole pages are sampled (about a quarter of 3,851 here), and with them
+  // the rows of all parts on each: 40 estimates over 10 runs were within
+  // 14% of the exact count; 25% leaves room for the rare worse sample.
   ExpectEstimatesNear("producer", 0.25);
 }
 
