@@ -76,6 +76,35 @@ TEST_F(ConsumerTest, EveryItemIsAcknowledgedExactlyOnceInItsOwnPart) {
   EXPECT_EQ(a->stats().lost_claims + b->stats().lost_claims, 0);
 }
 
+// README: a part's items come out in the order one producer thread
+// enqueued them, also those enqueued while the part is being consumed (a
+// sweep in key order over random ids would not keep it).
+TEST_F(ConsumerTest, APartIsConsumedInTheOrderOneProducerEnqueued) {
+  CreateGroup("g", 2);
+  absl::Mutex mu;
+  std::map<int, std::vector<std::string>> handled;  // part -> ids, in order
+  auto a = Start(Options("g", [&](const Item& item, AckTransaction&) {
+    absl::MutexLock lock(&mu);
+    handled[item.part].push_back(item.id);
+    return absl::OkStatus();
+  }));
+  auto p = Producer::Create({.dsn = db_.dsn(), .group = "g"});
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::map<int, std::vector<std::string>> enqueued;
+  for (int call = 0; call < 10; ++call) {
+    auto ids = (*p)->Enqueue(std::vector<NewItem>(40));
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    for (const std::string& id : *ids) {
+      enqueued[PartOf(*ParseUuid(id), 2)].push_back(id);
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  ASSERT_TRUE(Drained(absl::Seconds(30)));
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(handled.size(), 2u);
+  EXPECT_EQ(handled, enqueued);
+}
+
 TEST_F(ConsumerTest, AJoinMovesOnlyThePartsThatMustAndOthersNeverPause) {
   CreateGroup("g", 8);
   auto a = Start(Options("g", Recorder("g")));
