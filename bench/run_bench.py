@@ -85,6 +85,11 @@ def median(xs):
     return statistics.median(xs) if xs else float("nan")
 
 
+def shown(value, pattern):
+    """`pattern % value`, or "-" when there is no value (NaN)."""
+    return "-" if value != value else pattern % value
+
+
 # ---------------------------------------------------------------- throughput
 
 SINGLE = ["sqlgroup", "skiplocked", "limit"]
@@ -182,13 +187,11 @@ def throughput_table():
             top_event = max(top, key=top.get) if top else "-"
             wal = median([x["wal_bytes_per_item"] for x in by[(s, n)]
                           if "wal_bytes_per_item" in x])
-            vs_base, vs_limit = ratio(s, base, n), ratio(s, limit, n)
             print("| %s | %d | %.0f | %s | %s | %.2f | %.2f | %s | %s |"
-                  % (s, n, v,
-                     "-" if vs_base != vs_base else "%.2fx" % vs_base,
-                     "-" if vs_limit != vs_limit else "%.0f%%" % (100 * vs_limit),
+                  % (s, n, v, shown(ratio(s, base, n), "%.2fx"),
+                     shown(100 * ratio(s, limit, n), "%.0f%%"),
                      per_tick(s, n, "lock"), per_tick(s, n, "lwlock"),
-                     "-" if wal != wal else "%.0f" % wal, top_event))
+                     shown(wal, "%.0f"), top_event))
     print("\nvs SKIP LOCKED / vs limit: median over the repetitions of the "
           "ratio to the system of the same mode (single or batched) run "
           "right next to it. Lock waits: backends seen waiting on a "

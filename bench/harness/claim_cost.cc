@@ -15,11 +15,6 @@
 namespace sqlgroup::bench {
 namespace {
 
-// One group per id layout.
-std::string GroupOf(const std::string& layout) {
-  return layout == "producer" ? "claimcost" : "claimcost_" + layout;
-}
-
 template <typename T>
 T Must(absl::StatusOr<T> v) {
   if (!v.ok()) throw std::runtime_error(v.status().ToString());
@@ -33,15 +28,14 @@ void Must(const absl::Status& s) {
 }  // namespace
 
 void RunClaimCost(const ClaimCostConfig& config) {
-  if (config.layout != "producer" && config.layout != "random") {
+  const bool producer = config.layout == "producer";
+  if (!producer && config.layout != "random") {
     throw std::runtime_error("--layout must be producer or random, got " +
                              config.layout);
   }
-  const std::string group = GroupOf(config.layout);
-  const std::string other =
-      GroupOf(config.layout == "producer" ? "random" : "producer");
-  const IdLayout layout =
-      config.layout == "producer" ? IdLayout::kProducer : IdLayout::kRandom;
+  // One group per layout.
+  const std::string group = producer ? "claimcost" : "claimcost_random";
+  const std::string other = producer ? "claimcost_random" : "claimcost";
   auto admin = Must(Admin::Connect({.dsn = config.dsn}));
   // A long TTL: the harness does not heartbeat between claims.
   const absl::Status created = admin->CreateGroup(
@@ -59,7 +53,8 @@ void RunClaimCost(const ClaimCostConfig& config) {
   }
   const absl::Time load_start = absl::Now();
   const int64_t added =
-      TopUp(*conn, kItemsTable, group, config.parts, config.backlog, layout);
+      TopUp(*conn, kItemsTable, group, config.parts, config.backlog,
+            producer ? IdLayout::kProducer : IdLayout::kRandom);
   const double load_s = absl::ToDoubleSeconds(absl::Now() - load_start);
 
   // Start from a clean slate: the load's dirty pages written and its
