@@ -7,6 +7,8 @@
 
 #include <atomic>
 
+#include "absl/cleanup/cleanup.h"
+
 #include "sqlgroup/assignor.h"
 #include "support/consumer_fixture.h"
 #include "support/wait.h"
@@ -43,8 +45,10 @@ TEST_F(RebalanceWakeupTest, ADropWakesTheMemberWaitingForThePart) {
     return absl::OkStatus();
   };
   auto a = Start(std::move(holder));
+  // A failed assertion below must not leave a's handlers holding forever.
+  absl::Cleanup release = [&] { hold = false; };
   ASSERT_TRUE(Settles("g", 8, {a.get()}));
-  Produce("g", 400);  // every part gets items
+  Produce("g", 400);  // 50 items in each part
   ASSERT_TRUE(WaitFor([&] { return in_flight == 8; }, absl::Seconds(10)));
   // b joins and reads at once: every part it wants is still a's.
   auto b = Start(Patient("g"));
