@@ -366,9 +366,11 @@ def main():
     parser.add_argument("--backlog_batch", type=int, default=800000)
     parser.add_argument("--claim_backlogs")
     parser.add_argument("--claim_samples", type=int, default=1000)
-    parser.add_argument("--claim_layouts", default="producer,random",
+    parser.add_argument("--claim_layouts", default="producer,interleaved,random",
                         help="id layouts of the claim section: producer "
-                        "(the producer's ids), random (random UUIDs)")
+                        "(the producer's ids, runs of items per part), "
+                        "interleaved (every item in a part of its own, "
+                        "before session 8), random (random UUIDs)")
     parser.add_argument("--trials", type=int)
     parser.add_argument("--members", type=int, default=3)
     parser.add_argument("--ttl", type=float, default=3.0)

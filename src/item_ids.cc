@@ -28,14 +28,23 @@ Uuid128 ItemId(int part, int parts, uint64_t unix_micros, Uuid128 noise) {
   return range.first + ((Uuid128(time) << noise_bits) | (noise & low_mask));
 }
 
-Uuid128 ItemIdGenerator::Next(int parts, uint64_t now_unix_micros) {
-  // Each id takes its own microsecond: ids of one call, and of calls made
-  // faster than the clock ticks, keep their order.
-  last_micros_ = std::max(now_unix_micros, last_micros_ + 1);
-  const int part = absl::Uniform(gen_, 0, parts);
-  const Uuid128 noise = absl::MakeUint128(absl::Uniform<uint64_t>(gen_),
-                                          absl::Uniform<uint64_t>(gen_));
-  return ItemId(part, parts, last_micros_, noise);
+std::vector<Uuid128> ItemIdGenerator::Next(int parts, size_t count,
+                                           uint64_t now_unix_micros) {
+  const size_t run = std::clamp<size_t>(count / static_cast<size_t>(parts), 1,
+                                        static_cast<size_t>(max_run_));
+  const int first_part = absl::Uniform(gen_, 0, parts);
+  std::vector<Uuid128> ids;
+  ids.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    // Each id takes its own microsecond: ids of one call, and of calls
+    // made faster than the clock ticks, keep their order.
+    last_micros_ = std::max(now_unix_micros, last_micros_ + 1);
+    const int part = static_cast<int>((first_part + i / run) % parts);
+    const Uuid128 noise = absl::MakeUint128(absl::Uniform<uint64_t>(gen_),
+                                            absl::Uniform<uint64_t>(gen_));
+    ids.push_back(ItemId(part, parts, last_micros_, noise));
+  }
+  return ids;
 }
 
 }  // namespace sqlgroup

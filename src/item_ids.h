@@ -10,7 +10,9 @@
 #ifndef SQLGROUP_ITEM_IDS_H_
 #define SQLGROUP_ITEM_IDS_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/random/random.h"
 #include "keyspace.h"
@@ -27,14 +29,28 @@ inline constexpr int kItemTimeBits = 52;
 // range; for one part, a later time gives a larger id whatever the noise.
 Uuid128 ItemId(int part, int parts, uint64_t unix_micros, Uuid128 noise);
 
-// Ids for one producer thread: a random part for each item (items spread
-// evenly over the parts), and a clock that never repeats or runs back, so
-// this generator's ids of one part increase in the order it made them.
+// The longest run of one call's items in one part: about a heap page of
+// small items and a default claim's worth. A large call then lands on each
+// part's pages in runs, not one row per page in turn for every part, and a
+// claim of a part reads a few heap pages instead of one per part
+// (bench/RESULTS.md, session 8).
+inline constexpr int kMaxPartRun = 64;
+
+// Ids for one producer thread. The items of one call are dealt to
+// successive parts from a random one, in runs of count / parts items
+// (at least 1, at most `max_run`): a small call spreads over as many parts
+// as it has items, a large one evenly over all of them, each part's share
+// in runs of neighbours. A clock that never repeats or runs back keeps
+// this generator's ids of one part increasing in the order it made them.
 class ItemIdGenerator {
  public:
-  Uuid128 Next(int parts, uint64_t now_unix_micros);
+  explicit ItemIdGenerator(int max_run = kMaxPartRun) : max_run_(max_run) {}
+
+  // Ids for `count` items enqueued together into a group of `parts`.
+  std::vector<Uuid128> Next(int parts, size_t count, uint64_t now_unix_micros);
 
  private:
+  const int max_run_;
   absl::BitGen gen_;
   uint64_t last_micros_ = 0;
 };

@@ -25,17 +25,18 @@ void Must(const absl::Status& s) {
   if (!s.ok()) throw std::runtime_error(s.ToString());
 }
 
+// claimcost for the producer's layout (the name it has always had),
+// claimcost_<layout> for the others.
+std::string ClaimCostGroup(const std::string& layout) {
+  return layout == "producer" ? "claimcost" : "claimcost_" + layout;
+}
+
 }  // namespace
 
 void RunClaimCost(const ClaimCostConfig& config) {
-  const bool producer = config.layout == "producer";
-  if (!producer && config.layout != "random") {
-    throw std::runtime_error("--layout must be producer or random, got " +
-                             config.layout);
-  }
-  // One group per layout.
-  const std::string group = producer ? "claimcost" : "claimcost_random";
-  const std::string other = producer ? "claimcost_random" : "claimcost";
+  const IdLayout layout = ParseIdLayout(config.layout);
+  // One group per layout, alone in the table while it is measured.
+  const std::string group = ClaimCostGroup(config.layout);
   auto admin = Must(Admin::Connect({.dsn = config.dsn}));
   // A long TTL: the harness does not heartbeat between claims.
   const absl::Status created = admin->CreateGroup(
@@ -45,16 +46,16 @@ void RunClaimCost(const ClaimCostConfig& config) {
   auto conn = Connect(config.dsn, "bench-claim-cost");
   {
     pqxx::nontransaction tx(*conn);
-    if (tx.exec_params("DELETE FROM sqlgroup.items WHERE group_name = $1",
-                       other)
+    if (tx.exec_params("DELETE FROM sqlgroup.items WHERE group_name LIKE "
+                       "'claimcost%' AND group_name <> $1",
+                       group)
             .affected_rows() > 0) {
       tx.exec("VACUUM sqlgroup.items");
     }
   }
   const absl::Time load_start = absl::Now();
   const int64_t added =
-      TopUp(*conn, kItemsTable, group, config.parts, config.backlog,
-            producer ? IdLayout::kProducer : IdLayout::kRandom);
+      TopUp(*conn, kItemsTable, group, config.parts, config.backlog, layout);
   const double load_s = absl::ToDoubleSeconds(absl::Now() - load_start);
 
   // Start from a clean slate: the load's dirty pages written and its

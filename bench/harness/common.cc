@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <pqxx/pqxx>
+#include <stdexcept>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -86,11 +87,19 @@ int64_t CountItems(pqxx::connection& conn, const std::string& table,
       .as<int64_t>();
 }
 
+IdLayout ParseIdLayout(const std::string& name) {
+  if (name == "producer") return IdLayout::kProducer;
+  if (name == "interleaved") return IdLayout::kInterleaved;
+  if (name == "random") return IdLayout::kRandom;
+  throw std::runtime_error(
+      "--layout must be producer, interleaved or random, got " + name);
+}
+
 int64_t TopUp(pqxx::connection& conn, const std::string& table,
               const std::string& group, int parts, int64_t target,
               IdLayout layout) {
   const int64_t have = CountItems(conn, table, group);
-  ItemIdGenerator ids;
+  ItemIdGenerator ids(layout == IdLayout::kInterleaved ? 1 : kMaxPartRun);
   absl::BitGen gen;
   int64_t added = 0;
   constexpr int64_t kChunk = 500000;
@@ -99,15 +108,22 @@ int64_t TopUp(pqxx::connection& conn, const std::string& table,
     const int64_t n = std::min(kChunk, target - have - added);
     pqxx::work tx(conn);
     for (int64_t done = 0; done < n; done += kStatement) {
-      const auto now = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
+      // One statement's ids are one call of the producer's.
+      const int64_t m = std::min(n - done, kStatement);
+      std::vector<Uuid128> batch;
+      if (layout == IdLayout::kRandom) {
+        for (int64_t i = 0; i < m; ++i) {
+          batch.push_back(absl::MakeUint128(absl::Uniform<uint64_t>(gen),
+                                            absl::Uniform<uint64_t>(gen)));
+        }
+      } else {
+        batch =
+            ids.Next(parts, static_cast<size_t>(m),
+                     static_cast<uint64_t>(absl::ToUnixMicros(absl::Now())));
+      }
       std::string array = "{";
-      for (int64_t i = done; i < std::min(n, done + kStatement); ++i) {
-        const Uuid128 id =
-            layout == IdLayout::kProducer
-                ? ids.Next(parts, now)
-                : absl::MakeUint128(absl::Uniform<uint64_t>(gen),
-                                    absl::Uniform<uint64_t>(gen));
-        absl::StrAppend(&array, i == done ? "" : ",", FormatUuid(id));
+      for (size_t i = 0; i < batch.size(); ++i) {
+        absl::StrAppend(&array, i == 0 ? "" : ",", FormatUuid(batch[i]));
       }
       array += "}";
       tx.exec_params(

@@ -43,9 +43,17 @@ std::unique_ptr<pqxx::connection> Connect(const std::string& dsn,
 int64_t CountItems(pqxx::connection& conn, const std::string& table,
                    const std::string& group);
 
-// How TopUp chooses ids: as the producer does (item_ids.h), or uniformly
-// at random (UUIDs made elsewhere, e.g. gen_random_uuid()).
-enum class IdLayout { kProducer, kRandom };
+// How TopUp chooses ids (10,000 a statement): as the producer does for a
+// call of that many (item_ids.h: runs of 64 items in one part), with runs
+// of one item (kInterleaved: the parts' rows alternate in the heap, as
+// from many producers enqueuing one item at a time, and as the producer
+// laid out any call before session 8), or uniformly at random (UUIDs made
+// elsewhere, e.g. gen_random_uuid()).
+enum class IdLayout { kProducer, kInterleaved, kRandom };
+
+// The layout named `name` (producer, interleaved, random); throws on
+// another name.
+IdLayout ParseIdLayout(const std::string& name);
 
 // Inserts rows into `table` until `group` has at least `target`, in
 // transactions of at most 500,000 rows, then VACUUM ANALYZEs the table if

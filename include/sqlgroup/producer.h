@@ -1,7 +1,10 @@
-// Enqueues work items into a group. Each item goes to a random part, so
-// items spread evenly over the parts, and its id (a UUID-typed key, not of
-// any RFC version) grows with the enqueue time within its part: a part is
-// consumed in about the order its items were enqueued.
+// Enqueues work items into a group. The items of one call are dealt to
+// the parts in turn from a random one, in runs of neighbours (items/parts
+// of them, 1 to 64): a small call reaches as many parts as it has items,
+// and a large one lands on each part's pages in runs, which makes claims
+// of a large backlog cheap. An item's id (a UUID-typed key, not of any RFC
+// version) grows with the enqueue time within its part: a part is consumed
+// in about the order its items were enqueued.
 //
 //   auto producer = sqlgroup::Producer::Create({.dsn = dsn, .group = "g"});
 //   auto ids = (*producer)->Enqueue({{.key = "user-7", .payload = "hi"}});

@@ -415,9 +415,11 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
     }
   }
   static thread_local ItemIdGenerator id_generator;
+  const std::vector<Uuid128> new_ids =
+      id_generator.Next(parts, items.size(),
+                        static_cast<uint64_t>(absl::ToUnixMicros(absl::Now())));
   std::vector<std::string> ids;
   ids.reserve(items.size());
-  const auto now = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
   absl::Status s = Guard("enqueue items", [&] {
     // Multi-row VALUES with quoted literals: one round trip per chunk, and
     // bytea payloads need no array encoding.
@@ -430,7 +432,7 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
       const size_t end = std::min(items.size(), start + kChunk);
       for (size_t i = start; i < end; ++i) {
         const NewItem& item = items[i];
-        ids.push_back(FormatUuid(id_generator.Next(parts, now)));
+        ids.push_back(FormatUuid(new_ids[i]));
         absl::StrAppend(
             &sql, i == start ? "" : ",", "(", quoted_group, ",'", ids.back(),
             "'::uuid,", item.key ? tx.quote(*item.key) : "NULL", ",",

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -52,14 +53,19 @@ TEST(ItemIdTest, TimesPastTheFieldAreClampedNotWrapped) {
   EXPECT_GT(ItemId(3, 16, ~uint64_t{0}, 7), ItemId(3, 16, kNov2026, 7));
 }
 
-TEST(ItemIdGeneratorTest, SpreadsItemsEvenlyOverTheParts) {
+// The part of each id.
+std::vector<int> PartsOf(const std::vector<Uuid128>& ids, int parts) {
+  std::vector<int> out;
+  for (const Uuid128& id : ids) out.push_back(PartOf(id, parts));
+  return out;
+}
+
+TEST(ItemIdGeneratorTest, SingleItemsSpreadEvenlyOverTheParts) {
   ItemIdGenerator gen;
-  constexpr int kParts = 16;
-  constexpr int kIds = 32000;
   std::map<int, int> per_part;
-  for (int i = 0; i < kIds; ++i)
-    ++per_part[PartOf(gen.Next(kParts, kNov2026), kParts)];
-  ASSERT_EQ(per_part.size(), kParts);
+  for (int i = 0; i < 32000; ++i)
+    ++per_part[PartsOf(gen.Next(16, 1, kNov2026), 16)[0]];
+  ASSERT_EQ(per_part.size(), 16u);
   // 2,000 expected per part, standard deviation ~43: 10 sigmas either way.
   for (const auto& [part, n] : per_part) {
     EXPECT_GT(n, 1560) << "part " << part;
@@ -67,28 +73,73 @@ TEST(ItemIdGeneratorTest, SpreadsItemsEvenlyOverTheParts) {
   }
 }
 
+TEST(ItemIdGeneratorTest, ASmallCallReachesAsManyPartsAsItHasItems) {
+  ItemIdGenerator gen;
+  for (size_t count : {1, 5, 16, 17, 100}) {
+    std::map<int, int> per_part;
+    for (int part : PartsOf(gen.Next(16, count, kNov2026), 16)) {
+      ++per_part[part];
+    }
+    EXPECT_EQ(per_part.size(), std::min<size_t>(count, 16)) << count;
+    // 100 items: runs of 6 to 16 parts in turn, the first part twice.
+    for (const auto& [part, n] : per_part) {
+      EXPECT_LE(n, static_cast<int>(2 * std::max<size_t>(1, count / 16)))
+          << count << " items, part " << part;
+    }
+  }
+}
+
+TEST(ItemIdGeneratorTest, ALargeCallGoesToEveryPartInRunsOfAClaimsWorth) {
+  ItemIdGenerator gen;
+  const std::vector<int> parts = PartsOf(gen.Next(16, 10000, kNov2026), 16);
+  std::map<int, int> per_part;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    ++per_part[parts[i]];
+    if (i > 0 && parts[i] != parts[i - 1]) {
+      EXPECT_EQ(i % kMaxPartRun, 0u) << "a run ended early at item " << i;
+      EXPECT_EQ(parts[i], (parts[i - 1] + 1) % 16) << "item " << i;
+    }
+  }
+  // 156 whole runs and one of 16 items, dealt in turn.
+  ASSERT_EQ(per_part.size(), 16u);
+  for (const auto& [part, n] : per_part) {
+    EXPECT_GE(n, 9 * kMaxPartRun) << "part " << part;
+    EXPECT_LE(n, 10 * kMaxPartRun + 16) << "part " << part;
+  }
+}
+
+TEST(ItemIdGeneratorTest, ARunOfOneDealsItemsToThePartsInTurn) {
+  ItemIdGenerator gen(/*max_run=*/1);
+  const std::vector<int> parts = PartsOf(gen.Next(16, 1000, kNov2026), 16);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    EXPECT_EQ(parts[i], (parts[i - 1] + 1) % 16) << "item " << i;
+  }
+}
+
 TEST(ItemIdGeneratorTest, IdsOfAPartRiseInTheOrderMadeThoughTheClockStalls) {
   ItemIdGenerator gen;
   constexpr int kParts = 3;
   std::map<int, Uuid128> last;
-  // The clock stands still, then runs backwards by a second.
-  for (int i = 0; i < 3000; ++i) {
-    const uint64_t now = i < 2000 ? kNov2026 : kNov2026 - 1000000;
-    const Uuid128 id = gen.Next(kParts, now);
-    const int part = PartOf(id, kParts);
-    auto it = last.find(part);
-    if (it != last.end()) {
-      EXPECT_GT(id, it->second) << "item " << i;
+  // The clock stands still, then runs backwards by a second; calls of one
+  // item and of many.
+  for (int call = 0; call < 300; ++call) {
+    const uint64_t now = call < 200 ? kNov2026 : kNov2026 - 1000000;
+    for (const Uuid128& id : gen.Next(kParts, call % 2 == 0 ? 1 : 20, now)) {
+      const int part = PartOf(id, kParts);
+      auto it = last.find(part);
+      if (it != last.end()) {
+        EXPECT_GT(id, it->second) << "call " << call;
+      }
+      last[part] = id;
     }
-    last[part] = id;
   }
   EXPECT_EQ(last.size(), kParts);
 }
 
 TEST(ItemIdGeneratorTest, FollowsTheClockWhenItMovesOn) {
   ItemIdGenerator gen;
-  const Uuid128 early = gen.Next(1, kNov2026);
-  const Uuid128 late = gen.Next(1, kNov2026 + 60000000);
+  const Uuid128 early = gen.Next(1, 1, kNov2026)[0];
+  const Uuid128 late = gen.Next(1, 1, kNov2026 + 60000000)[0];
   // A minute later: the time field moved by 60,000,000 microseconds.
   EXPECT_EQ(late >> (127 - kItemTimeBits),
             (early >> (127 - kItemTimeBits)) + 60000000);
