@@ -31,9 +31,9 @@ Uuid128 ItemId(int part, int parts, uint64_t unix_micros, Uuid128 noise);
 
 // The longest run of one call's items in one part: about a heap page of
 // small items and a default claim's worth. A large call then lands on each
-// part's pages in runs, not one row per page in turn for every part, and a
-// claim of a part reads a few heap pages instead of one per part
-// (bench/RESULTS.md, session 8).
+// part's pages in runs, not one row per page in turn for every part: a
+// claim at 1M items touched 6-7 buffers instead of 19-24, though its
+// latency did not measurably change (bench/RESULTS.md, session 8).
 inline constexpr int kMaxPartRun = 64;
 
 // Ids for one producer thread. The items of one call are dealt to

@@ -46,8 +46,8 @@ void RunClaimCost(const ClaimCostConfig& config) {
 
   // The claims run on a connection set up as a worker's is (part_worker.cc):
   // with its generic plans. On a plain connection PostgreSQL plans each
-  // claim of a large table afresh, a cost no worker pays (session 8: 0.33
-  // against 0.14 ms p50 at 1M waiting items).
+  // claim of a large table afresh, a cost no worker pays (session 8: p50
+  // 0.36-0.37 against 0.13-0.15 ms at 1M waiting items).
   store::ConnectOptions options;
   options.application_name = "bench-claim-cost";
   options.generic_plans = true;

@@ -1,8 +1,8 @@
 // Enqueues work items into a group. The items of one call are dealt to
 // the parts in turn from a random one, in runs of neighbours (items/parts
 // of them, 1 to 64): a small call reaches as many parts as it has items,
-// and a large one lands on each part's pages in runs, which makes claims
-// of a large backlog cheap. An item's id (a UUID-typed key, not of any RFC
+// and a large one lands on each part's pages in runs, so a claim touches
+// fewer pages. An item's id (a UUID-typed key, not of any RFC
 // version) grows with the enqueue time within its part: a part is consumed
 // in about the order its items were enqueued.
 //
