@@ -85,7 +85,6 @@ bool PartWorker::EnsureConnected() {
   options.connect_timeout = config_.connect_timeout;
   options.application_name = absl::StrCat("sqlgroup-worker-", index_);
   options.idle_in_transaction_timeout = config_.idle_in_transaction_timeout;
-  options.generic_plans = true;
   auto conn = store::Connect(config_.dsn, options);
   if (!conn.ok()) {
     log_->warn("worker={} connect failed: {}", index_,

@@ -9,7 +9,6 @@
 #include "common.h"
 #include "keyspace.h"
 #include "sqlgroup/admin.h"
-#include "store/connection.h"
 #include "store/item_store.h"
 #include "store/member_store.h"
 
@@ -44,14 +43,7 @@ void RunClaimCost(const ClaimCostConfig& config) {
       {.name = group, .parts = config.parts, .session_ttl = absl::Hours(1)});
   if (!created.ok() && !absl::IsAlreadyExists(created)) Must(created);
 
-  // The claims run on a connection set up as a worker's is (part_worker.cc):
-  // with its generic plans. On a plain connection PostgreSQL plans each
-  // claim of a large table afresh, a cost no worker pays (session 8: p50
-  // 0.36-0.37 against 0.13-0.15 ms at 1M waiting items).
-  store::ConnectOptions options;
-  options.application_name = "bench-claim-cost";
-  options.generic_plans = true;
-  auto conn = Must(store::Connect(config.dsn, options));
+  auto conn = Connect(config.dsn, "bench-claim-cost");
   {
     pqxx::nontransaction tx(*conn);
     if (tx.exec_params("DELETE FROM sqlgroup.items WHERE group_name LIKE "
@@ -69,6 +61,9 @@ void RunClaimCost(const ClaimCostConfig& config) {
   // Start from a clean slate: the load's dirty pages written and its
   // checkpoint done, as in a queue that has been running a while.
   pqxx::nontransaction(*conn).exec("CHECKPOINT");
+  // As on a worker's connection, generic plans included: without them
+  // PostgreSQL planned each claim of a large table afresh (session 8: p50
+  // 0.36-0.37 against 0.13-0.15 ms at 1M waiting items).
   store::PrepareItemStatements(*conn);
   const std::string session = Must(store::RegisterSession(
       *conn, group, {"bench", 0, "claim-cost"}, /*notify=*/false));

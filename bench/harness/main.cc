@@ -4,7 +4,7 @@
 //
 //   sqlgroup_bench setup --dsn=..
 //   sqlgroup_bench throughput --dsn=.. --system=skiplocked --consumers=8
-//   sqlgroup_bench claim_cost --dsn=.. --backlog=1000000 \
+//   sqlgroup_bench claim_cost --dsn=.. --backlog=1000000
 //       [--layout=interleaved|random]
 //   sqlgroup_bench rebalance --dsn=.. --cli=build/sqlgroup --notify=true
 #include <cstdio>

@@ -108,15 +108,6 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     tx.exec(setup);
   });
   if (!s.ok()) return s;
-  if (options.generic_plans) {
-    s = Guard("configure connection", [&] {
-      pqxx::nontransaction tx(*conn);
-      tx.exec("SET plan_cache_mode = force_generic_plan");
-    });
-    // 42704: a server without plan_cache_mode (PostgreSQL before 12, some
-    // CockroachDB versions) plans as it always does.
-    if (!s.ok() && !absl::StrContains(s.message(), "42704")) return s;
-  }
   return conn;
 }
 

@@ -27,13 +27,6 @@ struct ConnectOptions {
   // newest such commits whole, and a later durable commit that depends on
   // one (an ack under a take) flushes it first.
   bool asynchronous_commit = false;
-  // Prepared statements always run their generic plan (plan_cache_mode),
-  // planned once per connection. For statements whose generic plan is as
-  // good as any custom one (claim_fence_test checks the hot path's):
-  // left to choose, PostgreSQL kept planning the fenced ack afresh on
-  // every execution, which cost more server CPU than running it. Ignored
-  // by a server that has no such setting.
-  bool generic_plans = false;
 };
 
 // How long one coordination statement (heartbeat, reap, take, drop) may

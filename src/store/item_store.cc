@@ -211,6 +211,13 @@ constexpr char kOldestWaitingSql[] =
 }  // namespace
 
 void PrepareItemStatements(pqxx::connection& conn) {
+  try {
+    pqxx::nontransaction(conn).exec("SET plan_cache_mode = force_generic_plan");
+  } catch (const pqxx::sql_error& e) {
+    // 42704: a server without plan_cache_mode (PostgreSQL before 12, some
+    // CockroachDB versions) plans as it always does.
+    if (e.sqlstate() != "42704") throw;
+  }
   conn.prepare(kClaim, ClaimSql());
   conn.prepare(kAck, AckSql());
   conn.prepare(kRelease, ReleaseSql());

@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "keyspace.h"
 #include "sqlgroup/admin.h"
-#include "store/connection.h"
 #include "store/item_store.h"
 #include "support/pg_fixture.h"
 
@@ -210,8 +209,9 @@ TEST_F(ClaimFenceTest, AnAckDuringADropWaitsAndThenDeletesNothing) {
   EXPECT_EQ(Count("items"), 3);
 }
 
-// Workers run every prepared statement's generic plan (plan_cache_mode):
-// each must still find items by index, not by reading the whole table.
+// A connection with the item statements runs every prepared statement's
+// generic plan (plan_cache_mode): each must still find items by index, not
+// by reading the whole table.
 TEST_F(ClaimFenceTest, TheWorkersGenericPlansReadItemsByIndex) {
   {
     pqxx::work tx(*conn_);
@@ -222,17 +222,12 @@ TEST_F(ClaimFenceTest, TheWorkersGenericPlansReadItemsByIndex) {
     tx.commit();
   }
   pqxx::nontransaction(*conn_).exec("ANALYZE");
-  // Connected as the workers are.
-  store::ConnectOptions options;
-  options.generic_plans = true;
-  auto connected = store::Connect(db_.dsn(), options);
-  ASSERT_TRUE(connected.ok()) << connected.status();
-  pqxx::connection& worker = **connected;
+  pqxx::connection worker(db_.dsn());
+  store::PrepareItemStatements(worker);
   EXPECT_EQ(pqxx::nontransaction(worker)
                 .exec1("SHOW plan_cache_mode")[0]
                 .as<std::string>(),
             "force_generic_plan");
-  store::PrepareItemStatements(worker);
   // Run each once, so that each is prepared on the server.
   const KeyRange r = PartRange(0, kParts);
   ASSERT_TRUE(store::ClaimItems(worker, ref_, r.first, r.last, 10).ok());
