@@ -53,13 +53,13 @@ SharedHeartbeatStats HeartbeatBatcher::stats() const {
 
 void HeartbeatBatcher::Attach(absl::Duration ttl) {
   absl::MutexLock lock(&mu_);
-  ++attached_;
-  min_ttl_ = std::min(min_ttl_, ttl);
+  ttls_.insert(ttl);
 }
 
-void HeartbeatBatcher::Detach() {
+void HeartbeatBatcher::Detach(absl::Duration ttl) {
   absl::MutexLock lock(&mu_);
-  --attached_;
+  auto it = ttls_.find(ttl);
+  if (it != ttls_.end()) ttls_.erase(it);
 }
 
 absl::Time HeartbeatBatcher::NextSlot(absl::Time t, absl::Duration interval,
@@ -76,7 +76,7 @@ absl::Time HeartbeatBatcher::NextSlot(absl::Time t,
 }
 
 bool HeartbeatBatcher::BatchReady() const {
-  return stop_ || static_cast<int>(pending_.size()) >= attached_;
+  return stop_ || pending_.size() >= ttls_.size();
 }
 
 absl::StatusOr<std::optional<store::Beat>> HeartbeatBatcher::Beat(
@@ -129,16 +129,22 @@ void HeartbeatBatcher::Run() {
 }
 
 bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
-  if (conn_) return true;
+  absl::Duration ttl;
+  {
+    absl::MutexLock lock(&mu_);
+    // Requests come only from attached members; if the last one just
+    // left, the connection it was made for will do.
+    ttl = ttls_.empty() ? connected_ttl_ : *ttls_.begin();
+  }
+  // Statements are bounded by the shortest TTL attached now: a member
+  // that joins with a shorter one, or the last with the shortest leaving,
+  // makes a new connection with the new bounds.
+  if (conn_ && ttl == connected_ttl_) return true;
+  conn_.reset();
   const absl::Time now = absl::Now();
   if (now < next_connect_) {
     *why = last_connect_error_;
     return false;
-  }
-  absl::Duration ttl;
-  {
-    absl::MutexLock lock(&mu_);
-    ttl = min_ttl_;  // finite: only attached members ask
   }
   // As on a member's control connection.
   const store::ConnectOptions options = store::CoordinationOptions(
@@ -154,6 +160,7 @@ bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
     return false;
   }
   conn_ = std::move(*conn);
+  connected_ttl_ = ttl;
   store::PrepareMemberStatements(*conn_);
   connect_failures_ = 0;
   return true;

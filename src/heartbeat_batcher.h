@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <pqxx/connection>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,10 +38,11 @@ class HeartbeatBatcher : public SharedHeartbeat {
   SharedHeartbeatStats stats() const override;
 
   // A member that will ask for heartbeats from now on (with its group's
-  // TTL, which bounds how long a statement may take), and one that will no
-  // longer ask: a batch goes at once when every attached member asked.
+  // TTL: the shortest attached bounds how long a statement may take), and
+  // one that will no longer ask (with the TTL it attached with): a batch
+  // goes at once when every attached member asked.
   void Attach(absl::Duration ttl);
-  void Detach();
+  void Detach(absl::Duration ttl);
 
   // Heartbeats `session` (of `group`) in the next statement and returns
   // what store::Heartbeat would with watch on: nullopt when the session is
@@ -85,11 +87,11 @@ class HeartbeatBatcher : public SharedHeartbeat {
   int connect_failures_ = 0;                // the sending thread's
   absl::Time next_connect_;                 // the sending thread's
   absl::Status last_connect_error_;         // the sending thread's
+  absl::Duration connected_ttl_;            // the sending thread's: conn_'s
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
-  int attached_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Duration min_ttl_ ABSL_GUARDED_BY(mu_) = absl::InfiniteDuration();
+  std::multiset<absl::Duration> ttls_ ABSL_GUARDED_BY(mu_);  // attached
   Batch pending_ ABSL_GUARDED_BY(mu_);
   absl::Time first_pending_ ABSL_GUARDED_BY(mu_);
   SharedHeartbeatStats stats_ ABSL_GUARDED_BY(mu_);

@@ -5,7 +5,9 @@
 #include <set>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/random/distributions.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "backoff.h"
@@ -143,14 +145,19 @@ void MemberLoop::Run() {
   // Attached for as long as this member may ask for heartbeats, so a batch
   // waits for it.
   if (config_.shared_heartbeat) config_.shared_heartbeat->Attach(settings_.ttl);
-  struct Detach {
-    HeartbeatBatcher* batcher;
-    ~Detach() {
-      if (batcher) batcher->Detach();
-    }
-  } detach{config_.shared_heartbeat.get()};
+  absl::Cleanup detach = [this] {
+    if (config_.shared_heartbeat)
+      config_.shared_heartbeat->Detach(settings_.ttl);
+  };
   while (!StopRequested()) {
     if (phase() == Phase::kFailed) return;
+    if (conn_ && conn_ttl_ != settings_.ttl) {
+      // The control connection's bounds follow the TTL.
+      Disconnect(absl::AbortedError(
+          absl::StrCat("the group's session TTL changed from ",
+                       absl::FormatDuration(conn_ttl_), " to ",
+                       absl::FormatDuration(settings_.ttl), ": reconnecting")));
+    }
     if (!EnsureConnected()) continue;
     if (session_.empty()) {
       if (!Join()) return;  // fatal
@@ -193,6 +200,7 @@ bool MemberLoop::EnsureConnected() {
     return false;
   }
   conn_ = std::move(*conn);
+  conn_ttl_ = settings_.ttl;
   store::PrepareMemberStatements(*conn_);  // lazily: no round trip here
   if (config_.use_notify) {
     absl::Status s = store::Guard("listen", [&] {
@@ -335,6 +343,14 @@ absl::StatusOr<std::optional<store::Beat>> MemberLoop::SendHeartbeat(
   return store::Heartbeat(*conn_, session_, watch);
 }
 
+void MemberLoop::Adopt(const store::GroupSettings& settings) {
+  if (config_.shared_heartbeat && settings.ttl != settings_.ttl) {
+    config_.shared_heartbeat->Attach(settings.ttl);
+    config_.shared_heartbeat->Detach(settings_.ttl);
+  }
+  settings_ = settings;
+}
+
 void MemberLoop::Heartbeat() {
   const absl::Time start = absl::Now();
   const bool shared = config_.shared_heartbeat != nullptr;
@@ -355,7 +371,7 @@ void MemberLoop::Heartbeat() {
     LoseSession("session expired or was reaped");
     return;
   }
-  settings_ = (*beat)->settings;
+  Adopt((*beat)->settings);
   last_heartbeat_ok_ = start;
   metrics_.Heartbeat(absl::Now() - start);
   // Shared: on the process's grid, where the other members ask too.
@@ -446,7 +462,7 @@ void MemberLoop::Rebalance() {
     LoseSession("session is no longer live");
     return;
   }
-  settings_ = view->settings;
+  Adopt(view->settings);
   // The heartbeats time the reaping of members that will expire; these
   // already have.
   if (view->expired_sessions > 0 && may_reap_) reap_now_ = true;

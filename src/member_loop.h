@@ -80,6 +80,9 @@ class MemberLoop {
   // Returns false when the loop must end (fatal error).
   bool Join();
   void Heartbeat();
+  // The group's settings as just read (its TTL and heartbeat may have been
+  // altered); the shared heartbeat learns of a new TTL.
+  void Adopt(const store::GroupSettings& settings);
   // One heartbeat, over the shared heartbeat if there is one (then always
   // a watched one), else over the control connection.
   absl::StatusOr<std::optional<store::Beat>> SendHeartbeat(bool watch);
@@ -119,6 +122,7 @@ class MemberLoop {
   // Control thread only.
   store::GroupSettings settings_;
   std::unique_ptr<pqxx::connection> conn_;
+  absl::Duration conn_ttl_;  // the TTL conn_'s timeouts were made for
   std::unique_ptr<Listener> listener_;          // the group's channel
   std::unique_ptr<Listener> session_listener_;  // this session's channel
   int connect_failures_ = 0;

@@ -85,10 +85,27 @@ class SharedHeartbeatTest : public testing::ConsumerFixture {
                          " CONNECTION LIMIT ", limit));
   }
 
-  int64_t HeartbeatBackends() {
-    return Count(
-        "SELECT count(*) FROM pg_stat_activity "
-        "WHERE application_name = 'sqlgroup-heartbeat'");
+  int64_t HeartbeatBackends() { return Backends("sqlgroup-heartbeat"); }
+
+  int64_t Backends(const std::string& application) {
+    pqxx::nontransaction tx(*conn_);
+    return tx
+        .exec_params1(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+            application)[0]
+        .as<int64_t>();
+  }
+
+  // The backend of the connection named `application`, 0 while there is
+  // none.
+  int64_t Pid(const std::string& application) {
+    pqxx::nontransaction tx(*conn_);
+    return tx
+        .exec_params1(
+            "SELECT coalesce(min(pid), 0) FROM pg_stat_activity "
+            "WHERE application_name = $1",
+            application)[0]
+        .as<int64_t>();
   }
 
   std::shared_ptr<SharedHeartbeat> shared_;
@@ -255,6 +272,59 @@ TEST_F(SharedHeartbeatTest, MembersOutliveTheSharedConnectionOnTheirOwn) {
   EXPECT_GE(shared_->stats().failures, 1);
   EXPECT_EQ(after, sessions);
   EXPECT_TRUE(OwnedAsTargeted("g", 6, Raw(members)));
+}
+
+// The shared connection's statements are bounded by the shortest TTL of
+// the members attached now: a member with a shorter TTL joining, its
+// leaving, and its group's TTL altered each bring a new connection with
+// the new bounds, as an altered TTL does for the member's own control
+// connection. (PostgreSQL shows no other backend's settings; a new backend
+// is what a test can see.)
+TEST_F(SharedHeartbeatTest, TheShortestAttachedTtlBoundsTheConnection) {
+  ASSERT_TRUE(admin_
+                  ->CreateGroup({.name = "patient",
+                                 .parts = 2,
+                                 .session_ttl = absl::Seconds(20),
+                                 .heartbeat_interval = absl::Milliseconds(400)})
+                  .ok());
+  CreateGroup("hasty", 2);  // TTL 2 s
+  std::unique_ptr<Consumer> patient = Start(Sharing("patient"));
+  const std::string shared = "sqlgroup-heartbeat";
+  const std::string control = "sqlgroup-control";
+  ASSERT_TRUE(WaitFor([&] { return Pid(shared) != 0; }, absl::Seconds(3)));
+  const std::string session = patient->session_id();
+  // Waits until `application`'s backend is no longer `pid`.
+  auto replaced = [&](const std::string& application, int64_t pid) {
+    return WaitFor(
+        [&] {
+          const int64_t now = Pid(application);
+          return now != 0 && now != pid;
+        },
+        absl::Seconds(3));
+  };
+
+  const int64_t alone = Pid(shared);
+  std::unique_ptr<Consumer> hasty = Start(Sharing("hasty"));
+  ASSERT_TRUE(replaced(shared, alone)) << "a shorter TTL joined";
+  const int64_t with_hasty = Pid(shared);
+  ASSERT_TRUE(hasty->Stop().ok());
+  hasty.reset();
+  ASSERT_TRUE(replaced(shared, with_hasty)) << "the shorter TTL left";
+  const int64_t patient_again = Pid(shared);
+  ASSERT_TRUE(WaitFor([&] { return Backends(control) == 1; }, absl::Seconds(3)))
+      << Backends(control);
+  const int64_t patient_control = Pid(control);
+  absl::SleepFor(absl::Seconds(1));  // steady while nothing changes
+  EXPECT_EQ(Pid(shared), patient_again);
+  EXPECT_EQ(Pid(control), patient_control);
+
+  ASSERT_TRUE(
+      admin_->AlterGroup("patient", absl::Seconds(4), std::nullopt).ok());
+  EXPECT_TRUE(replaced(shared, patient_again)) << "the group's TTL changed";
+  EXPECT_TRUE(replaced(control, patient_control)) << "the group's TTL changed";
+  EXPECT_EQ(Backends(shared), 1);
+  EXPECT_EQ(Backends(control), 1);
+  EXPECT_EQ(patient->session_id(), session);
 }
 
 TEST_F(SharedHeartbeatTest, WrongInputIsRefusedWithAReason) {
