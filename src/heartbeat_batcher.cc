@@ -129,27 +129,38 @@ void HeartbeatBatcher::Run() {
 }
 
 bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
-  absl::Duration ttl;
+  std::optional<absl::Duration> ttl;
   {
     absl::MutexLock lock(&mu_);
-    // Requests come only from attached members; if the last one just
-    // left, the connection it was made for will do.
-    ttl = ttls_.empty() ? connected_ttl_ : *ttls_.begin();
+    if (!ttls_.empty()) ttl = *ttls_.begin();
   }
-  // Statements are bounded by the shortest TTL attached now: a member
-  // that joins with a shorter one, or the last with the shortest leaving,
-  // makes a new connection with the new bounds.
-  if (conn_ && ttl == connected_ttl_) return true;
-  conn_.reset();
+  if (conn_) {
+    // Statements are bounded by the shortest TTL attached now: a member
+    // that joins with a shorter one, the last with the shortest leaving, or
+    // a group's TTL altered set new bounds on the same connection. (No
+    // one attached: a request whose member has just left; any bound will
+    // do for it.)
+    if (!ttl || store::CoordinationBound(*ttl) == bound_) return true;
+    const absl::Status s = store::ApplyTimeouts(*conn_, Options(*ttl));
+    if (s.ok()) {
+      bound_ = store::CoordinationBound(*ttl);
+      return true;
+    }
+    conn_.reset();
+    *why =
+        absl::UnavailableError(absl::StrCat("shared heartbeat: ", s.message()));
+    return false;
+  }
+  if (!ttl) {
+    *why = absl::UnavailableError("shared heartbeat: no member is attached");
+    return false;
+  }
   const absl::Time now = absl::Now();
   if (now < next_connect_) {
     *why = last_connect_error_;
     return false;
   }
-  // As on a member's control connection.
-  const store::ConnectOptions options = store::CoordinationOptions(
-      "sqlgroup-heartbeat", ttl, options_.connect_timeout);
-  auto conn = store::Connect(options_.dsn, options);
+  auto conn = store::Connect(options_.dsn, Options(*ttl));
   if (!conn.ok()) {
     ++connect_failures_;
     next_connect_ = now + Backoff(connect_failures_, absl::Milliseconds(100),
@@ -160,10 +171,16 @@ bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
     return false;
   }
   conn_ = std::move(*conn);
-  connected_ttl_ = ttl;
+  bound_ = store::CoordinationBound(*ttl);
   store::PrepareMemberStatements(*conn_);
   connect_failures_ = 0;
   return true;
+}
+
+store::ConnectOptions HeartbeatBatcher::Options(absl::Duration ttl) const {
+  // As on a member's control connection.
+  return store::CoordinationOptions("sqlgroup-heartbeat", ttl,
+                                    options_.connect_timeout);
 }
 
 void HeartbeatBatcher::Send(const Batch& batch) {

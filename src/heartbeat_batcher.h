@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "sqlgroup/shared_heartbeat.h"
+#include "store/connection.h"
 #include "store/member_store.h"
 
 namespace sqlgroup {
@@ -79,6 +80,8 @@ class HeartbeatBatcher : public SharedHeartbeat {
   // False with the reason in `why` while no connection can be had (after a
   // failure, not again before a backoff).
   bool EnsureConnected(absl::Status* why);
+  // Of the shared connection, for members with `ttl`.
+  store::ConnectOptions Options(absl::Duration ttl) const;
   bool BatchReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SharedHeartbeatOptions options_;
@@ -87,7 +90,7 @@ class HeartbeatBatcher : public SharedHeartbeat {
   int connect_failures_ = 0;                // the sending thread's
   absl::Time next_connect_;                 // the sending thread's
   absl::Status last_connect_error_;         // the sending thread's
-  absl::Duration connected_ttl_;            // the sending thread's: conn_'s
+  absl::Duration bound_;                    // the sending thread's: conn_'s
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -151,13 +151,7 @@ void MemberLoop::Run() {
   };
   while (!StopRequested()) {
     if (phase() == Phase::kFailed) return;
-    if (conn_ && conn_ttl_ != settings_.ttl) {
-      // The control connection's bounds follow the TTL.
-      Disconnect(absl::AbortedError(
-          absl::StrCat("the group's session TTL changed from ",
-                       absl::FormatDuration(conn_ttl_), " to ",
-                       absl::FormatDuration(settings_.ttl), ": reconnecting")));
-    }
+    if (conn_ && conn_ttl_ != settings_.ttl) ApplyTtl();
     if (!EnsureConnected()) continue;
     if (session_.empty()) {
       if (!Join()) return;  // fatal
@@ -181,10 +175,7 @@ void MemberLoop::Run() {
 bool MemberLoop::EnsureConnected() {
   if (conn_) return true;
   // (A leave is flushed anyway: lost, its parts would wait out the TTL.)
-  store::ConnectOptions options = store::CoordinationOptions(
-      "sqlgroup-control", settings_.ttl, config_.connect_timeout);
-  options.idle_in_transaction_timeout = settings_.ttl;
-  auto conn = store::Connect(config_.dsn, options);
+  auto conn = store::Connect(config_.dsn, ControlOptions());
   if (!conn.ok()) {
     ++connect_failures_;
     log_->warn("group={} control connection failed (attempt {}): {}",
@@ -245,6 +236,27 @@ bool MemberLoop::HeartbeatIfDue() {
     Heartbeat();
   }
   return conn_ && !session_.empty() && phase() != Phase::kFailed;
+}
+
+store::ConnectOptions MemberLoop::ControlOptions() const {
+  store::ConnectOptions options = store::CoordinationOptions(
+      "sqlgroup-control", settings_.ttl, config_.connect_timeout);
+  options.idle_in_transaction_timeout = settings_.ttl;
+  return options;
+}
+
+void MemberLoop::ApplyTtl() {
+  const absl::Status s = store::ApplyTimeouts(*conn_, ControlOptions());
+  if (!s.ok()) {
+    Handle(s);
+    return;
+  }
+  log_->info(
+      "group={} session={} session TTL changed from {} to {}: "
+      "control connection's timeouts follow",
+      config_.group, session_, absl::FormatDuration(conn_ttl_),
+      absl::FormatDuration(settings_.ttl));
+  conn_ttl_ = settings_.ttl;
 }
 
 void MemberLoop::Disconnect(const absl::Status& why) {

@@ -25,6 +25,7 @@
 #include "metrics.h"
 #include "part_scheduler.h"
 #include "sqlgroup/consumer.h"
+#include "store/connection.h"
 #include "store/member_store.h"
 #include "wakeup.h"
 
@@ -77,6 +78,10 @@ class MemberLoop {
   void SetPhase(Phase next);
   bool EnsureConnected();
   void Disconnect(const absl::Status& why);
+  // The control connection's options for the group's current TTL, and
+  // applying them to the open connection (after the TTL was altered).
+  store::ConnectOptions ControlOptions() const;
+  void ApplyTtl();
   // Returns false when the loop must end (fatal error).
   bool Join();
   void Heartbeat();

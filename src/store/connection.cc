@@ -20,6 +20,19 @@ std::string Millis(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d));
 }
 
+// The SET statements of `options`' server-side limits; zero is the
+// server's default.
+std::string TimeoutSettings(const ConnectOptions& options) {
+  auto set = [](const char* name, absl::Duration d) {
+    return absl::StrCat("SET ", name, " = ",
+                        d > absl::ZeroDuration() ? Millis(d) : "DEFAULT", ";");
+  };
+  return absl::StrCat(set("statement_timeout", options.statement_timeout),
+                      set("lock_timeout", options.lock_timeout),
+                      set("idle_in_transaction_session_timeout",
+                          options.idle_in_transaction_timeout));
+}
+
 // Names the target and libpq's reason without any password. A malformed
 // string holding a password is not shown at all: libpq's message about it
 // may quote the password, and the mask may miss part of it.
@@ -68,6 +81,14 @@ ConnectOptions CoordinationOptions(std::string application_name,
   return options;
 }
 
+absl::Status ApplyTimeouts(pqxx::connection& conn,
+                           const ConnectOptions& options) {
+  return Guard("set the connection's timeouts", [&] {
+    pqxx::nontransaction tx(conn);
+    tx.exec(TimeoutSettings(options));
+  });
+}
+
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& dsn, const ConnectOptions& options) {
   const int timeout_s =
@@ -86,23 +107,10 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   conn->inhibit_reactivation(true);
 #pragma GCC diagnostic pop
-  std::string setup = absl::StrCat(
-      "SET application_name = ", conn->quote(options.application_name), ";");
-  if (options.statement_timeout > absl::ZeroDuration()) {
-    absl::StrAppend(&setup, "SET statement_timeout = ",
-                    Millis(options.statement_timeout), ";");
-  }
-  if (options.lock_timeout > absl::ZeroDuration()) {
-    absl::StrAppend(&setup, "SET lock_timeout = ", Millis(options.lock_timeout),
-                    ";");
-  }
-  if (options.idle_in_transaction_timeout > absl::ZeroDuration()) {
-    absl::StrAppend(&setup, "SET idle_in_transaction_session_timeout = ",
-                    Millis(options.idle_in_transaction_timeout), ";");
-  }
-  if (options.asynchronous_commit) {
-    absl::StrAppend(&setup, "SET synchronous_commit = off;");
-  }
+  const std::string setup = absl::StrCat(
+      "SET application_name = ", conn->quote(options.application_name), ";",
+      TimeoutSettings(options),
+      options.asynchronous_commit ? "SET synchronous_commit = off;" : "");
   absl::Status s = Guard("configure connection", [&] {
     pqxx::nontransaction tx(*conn);
     tx.exec(setup);

@@ -49,6 +49,12 @@ ConnectOptions CoordinationOptions(std::string application_name,
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& dsn, const ConnectOptions& options);
 
+// Applies `options`' server-side limits (statement, lock and idle in
+// transaction timeouts) to an open connection, outside any transaction: a
+// group's TTL can change while its connections live.
+absl::Status ApplyTimeouts(pqxx::connection& conn,
+                           const ConnectOptions& options);
+
 // Blocks until a notification arrives on `conn` (and dispatches it to its
 // receivers), `wake_fd` becomes readable, or `timeout` passes, whichever
 // comes first. No timer wake-ups in between: an idle member's control

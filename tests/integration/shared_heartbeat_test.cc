@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <pqxx/pqxx>
+#include <set>
 
 #include "heartbeat_batcher.h"
 #include "spdlog/sinks/ringbuffer_sink.h"
@@ -85,27 +86,79 @@ class SharedHeartbeatTest : public testing::ConsumerFixture {
                          " CONNECTION LIMIT ", limit));
   }
 
-  int64_t HeartbeatBackends() { return Backends("sqlgroup-heartbeat"); }
-
-  int64_t Backends(const std::string& application) {
-    pqxx::nontransaction tx(*conn_);
-    return tx
-        .exec_params1(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
-            application)[0]
-        .as<int64_t>();
+  int64_t HeartbeatBackends() {
+    return Count(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE application_name = 'sqlgroup-heartbeat'");
   }
 
-  // The backend of the connection named `application`, 0 while there is
-  // none.
+  static constexpr char kShared[] = "sqlgroup-heartbeat";
+  static constexpr char kControl[] = "sqlgroup-control";
+
+  // TTL 20 s (its statements' bound: 5 s), heartbeat 400 ms.
+  void CreatePatientGroup() {
+    ASSERT_TRUE(
+        admin_
+            ->CreateGroup({.name = "patient",
+                           .parts = 2,
+                           .session_ttl = absl::Seconds(20),
+                           .heartbeat_interval = absl::Milliseconds(400)})
+            .ok());
+  }
+
+  // The backend of the (only) connection named `application` to the test
+  // database, 0 while there is none.
   int64_t Pid(const std::string& application) {
     pqxx::nontransaction tx(*conn_);
     return tx
         .exec_params1(
-            "SELECT coalesce(min(pid), 0) FROM pg_stat_activity "
-            "WHERE application_name = $1",
+            "SELECT coalesce(max(pid), 0) FROM pg_stat_activity "
+            "WHERE application_name = $1 AND datname = current_database()",
             application)[0]
         .as<int64_t>();
+  }
+
+  // Holds `session`'s row locked for `hold` (so its heartbeats wait),
+  // calling `sample` every 20 ms meanwhile.
+  template <typename F>
+  void WhileHeld(const std::string& session, absl::Duration hold, F sample) {
+    pqxx::connection locker(db_.dsn());
+    pqxx::work lock(locker);
+    lock.exec_params(
+        "SELECT 1 FROM sqlgroup.sessions WHERE id = $1::uuid FOR UPDATE",
+        session);
+    for (const absl::Time end = absl::Now() + hold; absl::Now() < end;) {
+      sample();
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    lock.abort();
+  }
+
+  // Shared heartbeat statements that failed while `session`'s heartbeats
+  // were held up for `hold`: none while the bound is longer than the hold.
+  int64_t FailuresWhileHeld(const std::string& session, absl::Duration hold) {
+    const int64_t before = shared_->stats().failures;
+    WhileHeld(session, hold, [] {});
+    return shared_->stats().failures - before;
+  }
+
+  // The statements of `application`'s connection seen waiting while
+  // `session`'s heartbeats were held up for `hold` (one per start time): 1
+  // when the first waited the whole hold, 2 or more when a bound shorter
+  // than the hold cancelled it and the next one waited in turn.
+  int StatementsHeldUp(const std::string& application,
+                       const std::string& session, absl::Duration hold) {
+    std::set<std::string> started;
+    WhileHeld(session, hold, [&] {
+      pqxx::nontransaction tx(*conn_);
+      for (const pqxx::row& row : tx.exec_params(
+               "SELECT query_start::text FROM pg_stat_activity "
+               "WHERE application_name = $1 AND wait_event_type = 'Lock'",
+               application)) {
+        started.insert(row[0].as<std::string>());
+      }
+    });
+    return static_cast<int>(started.size());
   }
 
   std::shared_ptr<SharedHeartbeat> shared_;
@@ -275,55 +328,56 @@ TEST_F(SharedHeartbeatTest, MembersOutliveTheSharedConnectionOnTheirOwn) {
 }
 
 // The shared connection's statements are bounded by the shortest TTL of
-// the members attached now: a member with a shorter TTL joining, its
-// leaving, and its group's TTL altered each bring a new connection with
-// the new bounds, as an altered TTL does for the member's own control
-// connection. (PostgreSQL shows no other backend's settings; a new backend
-// is what a test can see.)
-TEST_F(SharedHeartbeatTest, TheShortestAttachedTtlBoundsTheConnection) {
-  ASSERT_TRUE(admin_
-                  ->CreateGroup({.name = "patient",
-                                 .parts = 2,
-                                 .session_ttl = absl::Seconds(20),
-                                 .heartbeat_interval = absl::Milliseconds(400)})
-                  .ok());
-  CreateGroup("hasty", 2);  // TTL 2 s
+// the members attached now (a quarter of it, at least 250 ms): a member
+// with a shorter TTL joining, its leaving, and its group's TTL altered each
+// set new bounds, on the same connection. Seen from outside: a heartbeat
+// statement held up by a row lock fails when the bound is shorter than the
+// hold, and waits it out when it is longer.
+TEST_F(SharedHeartbeatTest, TheShortestAttachedTtlBoundsTheStatements) {
+  CreatePatientGroup();
+  CreateGroup("hasty", 2);  // TTL 2 s: 500 ms
   std::unique_ptr<Consumer> patient = Start(Sharing("patient"));
-  const std::string shared = "sqlgroup-heartbeat";
-  const std::string control = "sqlgroup-control";
-  ASSERT_TRUE(WaitFor([&] { return Pid(shared) != 0; }, absl::Seconds(3)));
+  ASSERT_TRUE(WaitFor([&] { return Pid(kShared) != 0; }, absl::Seconds(3)));
   const std::string session = patient->session_id();
-  // Waits until `application`'s backend is no longer `pid`.
-  auto replaced = [&](const std::string& application, int64_t pid) {
-    return WaitFor(
-        [&] {
-          const int64_t now = Pid(application);
-          return now != 0 && now != pid;
-        },
-        absl::Seconds(3));
-  };
+  const int64_t pid = Pid(kShared);
 
-  const int64_t alone = Pid(shared);
   std::unique_ptr<Consumer> hasty = Start(Sharing("hasty"));
-  ASSERT_TRUE(replaced(shared, alone)) << "a shorter TTL joined";
-  const int64_t with_hasty = Pid(shared);
+  absl::SleepFor(absl::Seconds(1));  // a batch or two under the new bound
+  EXPECT_GE(FailuresWhileHeld(session, absl::Seconds(2)), 1)
+      << "hasty's bound, 500 ms";
   ASSERT_TRUE(hasty->Stop().ok());
   hasty.reset();
-  ASSERT_TRUE(replaced(shared, with_hasty)) << "the shorter TTL left";
-  const int64_t patient_again = Pid(shared);
-  ASSERT_TRUE(WaitFor([&] { return Backends(control) == 1; }, absl::Seconds(3)))
-      << Backends(control);
-  const int64_t patient_control = Pid(control);
-  absl::SleepFor(absl::Seconds(1));  // steady while nothing changes
-  EXPECT_EQ(Pid(shared), patient_again);
-  EXPECT_EQ(Pid(control), patient_control);
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(FailuresWhileHeld(session, absl::Seconds(2)), 0)
+      << "the patient's bound again, 5 s";
 
   ASSERT_TRUE(
       admin_->AlterGroup("patient", absl::Seconds(4), std::nullopt).ok());
-  EXPECT_TRUE(replaced(shared, patient_again)) << "the group's TTL changed";
-  EXPECT_TRUE(replaced(control, patient_control)) << "the group's TTL changed";
-  EXPECT_EQ(Backends(shared), 1);
-  EXPECT_EQ(Backends(control), 1);
+  absl::SleepFor(absl::Milliseconds(1500));  // a heartbeat reads it
+  EXPECT_GE(FailuresWhileHeld(session, absl::Milliseconds(2500)), 1)
+      << "the altered TTL's bound, 1 s";
+  EXPECT_EQ(Pid(kShared), pid) << "one connection throughout";
+  EXPECT_EQ(patient->session_id(), session);
+}
+
+// A member's own control connection follows its group's altered TTL too.
+TEST_F(SharedHeartbeatTest, AnAlteredTtlBoundsTheControlConnection) {
+  CreatePatientGroup();
+  std::unique_ptr<Consumer> patient =
+      Start(Options("patient", Recorder("patient")));  // heartbeats alone
+  ASSERT_TRUE(WaitFor([&] { return !patient->session_id().empty(); },
+                      absl::Seconds(3)));
+  const std::string session = patient->session_id();
+  const int64_t pid = Pid(kControl);
+  EXPECT_EQ(StatementsHeldUp(kControl, session, absl::Seconds(2)), 1)
+      << "TTL 20 s, bound 5 s";
+
+  ASSERT_TRUE(
+      admin_->AlterGroup("patient", absl::Seconds(4), std::nullopt).ok());
+  absl::SleepFor(absl::Milliseconds(1500));  // a heartbeat reads it
+  EXPECT_GE(StatementsHeldUp(kControl, session, absl::Milliseconds(2500)), 2)
+      << "TTL 4 s, bound 1 s";
+  EXPECT_EQ(Pid(kControl), pid) << "one connection throughout";
   EXPECT_EQ(patient->session_id(), session);
 }
 
