@@ -158,6 +158,9 @@ class Consumer::Impl {
     member.listener = options_.listener;
     member.shared_heartbeat =
         std::dynamic_pointer_cast<HeartbeatBatcher>(options_.shared_heartbeat);
+    auto ttl_ns = std::make_shared<std::atomic<int64_t>>(
+        absl::ToInt64Nanoseconds(settings_.ttl));
+    member.ttl_ns = ttl_ns;
     loop_ = std::make_unique<MemberLoop>(member, settings_, scheduler_,
                                          metrics_, log_);
     WorkerConfig worker;
@@ -170,7 +173,7 @@ class Consumer::Impl {
     worker.backoff_initial = options_.backoff_initial;
     worker.backoff_max = options_.backoff_max;
     worker.connect_timeout = options_.connect_timeout;
-    worker.idle_in_transaction_timeout = settings_.ttl;
+    worker.ttl_ns = ttl_ns;
     for (int i = 0; i < options_.workers; ++i) {
       workers_.push_back(
           std::make_unique<PartWorker>(i, worker, scheduler_, metrics_, log_));

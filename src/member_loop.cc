@@ -361,6 +361,9 @@ void MemberLoop::Adopt(const store::GroupSettings& settings) {
     config_.shared_heartbeat->Detach(settings_.ttl);
   }
   settings_ = settings;
+  if (config_.ttl_ns) {
+    config_.ttl_ns->store(absl::ToInt64Nanoseconds(settings_.ttl));
+  }
 }
 
 void MemberLoop::Heartbeat() {

@@ -10,6 +10,7 @@
 #ifndef SQLGROUP_MEMBER_LOOP_H_
 #define SQLGROUP_MEMBER_LOOP_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -49,6 +50,9 @@ struct MemberConfig {
   // Heartbeats go through it, with those of the process's other members,
   // instead of over the control connection. Optional.
   std::shared_ptr<HeartbeatBatcher> shared_heartbeat;
+  // The group's session TTL as last read, for the member's workers (whose
+  // connections' idle-in-transaction limit is the TTL). Optional.
+  std::shared_ptr<std::atomic<int64_t>> ttl_ns;
 };
 
 class MemberLoop {

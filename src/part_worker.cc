@@ -84,7 +84,7 @@ bool PartWorker::EnsureConnected() {
   store::ConnectOptions options;
   options.connect_timeout = config_.connect_timeout;
   options.application_name = absl::StrCat("sqlgroup-worker-", index_);
-  options.idle_in_transaction_timeout = config_.idle_in_transaction_timeout;
+  options.idle_in_transaction_timeout = Ttl();
   auto conn = store::Connect(config_.dsn, options);
   if (!conn.ok()) {
     log_->warn("worker={} connect failed: {}", index_,
@@ -94,6 +94,7 @@ bool PartWorker::EnsureConnected() {
     return false;
   }
   conn_ = std::move(*conn);
+  conn_ttl_ = options.idle_in_transaction_timeout;
   absl::Status s =
       store::Guard("prepare", [&] { store::PrepareItemStatements(*conn_); });
   if (!s.ok()) {
@@ -101,6 +102,24 @@ bool PartWorker::EnsureConnected() {
     return false;
   }
   connect_failures_ = 0;
+  return true;
+}
+
+absl::Duration PartWorker::Ttl() const {
+  return absl::Nanoseconds(config_.ttl_ns->load());
+}
+
+bool PartWorker::FollowTtl() {
+  const absl::Duration ttl = Ttl();
+  if (ttl == conn_ttl_) return true;
+  store::ConnectOptions options;
+  options.idle_in_transaction_timeout = ttl;
+  const absl::Status s = store::ApplyTimeouts(*conn_, options);
+  if (!s.ok()) {
+    Disconnect(s);
+    return false;
+  }
+  conn_ttl_ = ttl;
   return true;
 }
 
@@ -161,7 +180,7 @@ void PartWorker::RunMeasureLag(const PartTask& task) {
 void PartWorker::RunClaim(const PartTask& task) {
   const store::ClaimRef& ref = task.ref;
   const int64_t epoch = ref.epoch;
-  if (!EnsureConnected()) {
+  if (!EnsureConnected() || !FollowTtl()) {
     scheduler_.FinishClaim(ref.part, epoch, true, task.cursor);
     return;
   }

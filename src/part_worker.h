@@ -5,6 +5,7 @@
 #ifndef SQLGROUP_PART_WORKER_H_
 #define SQLGROUP_PART_WORKER_H_
 
+#include <atomic>
 #include <memory>
 #include <pqxx/connection>
 #include <string>
@@ -30,8 +31,9 @@ struct WorkerConfig {
   absl::Duration backoff_initial;
   absl::Duration backoff_max;
   absl::Duration connect_timeout;
-  // Ends a transaction left idle this long (a paused process): the TTL.
-  absl::Duration idle_in_transaction_timeout;
+  // Ends a transaction left idle this long (a paused process): the group's
+  // TTL, which can be altered while the worker runs.
+  std::shared_ptr<std::atomic<int64_t>> ttl_ns;
   // Shared by the member's workers.
   std::shared_ptr<ConflictTally> conflicts = std::make_shared<ConflictTally>();
 };
@@ -52,6 +54,11 @@ class PartWorker {
   enum class Outcome { kAcked, kFailed, kLost, kBroken, kRetryLater };
 
   bool EnsureConnected();
+  // The group's TTL now, and setting it on the connection as its
+  // idle-in-transaction limit when it was altered (false: the connection
+  // broke and was dropped).
+  absl::Duration Ttl() const;
+  bool FollowTtl();
   void RunClaim(const PartTask& task);
   void RunProbe(const PartTask& task);
   void RunMeasureLag(const PartTask& task);
@@ -94,6 +101,7 @@ class PartWorker {
   MemberMetrics& metrics_;
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<pqxx::connection> conn_;
+  absl::Duration conn_ttl_;  // conn_'s idle-in-transaction limit
   int connect_failures_ = 0;
   int broken_in_a_row_ = 0;  // claims that ended on kBroken, in a row
 };

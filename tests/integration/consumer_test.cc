@@ -381,8 +381,14 @@ TEST_F(ConsumerTest, AnErrorMessageOfAnyBytesIsRecorded) {
   });
   options.backoff_initial = absl::Seconds(2);  // time to look at the item
   auto a = Start(std::move(options));
-  ASSERT_TRUE(
-      WaitFor([&] { return a->stats().failed == 1; }, absl::Seconds(10)));
+  // The failure is counted before its release commits: wait for the row.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Count("SELECT coalesce(sum(attempts), 0) FROM sqlgroup.items") ==
+               1;
+      },
+      absl::Seconds(10)));
+  EXPECT_EQ(a->stats().failed, 1);
   {
     pqxx::nontransaction tx(*conn_);
     const pqxx::row item =
@@ -522,6 +528,38 @@ TEST_F(ConsumerTest, AZombieWhoseSessionExpiredCannotAcknowledge) {
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
   EXPECT_GE(a->stats().sessions_lost, 1);
   EXPECT_EQ(calls.load(), 2);
+}
+
+// A group's TTL altered while its members run becomes their workers'
+// idle-in-transaction limit from their next claim on: a handler stalled
+// inside its transaction for longer is cut off and the item taken again,
+// as under the TTL the worker started with.
+TEST_F(ConsumerTest, AnAlteredTtlLimitsAStalledHandlersTransaction) {
+  ASSERT_TRUE(admin_
+                  ->CreateGroup({.name = "g",
+                                 .parts = 1,
+                                 .session_ttl = absl::Seconds(20),
+                                 .heartbeat_interval = absl::Milliseconds(400)})
+                  .ok());
+  std::atomic<int> calls{0};
+  ConsumerOptions options =
+      Options("g", [&](const Item& item, AckTransaction& ack) {
+        ack.work().exec_params("INSERT INTO results (id) VALUES ($1::uuid)",
+                               item.id);
+        // The second item's first try stalls inside its transaction.
+        if (calls.fetch_add(1) == 1) absl::SleepFor(absl::Seconds(4));
+        return absl::OkStatus();
+      });
+  options.workers = 1;
+  auto a = Start(std::move(options));
+  Produce("g", 1);  // the worker connects under the TTL of 20 s
+  ASSERT_TRUE(Drained(absl::Seconds(10)));
+  ASSERT_TRUE(admin_->AlterGroup("g", absl::Seconds(2), std::nullopt).ok());
+  absl::SleepFor(absl::Seconds(1));  // a heartbeat reads it
+  Produce("g", 1);
+  ASSERT_TRUE(Drained(absl::Seconds(20)));
+  EXPECT_EQ(calls.load(), 3) << "the stalled transaction outlived 2 s idle";
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 2);
 }
 
 TEST_F(ConsumerTest, TheBatchHandlerAcknowledgesManyItemsInOneTransaction) {
