@@ -88,12 +88,14 @@ struct MemberMetrics::Families {
                           .Register(r)),
         claim_seconds(prometheus::BuildHistogram()
                           .Name("sqlgroup_claim_seconds")
-                          .Help("Latency of one claim query")
+                          .Help("Latency of one claim query (of a claim "
+                                "sent with a batch's ack: of that statement)")
                           .Register(r)),
         ack_seconds(prometheus::BuildHistogram()
                         .Name("sqlgroup_ack_seconds")
                         .Help("Latency of the fenced delete and commit of "
-                              "one acknowledging transaction")
+                              "one acknowledging transaction (with the "
+                              "next claim, when it carries one)")
                         .Register(r)) {}
 
   Family<Gauge>& members;

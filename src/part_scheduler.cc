@@ -280,6 +280,26 @@ void PartScheduler::AbandonProbe() {
   probing_ = false;
 }
 
+bool PartScheduler::KeepClaiming(int part, int64_t epoch) {
+  absl::MutexLock lock(&mu_);
+  if (shutdown_) return false;
+  auto it = parts_.find(part);
+  if (it == parts_.end() || it->second.ref.epoch != epoch ||
+      it->second.revoked) {
+    return false;
+  }
+  const absl::Time now = absl::Now();
+  if (ProbeDue(now) || LagDue(now)) return false;
+  for (int queued : run_queue_) {
+    auto q = parts_.find(queued);
+    if (q != parts_.end() && q->second.queued && !q->second.revoked) {
+      return false;
+    }
+  }
+  last_work_ = now;
+  return true;
+}
+
 bool PartScheduler::ShouldYield(int part, int64_t epoch) const {
   absl::MutexLock lock(&mu_);
   if (shutdown_) return true;

@@ -87,6 +87,12 @@ class PartScheduler {
   // True when the worker should stop processing this take's batch: the
   // part was revoked, lost or the member is stopping.
   bool ShouldYield(int part, int64_t epoch) const;
+  // Whether the worker on `part` may claim the part's next batch at once,
+  // with the ack of this one, instead of handing the part back: nothing
+  // else waits for a worker (no other part queued, no probe or lag
+  // measurement due) and the part is not yielding. The part stays the
+  // worker's until it calls FinishClaim.
+  bool KeepClaiming(int part, int64_t epoch);
 
  private:
   static constexpr absl::Duration kExpectMerge = absl::Milliseconds(100);

@@ -215,16 +215,39 @@ void PartWorker::RunClaim(const PartTask& task) {
   }
   metrics_.Claimed(static_cast<int64_t>(items->size()),
                    absl::Now() - claim_start);
-  const Progress p = ProcessItems(ref, *items);
-  // Items left unsettled (a yield, a broken connection) are still in the
-  // table, due: the next claim starts at the first of them.
-  const Uuid128 next = p.settled == items->size()
-                           ? After(*items, task.range)
-                           : *ParseUuid((*items)[p.settled].id);
-  if (!p.broken) {
+  std::vector<Item> batch = std::move(*items);
+  Uuid128 next;
+  while (true) {
+    // A batch handler's ack carries the part's next claim while nothing
+    // else waits for a worker (and the sweep does not wrap).
+    NextClaim more;
+    const Uuid128 after = After(batch, task.range);
+    const bool chain = config_.batch_handler && after != task.range.first &&
+                       scheduler_.KeepClaiming(ref.part, epoch);
+    if (chain) {
+      more.from = after;
+      more.last = task.range.last;
+    }
+    const Progress p = ProcessItems(ref, batch, chain ? &more : nullptr);
+    // Items left unsettled (a yield, a broken connection) are still in the
+    // table, due: the next claim starts at the first of them.
+    next = p.settled == batch.size() ? after : *ParseUuid(batch[p.settled].id);
+    if (p.broken) break;
     broken_in_a_row_ = 0;
-    scheduler_.FinishClaim(ref.part, epoch, true, next);
-    return;
+    if (!more.sent || p.settled < batch.size()) {
+      scheduler_.FinishClaim(ref.part, epoch, true, next);
+      return;
+    }
+    if (!more.items.ok()) {  // ABORTED: the take is gone
+      scheduler_.FinishClaim(ref.part, epoch, false, next);
+      return;
+    }
+    if (more.items->empty()) {  // the end of the range: wrap next time
+      scheduler_.FinishClaim(ref.part, epoch, true, task.range.first);
+      return;
+    }
+    metrics_.Claimed(static_cast<int64_t>(more.items->size()), more.took);
+    batch = std::move(*more.items);
   }
   // The same item would break the same way at once (a missing grant, an
   // error the database refuses to store): instead of spinning on it, the
@@ -237,10 +260,11 @@ void PartWorker::RunClaim(const PartTask& task) {
 }
 
 PartWorker::Progress PartWorker::ProcessItems(const store::ClaimRef& ref,
-                                              const std::vector<Item>& items) {
+                                              const std::vector<Item>& items,
+                                              NextClaim* next) {
   if (config_.batch_handler) {
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {0, false};
-    const Outcome o = HandleBatch(ref, items);
+    const Outcome o = HandleBatch(ref, items, next);
     if (o == Outcome::kAcked || o == Outcome::kFailed) {
       return {items.size(), false};
     }
@@ -257,7 +281,8 @@ PartWorker::Progress PartWorker::ProcessItems(const store::ClaimRef& ref,
 }
 
 PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
-                                            const std::vector<Item>& items) {
+                                            const std::vector<Item>& items,
+                                            NextClaim* next) {
   std::vector<std::string> ids;
   for (const Item& item : items) ids.push_back(item.id);
   absl::Status verdict;
@@ -282,6 +307,14 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
         deleted = store::DeleteClaimed(ack.work(), ref, ids);
         if (deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
         // Otherwise the transaction rolls back as `ack` goes out of scope.
+      } else if (next) {
+        alone = true;
+        store::AckedAndClaimed r = store::AckAndClaim(
+            *conn_, ref, ids, next->from, next->last, config_.claim_batch);
+        deleted = r.acked;
+        next->sent = true;
+        next->items = std::move(r.next);
+        next->took = absl::Now() - ack_start;
       } else {
         alone = true;
         deleted = store::DeleteClaimedNow(*conn_, ref, ids);

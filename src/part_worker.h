@@ -62,17 +62,30 @@ class PartWorker {
   void RunClaim(const PartTask& task);
   void RunProbe(const PartTask& task);
   void RunMeasureLag(const PartTask& task);
+  // The part's next claim, to be sent with the ack of a batch when the
+  // handler wrote nothing (one round trip for both): from `from`, past
+  // the batch. `sent` once it went out, with its result in `items`.
+  struct NextClaim {
+    Uuid128 from = 0;
+    Uuid128 last = 0;
+    bool sent = false;
+    absl::StatusOr<std::vector<Item>> items;
+    absl::Duration took;  // of the statement, ack and claim
+  };
   struct Progress {
     // How many of the first items are settled (acknowledged, released with
     // a backoff or dead-lettered): the sweep goes on from the next one.
     size_t settled = 0;
     bool broken = false;  // stopped on kBroken
   };
-  // Items of one claim; stops early when the part must yield.
+  // Items of one claim; stops early when the part must yield. With
+  // `next`, a batch handler's ack may carry the next claim.
   Progress ProcessItems(const store::ClaimRef& ref,
-                        const std::vector<Item>& items);
+                        const std::vector<Item>& items,
+                        NextClaim* next = nullptr);
   Outcome HandleBatch(const store::ClaimRef& ref,
-                      const std::vector<Item>& items);
+                      const std::vector<Item>& items,
+                      NextClaim* next = nullptr);
   // A batch that failed or kept conflicting, again item by item, so that
   // only the item at fault is counted against.
   Outcome HandleSingly(const store::ClaimRef& ref,

@@ -72,6 +72,23 @@ const std::string& AckSql() {
   return *kSql;
 }
 
+// $1..$7 as in the claim, $8 ids (uuid[]). The ack of a batch and the
+// claim of the next in one statement (one round trip, not two): the fenced
+// delete of the ack, then the claim's columns after the deleted count. The
+// claim reads the statement's snapshot, from before the delete, so it must
+// start after the acknowledged ids ($5 past the last of them).
+constexpr char kAckAndClaim[] = "sqlgroup_ack_and_claim";
+const std::string& AckAndClaimSql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "WITH acked AS (DELETE FROM sqlgroup.items WHERE group_name = $1 "
+      "  AND id = ANY($8::uuid[]) AND ",
+      TakeHeld(2, 3, 4, true),
+      "  RETURNING 1) "
+      "SELECT (SELECT count(*) FROM acked), c.* FROM (",
+      ClaimSql(), ") c"));
+  return *kSql;
+}
+
 // `text` as PostgreSQL will store it in a text column: an error message
 // (a handler's, usually) may hold bytes that are not UTF-8 or a NUL, which the
 // database refuses (and then the failure could never be recorded). Such bytes
@@ -208,6 +225,37 @@ constexpr char kOldestWaitingSql[] =
     "  * 1000000)::bigint FROM sqlgroup.items WHERE group_name = $1 "
     "ORDER BY enqueued_at LIMIT $2";
 
+// The items of a claim's rows, whose columns start at `first` (owned,
+// id, key, payload, attempts, enqueued_at): ABORTED when the take did not
+// hold.
+absl::StatusOr<std::vector<Item>> ClaimedItems(const pqxx::result& r, int first,
+                                               const ClaimRef& ref) {
+  if (r.empty() || !r[0][first].as<bool>()) {
+    return absl::AbortedError(absl::StrCat("claim items: part ", ref.part,
+                                           " is no longer owned under epoch ",
+                                           ref.epoch, " by a live session"));
+  }
+  std::vector<Item> items;
+  items.reserve(r.size());
+  for (const pqxx::row& row : r) {
+    if (row[first + 1].is_null()) continue;  // owned, but nothing due
+    Item item;
+    item.id = row[first + 1].as<std::string>();
+    if (!row[first + 2].is_null()) item.key = row[first + 2].as<std::string>();
+    item.payload = pqxx::binarystring(row[first + 3]).str();
+    item.attempt = row[first + 4].as<int>() + 1;
+    item.part = ref.part;
+    item.session = ref.session;
+    item.epoch = ref.epoch;
+    item.enqueued_at = absl::FromUnixMicros(row[first + 5].as<int64_t>());
+    items.push_back(std::move(item));
+  }
+  // The join promises no order; handlers see key order.
+  std::sort(items.begin(), items.end(),
+            [](const Item& a, const Item& b) { return a.id < b.id; });
+  return items;
+}
+
 }  // namespace
 
 void PrepareItemStatements(pqxx::connection& conn) {
@@ -220,6 +268,7 @@ void PrepareItemStatements(pqxx::connection& conn) {
   }
   conn.prepare(kClaim, ClaimSql());
   conn.prepare(kAck, AckSql());
+  conn.prepare(kAckAndClaim, AckAndClaimSql());
   conn.prepare(kRelease, ReleaseSql());
   conn.prepare(kDeadLetter, DeadLetterSql());
   conn.prepare(kProbe, ProbeSql());
@@ -237,32 +286,18 @@ absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
         const pqxx::result r = tx.exec_prepared(
             kClaim, ref.group, ref.session, ref.part, ref.epoch,
             FormatUuid(from), FormatUuid(last), limit);
-        if (r.empty() || !r[0][0].as<bool>()) {
-          return absl::AbortedError(
-              absl::StrCat("claim items: part ", ref.part,
-                           " is no longer owned under epoch ", ref.epoch,
-                           " by a live session"));
-        }
-        std::vector<Item> items;
-        items.reserve(r.size());
-        for (const pqxx::row& row : r) {
-          if (row[1].is_null()) continue;  // owned, but nothing due
-          Item item;
-          item.id = row[1].as<std::string>();
-          if (!row[2].is_null()) item.key = row[2].as<std::string>();
-          item.payload = pqxx::binarystring(row[3]).str();
-          item.attempt = row[4].as<int>() + 1;
-          item.part = ref.part;
-          item.session = ref.session;
-          item.epoch = ref.epoch;
-          item.enqueued_at = absl::FromUnixMicros(row[5].as<int64_t>());
-          items.push_back(std::move(item));
-        }
-        // The join promises no order; handlers see key order.
-        std::sort(items.begin(), items.end(),
-                  [](const Item& a, const Item& b) { return a.id < b.id; });
-        return items;
+        return ClaimedItems(r, 0, ref);
       });
+}
+
+AckedAndClaimed AckAndClaim(pqxx::connection& conn, const ClaimRef& ref,
+                            const std::vector<std::string>& ids, Uuid128 from,
+                            Uuid128 last, int limit) {
+  pqxx::nontransaction tx(conn);
+  const pqxx::result r = tx.exec_prepared(
+      kAckAndClaim, ref.group, ref.session, ref.part, ref.epoch,
+      FormatUuid(from), FormatUuid(last), limit, SqlArray(ids));
+  return {r.empty() ? 0 : r[0][0].as<int64_t>(), ClaimedItems(r, 1, ref)};
 }
 
 int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,

@@ -63,6 +63,18 @@ int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
 int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
                          const std::vector<std::string>& ids);
 
+// DeleteClaimedNow and then ClaimItems(from, last, limit) in one statement
+// (one round trip): `from` must lie past every id in `ids`, since the claim
+// reads from before the delete. Throws as DeleteClaimedNow does; `acked`
+// counts as its result does.
+struct AckedAndClaimed {
+  int64_t acked = 0;
+  absl::StatusOr<std::vector<Item>> next;
+};
+AckedAndClaimed AckAndClaim(pqxx::connection& conn, const ClaimRef& ref,
+                            const std::vector<std::string>& ids, Uuid128 from,
+                            Uuid128 last, int limit);
+
 // Puts items back in one statement, not due before now + backoff, with
 // attempts + 1 when `count_attempt`, fenced like an ack. Returns how many
 // were updated (none when the take is gone). `error` may be any bytes:

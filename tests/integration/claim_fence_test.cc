@@ -136,6 +136,11 @@ TEST_F(ClaimFenceTest, AZombiePastItsTtlCannotClaimAckReleaseOrDeadLetter) {
       kSession);
   EXPECT_TRUE(absl::IsAborted(Claim(ref_).status()));
   EXPECT_EQ(store::DeleteClaimedNow(*conn_, ref_, {kFirst}), 0);
+  const store::AckedAndClaimed both =
+      store::AckAndClaim(*conn_, ref_, {kFirst}, *ParseUuid(kFirst) + 1,
+                         PartRange(0, kParts).last, 10);
+  EXPECT_EQ(both.acked, 0);
+  EXPECT_TRUE(absl::IsAborted(both.next.status()));
   auto released = store::ReleaseForRetry(*conn_, ref_, {kFirst}, "boom",
                                          absl::Seconds(1), true);
   ASSERT_TRUE(released.ok()) << released.status();
@@ -148,6 +153,32 @@ TEST_F(ClaimFenceTest, AZombiePastItsTtlCannotClaimAckReleaseOrDeadLetter) {
   pqxx::nontransaction tx(*conn_);
   EXPECT_EQ(tx.exec1("SELECT max(attempts) FROM sqlgroup.items")[0].as<int>(),
             0);
+}
+
+// The ack of a batch with the claim of the next in one statement: the
+// claim reads from before the delete, from where the caller says (past
+// the acked ids), and both are fenced like their separate statements.
+TEST_F(ClaimFenceTest, AnAckCarriesTheNextClaimUnderTheSameFence) {
+  const KeyRange r = PartRange(0, kParts);
+  store::AckedAndClaimed both = store::AckAndClaim(
+      *conn_, ref_, {kFirst}, *ParseUuid(kFirst) + 1, r.last, 10);
+  EXPECT_EQ(both.acked, 1);
+  ASSERT_TRUE(both.next.ok()) << both.next.status();
+  EXPECT_THAT(Ids(*both.next), ElementsAre(kSecond));
+  EXPECT_EQ(Count("items"), 2);
+  // Past the range's last item: acked, and nothing more to claim.
+  both = store::AckAndClaim(*conn_, ref_, {kSecond}, *ParseUuid(kSecond) + 1,
+                            r.last, 10);
+  EXPECT_EQ(both.acked, 1);
+  ASSERT_TRUE(both.next.ok()) << both.next.status();
+  EXPECT_TRUE(both.next->empty());
+  // Under a take that is gone: nothing deleted, the claim aborted.
+  const store::ClaimRef other = Take(1);
+  Drop(1);
+  both = store::AckAndClaim(*conn_, other, {kOtherPart}, 0, ~Uuid128(0), 10);
+  EXPECT_EQ(both.acked, 0);
+  EXPECT_TRUE(absl::IsAborted(both.next.status())) << both.next.status();
+  EXPECT_EQ(Count("items"), 1);
 }
 
 TEST_F(ClaimFenceTest, ReleaseAndDeadLetterWorkUnderTheTake) {
@@ -232,6 +263,7 @@ TEST_F(ClaimFenceTest, TheWorkersGenericPlansReadItemsByIndex) {
   const KeyRange r = PartRange(0, kParts);
   ASSERT_TRUE(store::ClaimItems(worker, ref_, r.first, r.last, 10).ok());
   store::DeleteClaimedNow(worker, ref_, {kOtherPart});
+  store::AckAndClaim(worker, ref_, {kOtherPart}, r.first, r.last, 10);
   ASSERT_TRUE(store::ReleaseForRetry(worker, ref_, {kOtherPart}, "",
                                      absl::ZeroDuration(), false)
                   .ok());
@@ -244,6 +276,8 @@ TEST_F(ClaimFenceTest, TheWorkersGenericPlansReadItemsByIndex) {
       absl::StrCat("sqlgroup_claim('g', '", kSession, "', 0, ", ref_.epoch,
                    ", '", a, "', '", z, "', 64)"),
       absl::StrCat("sqlgroup_ack('g', '{", kFirst, "}', ", take, ")"),
+      absl::StrCat("sqlgroup_ack_and_claim('g', '", kSession, "', 0, ",
+                   ref_.epoch, ", '", a, "', '", z, "', 64, '{", kFirst, "}')"),
       absl::StrCat("sqlgroup_release('g', '{", kFirst, "}', ", take,
                    ", 'e', '1 second', 1)"),
       absl::StrCat("sqlgroup_dead_letter('g', '", kFirst, "', ", take,

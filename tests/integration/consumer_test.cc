@@ -586,6 +586,33 @@ TEST_F(ConsumerTest, TheBatchHandlerAcknowledgesManyItemsInOneTransaction) {
   EXPECT_LT(batches.load(), 100);  // ~10 per part, not 1000
 }
 
+// A batch handler that writes nothing, with a worker per part: each ack
+// carries the part's next claim, which reads from before that ack's delete
+// and so must start past the acked items. Every item is handled once.
+TEST_F(ConsumerTest, AnAckThatCarriesTheNextClaimHandsEachItemOverOnce) {
+  CreateGroup("g", 2);
+  Produce("g", 2000);
+  absl::Mutex mu;
+  std::map<std::string, int> seen;
+  ConsumerOptions options = Options("g", nullptr);
+  options.batch_handler = [&](const std::vector<Item>& items, AckTransaction&) {
+    absl::MutexLock lock(&mu);
+    for (const Item& item : items) ++seen[item.id];
+    return absl::OkStatus();
+  };
+  options.claim_batch = 50;
+  options.workers = 2;
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(Drained(absl::Seconds(30)));
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(seen.size(), 2000u);
+  int most = 0;
+  for (const auto& [id, n] : seen) most = std::max(most, n);
+  EXPECT_EQ(most, 1);
+  EXPECT_TRUE(
+      WaitFor([&] { return a->stats().acked == 2000; }, absl::Seconds(5)));
+}
+
 TEST_F(ConsumerTest, TwoGroupsNeverSeeEachOthersItemsOrSessions) {
   CreateGroup("g1", 4);
   CreateGroup("g2", 4);

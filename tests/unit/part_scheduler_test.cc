@@ -64,6 +64,27 @@ TEST(PartScheduler, OwnedPartsAreServedRoundRobin) {
   EXPECT_EQ(s.Next().ref.part, 1);  // part 0 went to the back
 }
 
+TEST(PartScheduler, AWorkerKeepsItsPartOnlyWhileNothingElseWaits) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  s.Add(Ref(0, 1), PartRange(0, 2));
+  s.Add(Ref(1, 2), PartRange(1, 2));
+  ProbeFindsWork(s, {0, 1});
+  const PartTask a = s.Next();
+  ASSERT_EQ(a.ref.part, 0);
+  EXPECT_FALSE(s.KeepClaiming(0, 1)) << "part 1 waits for a worker";
+  const PartTask b = s.Next();
+  ASSERT_EQ(b.ref.part, 1);
+  EXPECT_TRUE(s.KeepClaiming(0, 1));  // the queue is empty
+  EXPECT_TRUE(s.Busy(0));             // and the part still the worker's
+  EXPECT_FALSE(s.KeepClaiming(0, 2)) << "an old take";
+  s.Revoke(1);
+  EXPECT_FALSE(s.KeepClaiming(1, 2)) << "a revoked part is handed back";
+  s.Add(Ref(2, 3), PartRange(2, 3));  // a new take asks for a probe
+  EXPECT_FALSE(s.KeepClaiming(0, 1)) << "a probe waits for a worker";
+  s.Shutdown();
+  EXPECT_FALSE(s.KeepClaiming(0, 1));
+}
+
 TEST(PartScheduler, AReTakenPartIsNeverHandedToASecondWorker) {
   PartScheduler s(kLong, absl::ZeroDuration());
   s.Add(Ref(3, 1), PartRange(3, 8));
