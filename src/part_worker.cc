@@ -216,14 +216,24 @@ void PartWorker::RunClaim(const PartTask& task) {
   metrics_.Claimed(static_cast<int64_t>(items->size()),
                    absl::Now() - claim_start);
   std::vector<Item> batch = std::move(*items);
+  bool carried = false;  // `batch` came with the previous batch's ack
   Uuid128 next;
   while (true) {
     // A batch handler's ack carries the part's next claim while nothing
     // else waits for a worker (and the sweep does not wrap).
+    const bool keep =
+        config_.batch_handler && scheduler_.KeepClaiming(ref.part, epoch);
+    if (carried && (!keep || !FollowTtl())) {
+      // Another part began to wait while this batch was claimed (or the
+      // connection broke): the part goes back, its batch unhandled. A
+      // claim wrote nothing, so nothing is lost but a read.
+      scheduler_.FinishClaim(ref.part, epoch, true,
+                             *ParseUuid(batch.front().id));
+      return;
+    }
     NextClaim more;
     const Uuid128 after = After(batch, task.range);
-    const bool chain = config_.batch_handler && after != task.range.first &&
-                       scheduler_.KeepClaiming(ref.part, epoch);
+    const bool chain = keep && after != task.range.first;
     if (chain) {
       more.from = after;
       more.last = task.range.last;
@@ -248,6 +258,7 @@ void PartWorker::RunClaim(const PartTask& task) {
     }
     metrics_.Claimed(static_cast<int64_t>(more.items->size()), more.took);
     batch = std::move(*more.items);
+    carried = true;
   }
   // The same item would break the same way at once (a missing grant, an
   // error the database refuses to store): instead of spinning on it, the

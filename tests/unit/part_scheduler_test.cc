@@ -77,7 +77,10 @@ TEST(PartScheduler, AWorkerKeepsItsPartOnlyWhileNothingElseWaits) {
   EXPECT_TRUE(s.KeepClaiming(0, 1));  // the queue is empty
   EXPECT_TRUE(s.Busy(0));             // and the part still the worker's
   EXPECT_FALSE(s.KeepClaiming(0, 2)) << "an old take";
-  s.Revoke(1);
+  s.FinishClaim(1, 2, /*found=*/true, b.range.first);  // queued again
+  EXPECT_FALSE(s.KeepClaiming(0, 1));
+  s.Revoke(1);  // revoked while queued: it waits for no worker
+  EXPECT_TRUE(s.KeepClaiming(0, 1));
   EXPECT_FALSE(s.KeepClaiming(1, 2)) << "a revoked part is handed back";
   s.Add(Ref(2, 3), PartRange(2, 3));  // a new take asks for a probe
   EXPECT_FALSE(s.KeepClaiming(0, 1)) << "a probe waits for a worker";
