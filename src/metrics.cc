@@ -91,6 +91,13 @@ struct MemberMetrics::Families {
                           .Help("Latency of one claim query (of a claim "
                                 "sent with a batch's ack: of that statement)")
                           .Register(r)),
+        carried_claims(
+            prometheus::BuildCounter()
+                .Name("sqlgroup_carried_claims_total")
+                .Help("Claims sent with the previous batch's ack, in one "
+                      "statement (a batch handler that wrote nothing, while "
+                      "no other part waited for a worker)")
+                .Register(r)),
         ack_seconds(prometheus::BuildHistogram()
                         .Name("sqlgroup_ack_seconds")
                         .Help("Latency of the fenced delete and commit of "
@@ -109,6 +116,7 @@ struct MemberMetrics::Families {
   Family<Histogram>& heartbeat_seconds;
   Family<Counter>& sessions_lost;
   Family<Histogram>& claim_seconds;
+  Family<Counter>& carried_claims;
   Family<Histogram>& ack_seconds;
 
   // Fixed series, labelled group and instance.
@@ -124,6 +132,7 @@ struct MemberMetrics::Families {
   Histogram* rebalance = nullptr;
   Histogram* heartbeat = nullptr;
   Histogram* claim = nullptr;
+  Counter* carried = nullptr;
   Histogram* ack = nullptr;
 };
 
@@ -151,6 +160,7 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
   f.rebalance = &f.rebalance_seconds.Add(base, RebalanceBuckets());
   f.heartbeat = &f.heartbeat_seconds.Add(base, LatencyBuckets());
   f.claim = &f.claim_seconds.Add(base, LatencyBuckets());
+  f.carried = &f.carried_claims.Add(base);
   f.ack = &f.ack_seconds.Add(base, LatencyBuckets());
   for (const char* reason : {"join", "leave", "expiry", "lost"}) {
     prometheus::Labels l = base;
@@ -172,10 +182,12 @@ MemberMetrics::~MemberMetrics() {
   if (owned_ != nullptr) f.owned_parts.Remove(owned_);
 }
 
-void MemberMetrics::Claimed(int64_t items, absl::Duration took) {
+void MemberMetrics::Claimed(int64_t items, absl::Duration took, bool carried) {
   claimed_ += items;
+  if (carried) ++carried_claims_;
   if (!families_) return;
   families_->claimed->Increment(static_cast<double>(items));
+  if (carried) families_->carried->Increment();
   families_->claim->Observe(absl::ToDoubleSeconds(took));
 }
 
@@ -304,6 +316,7 @@ void MemberMetrics::Owned(const std::string& session,
 ConsumerStats MemberMetrics::Snapshot() const {
   ConsumerStats s;
   s.claimed = claimed_.load();
+  s.carried_claims = carried_claims_.load();
   s.acked = acked_.load();
   s.failed = failed_.load();
   s.dead_lettered = dead_.load();

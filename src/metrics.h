@@ -38,7 +38,8 @@ class MemberMetrics {
   ~MemberMetrics();
 
   // Workers.
-  void Claimed(int64_t items, absl::Duration took);
+  // `carried`: the claim went out with the previous batch's ack.
+  void Claimed(int64_t items, absl::Duration took, bool carried = false);
   void Acked(int64_t items, absl::Duration took);
   void Failed();
   void Retried();
@@ -68,8 +69,9 @@ class MemberMetrics {
   const std::string instance_;
   std::unique_ptr<Families> families_;  // null without a registry
 
-  std::atomic<int64_t> claimed_{0}, acked_{0}, failed_{0}, dead_{0},
-      lost_claims_{0}, sessions_lost_{0}, rebalances_{0}, last_rebalance_us_{0};
+  std::atomic<int64_t> claimed_{0}, carried_claims_{0}, acked_{0}, failed_{0},
+      dead_{0}, lost_claims_{0}, sessions_lost_{0}, rebalances_{0},
+      last_rebalance_us_{0};
 
   absl::Mutex mu_;
   // Series that come and go with ownership.

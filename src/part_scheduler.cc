@@ -130,6 +130,13 @@ bool PartScheduler::ProbeDue(absl::Time now) const {
   return false;
 }
 
+bool PartScheduler::Rotating() const {
+  return std::any_of(run_queue_.begin(), run_queue_.end(), [&](int part) {
+    auto it = parts_.find(part);
+    return it != parts_.end() && it->second.queued && !it->second.revoked;
+  });
+}
+
 bool PartScheduler::LagDue(absl::Time now) const {
   return lag_interval_ > absl::ZeroDuration() && !measuring_ &&
          !parts_.empty() && now - last_lag_ >= lag_interval_;
@@ -201,14 +208,8 @@ PartTask PartScheduler::Next() {
     // got items must not wait for the run queue to empty. When the rotation
     // is empty, a NOTIFY (wake_) probes at once.
     const absl::Time now = absl::Now();
-    const auto rotating = [&] {
-      return std::any_of(run_queue_.begin(), run_queue_.end(), [&](int part) {
-        auto it = parts_.find(part);
-        return it != parts_.end() && it->second.queued && !it->second.revoked;
-      });
-    };
     if (ProbeDue(now) &&
-        (now - last_probe_ >= ProbeInterval(now) || !rotating())) {
+        (now - last_probe_ >= ProbeInterval(now) || !Rotating())) {
       PartTask task;
       task.kind = PartTask::Kind::kProbe;
       for (const auto& [part, e] : parts_) {
@@ -289,13 +290,7 @@ bool PartScheduler::KeepClaiming(int part, int64_t epoch) {
     return false;
   }
   const absl::Time now = absl::Now();
-  if (ProbeDue(now) || LagDue(now)) return false;
-  for (int queued : run_queue_) {
-    auto q = parts_.find(queued);
-    if (q != parts_.end() && q->second.queued && !q->second.revoked) {
-      return false;
-    }
-  }
+  if (Rotating() || ProbeDue(now) || LagDue(now)) return false;
   last_work_ = now;
   return true;
 }

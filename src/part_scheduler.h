@@ -111,6 +111,8 @@ class PartScheduler {
   bool HasTaskOrRetimed(uint64_t retimed) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ProbeDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a part waits in the run queue for a worker.
+  bool Rotating() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool LagDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Time NextTimedTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration ProbeInterval(absl::Time now) const

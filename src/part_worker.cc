@@ -81,10 +81,7 @@ void PartWorker::Run() {
 
 bool PartWorker::EnsureConnected() {
   if (conn_) return true;
-  store::ConnectOptions options;
-  options.connect_timeout = config_.connect_timeout;
-  options.application_name = absl::StrCat("sqlgroup-worker-", index_);
-  options.idle_in_transaction_timeout = Ttl();
+  const store::ConnectOptions options = WorkerOptions();
   auto conn = store::Connect(config_.dsn, options);
   if (!conn.ok()) {
     log_->warn("worker={} connect failed: {}", index_,
@@ -105,21 +102,24 @@ bool PartWorker::EnsureConnected() {
   return true;
 }
 
-absl::Duration PartWorker::Ttl() const {
-  return absl::Nanoseconds(config_.ttl_ns->load());
+store::ConnectOptions PartWorker::WorkerOptions() const {
+  store::ConnectOptions options;
+  options.connect_timeout = config_.connect_timeout;
+  options.application_name = absl::StrCat("sqlgroup-worker-", index_);
+  options.idle_in_transaction_timeout =
+      absl::Nanoseconds(config_.ttl_ns->load());
+  return options;
 }
 
 bool PartWorker::FollowTtl() {
-  const absl::Duration ttl = Ttl();
-  if (ttl == conn_ttl_) return true;
-  store::ConnectOptions options;
-  options.idle_in_transaction_timeout = ttl;
+  const store::ConnectOptions options = WorkerOptions();
+  if (options.idle_in_transaction_timeout == conn_ttl_) return true;
   const absl::Status s = store::ApplyTimeouts(*conn_, options);
   if (!s.ok()) {
     Disconnect(s);
     return false;
   }
-  conn_ttl_ = ttl;
+  conn_ttl_ = options.idle_in_transaction_timeout;
   return true;
 }
 
@@ -256,7 +256,8 @@ void PartWorker::RunClaim(const PartTask& task) {
       scheduler_.FinishClaim(ref.part, epoch, true, task.range.first);
       return;
     }
-    metrics_.Claimed(static_cast<int64_t>(more.items->size()), more.took);
+    metrics_.Claimed(static_cast<int64_t>(more.items->size()), more.took,
+                     /*carried=*/true);
     batch = std::move(*more.items);
     carried = true;
   }
@@ -318,17 +319,18 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
         deleted = store::DeleteClaimed(ack.work(), ref, ids);
         if (deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
         // Otherwise the transaction rolls back as `ack` goes out of scope.
-      } else if (next) {
-        alone = true;
-        store::AckedAndClaimed r = store::AckAndClaim(
-            *conn_, ref, ids, next->from, next->last, config_.claim_batch);
-        deleted = r.acked;
-        next->sent = true;
-        next->items = std::move(r.next);
-        next->took = absl::Now() - ack_start;
       } else {
         alone = true;
-        deleted = store::DeleteClaimedNow(*conn_, ref, ids);
+        if (next) {
+          store::AckedAndClaimed r = store::AckAndClaim(
+              *conn_, ref, ids, next->from, next->last, config_.claim_batch);
+          deleted = r.acked;
+          next->sent = true;
+          next->items = std::move(r.next);
+          next->took = absl::Now() - ack_start;
+        } else {
+          deleted = store::DeleteClaimedNow(*conn_, ref, ids);
+        }
       }
     }
   } catch (const pqxx::broken_connection&) {

@@ -14,6 +14,7 @@
 #include "metrics.h"
 #include "part_scheduler.h"
 #include "sqlgroup/consumer.h"
+#include "store/connection.h"
 
 namespace spdlog {
 class logger;
@@ -54,10 +55,10 @@ class PartWorker {
   enum class Outcome { kAcked, kFailed, kLost, kBroken, kRetryLater };
 
   bool EnsureConnected();
-  // The group's TTL now, and setting it on the connection as its
-  // idle-in-transaction limit when it was altered (false: the connection
-  // broke and was dropped).
-  absl::Duration Ttl() const;
+  // The worker connection's options under the group's TTL now (its
+  // idle-in-transaction limit), and setting them on the open connection
+  // when the TTL was altered (false: the connection broke and was dropped).
+  store::ConnectOptions WorkerOptions() const;
   bool FollowTtl();
   void RunClaim(const PartTask& task);
   void RunProbe(const PartTask& task);

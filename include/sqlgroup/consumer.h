@@ -145,6 +145,9 @@ struct ConsumerOptions {
 // Counters since Create(); a consistent snapshot of each, not of all.
 struct ConsumerStats {
   int64_t claimed = 0;
+  // Claims that went out with the previous batch's ack, one round trip for
+  // both (a batch handler that wrote nothing, no other part waiting).
+  int64_t carried_claims = 0;
   int64_t acked = 0;
   int64_t failed = 0;  // handler failures (each retried or dead)
   int64_t dead_lettered = 0;

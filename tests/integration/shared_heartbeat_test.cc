@@ -95,17 +95,6 @@ class SharedHeartbeatTest : public testing::ConsumerFixture {
   static constexpr char kShared[] = "sqlgroup-heartbeat";
   static constexpr char kControl[] = "sqlgroup-control";
 
-  // TTL 20 s (its statements' bound: 5 s), heartbeat 400 ms.
-  void CreatePatientGroup() {
-    ASSERT_TRUE(
-        admin_
-            ->CreateGroup({.name = "patient",
-                           .parts = 2,
-                           .session_ttl = absl::Seconds(20),
-                           .heartbeat_interval = absl::Milliseconds(400)})
-            .ok());
-  }
-
   // The backend of the (only) connection named `application` to the test
   // database, 0 while there is none.
   int64_t Pid(const std::string& application) {
@@ -334,8 +323,8 @@ TEST_F(SharedHeartbeatTest, MembersOutliveTheSharedConnectionOnTheirOwn) {
 // statement held up by a row lock fails when the bound is shorter than the
 // hold, and waits it out when it is longer.
 TEST_F(SharedHeartbeatTest, TheShortestAttachedTtlBoundsTheStatements) {
-  CreatePatientGroup();
-  CreateGroup("hasty", 2);  // TTL 2 s: 500 ms
+  CreateGroup("patient", 2, absl::Seconds(20));  // bound: 5 s
+  CreateGroup("hasty", 2);                       // TTL 2 s, bound: 500 ms
   std::unique_ptr<Consumer> patient = Start(Sharing("patient"));
   ASSERT_TRUE(WaitFor([&] { return Pid(kShared) != 0; }, absl::Seconds(3)));
   const std::string session = patient->session_id();
@@ -362,7 +351,7 @@ TEST_F(SharedHeartbeatTest, TheShortestAttachedTtlBoundsTheStatements) {
 
 // A member's own control connection follows its group's altered TTL too.
 TEST_F(SharedHeartbeatTest, AnAlteredTtlBoundsTheControlConnection) {
-  CreatePatientGroup();
+  CreateGroup("patient", 2, absl::Seconds(20));  // bound: 5 s
   std::unique_ptr<Consumer> patient =
       Start(Options("patient", Recorder("patient")));  // heartbeats alone
   ASSERT_TRUE(WaitFor([&] { return !patient->session_id().empty(); },

@@ -42,12 +42,14 @@ class ConsumerFixture : public ::testing::Test {
     tx.commit();
   }
 
-  void CreateGroup(const std::string& name, int parts) {
+  // Heartbeat every 400 ms.
+  void CreateGroup(const std::string& name, int parts,
+                   absl::Duration ttl = absl::Seconds(2)) {
     ASSERT_TRUE(
         admin_
             ->CreateGroup({.name = name,
                            .parts = parts,
-                           .session_ttl = absl::Seconds(2),
+                           .session_ttl = ttl,
                            .heartbeat_interval = absl::Milliseconds(400)})
             .ok());
   }
