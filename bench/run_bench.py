@@ -99,7 +99,12 @@ BATCHED = ["sqlgroup_batch", "skiplocked_batch", "limit_batch"]
 def run_throughput():
     systems = [s for pair in zip(SINGLE, BATCHED) for s in pair
                if s in ARGS.systems]
-    before = ["sqlgroup_before", "sqlgroup_batch_before"] if ARGS.before else []
+    # The older build runs the sqlgroup systems asked for, no others.
+    before = [s + "_before" for s in ("sqlgroup", "sqlgroup_batch")
+              if ARGS.before and s in ARGS.systems]
+    # A system that ran dry starts its later runs with the backlog that
+    # sufficed, instead of running dry again.
+    backlogs = {}
     for rep in range(ARGS.reps):
         for n in ARGS.counts:
             # Rotate the order each repetition: no system always runs first.
@@ -110,8 +115,9 @@ def run_throughput():
                 real = system
                 if system.endswith("_before"):
                     binary, real = ARGS.before, system[:-len("_before")]
-                backlog = ARGS.backlog_batch if "batch" in real else \
-                    ARGS.backlog_single
+                backlog = backlogs.get(real, ARGS.backlog_batch
+                                       if "batch" in real else
+                                       ARGS.backlog_single)
                 for attempt in range(3):
                     lines, code = harness(
                         binary, "throughput", "--system=" + real,
@@ -120,6 +126,7 @@ def run_throughput():
                         "--warmup=%g" % ARGS.warmup,
                         "--seconds=%g" % ARGS.seconds)
                     if code == 0:
+                        backlogs[real] = backlog
                         break
                     backlog *= 2  # it ran dry: more next time
                     log("%s ran out of backlog; retrying with %d" %
@@ -363,7 +370,7 @@ def main():
                         "sqlgroup_batch,limit_batch")
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--backlog_single", type=int, default=80000)
-    parser.add_argument("--backlog_batch", type=int, default=800000)
+    parser.add_argument("--backlog_batch", type=int, default=1600000)
     parser.add_argument("--claim_backlogs")
     parser.add_argument("--claim_samples", type=int, default=1000)
     parser.add_argument("--claim_layouts", default="producer,interleaved,random",
