@@ -4,6 +4,8 @@
 // laid ids out).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <pqxx/pqxx>
 
@@ -45,8 +47,8 @@ class LagEstimateTest : public ::testing::Test {
     }
   }
 
-  // Each part's estimate against its exact count.
-  void ExpectEstimatesNear(const std::string& group, double tolerance = 0.15) {
+  // One measurement of every part of `group`, by part.
+  std::vector<int64_t> Estimates(const std::string& group) {
     std::vector<int> parts;
     std::vector<KeyRange> ranges;
     for (int p = 0; p < kParts; ++p) {
@@ -54,23 +56,40 @@ class LagEstimateTest : public ::testing::Test {
       ranges.push_back(PartRange(p, kParts));
     }
     auto lag = store::MeasureLag(*conn_, group, parts, ranges, kCap);
-    ASSERT_TRUE(lag.ok()) << lag.status();
-    ASSERT_EQ(lag->size(), kParts);
-    for (const store::PartLagRow& row : *lag) {
-      const KeyRange r = ranges[row.part];
-      pqxx::nontransaction tx(*conn_);
-      const int64_t exact =
-          tx.exec_params1(
-                "SELECT count(*) FROM sqlgroup.items WHERE "
-                "group_name = $1 AND id BETWEEN $2 AND $3",
-                group, FormatUuid(r.first), FormatUuid(r.last))[0]
-              .as<int64_t>();
-      ASSERT_GT(exact, 3 * kCap) << "part " << row.part;
-      std::printf("%s part %d: estimate %lld, exact %lld\n", group.c_str(),
-                  row.part, static_cast<long long>(row.items),
-                  static_cast<long long>(exact));
-      EXPECT_NEAR(row.items, exact, tolerance * exact)
-          << group << " part " << row.part;
+    EXPECT_TRUE(lag.ok()) << lag.status();
+    std::vector<int64_t> items(kParts, -1);
+    if (!lag.ok()) return items;
+    EXPECT_EQ(lag->size(), kParts);
+    for (const store::PartLagRow& row : *lag) items.at(row.part) = row.items;
+    return items;
+  }
+
+  // Every part's exact count, each well above the cap.
+  std::vector<int64_t> ExactCounts(const std::string& group) {
+    std::vector<int64_t> counts;
+    pqxx::nontransaction tx(*conn_);
+    for (int p = 0; p < kParts; ++p) {
+      const KeyRange r = PartRange(p, kParts);
+      counts.push_back(
+          tx.exec_params1("SELECT count(*) FROM sqlgroup.items WHERE "
+                          "group_name = $1 AND id BETWEEN $2 AND $3",
+                          group, FormatUuid(r.first), FormatUuid(r.last))[0]
+              .as<int64_t>());
+      EXPECT_GT(counts.back(), 3 * kCap) << "part " << p;
+    }
+    return counts;
+  }
+
+  // Each part's estimate equals its exact count: the sample is the whole
+  // table.
+  void ExpectEstimatesExact(const std::string& group) {
+    const std::vector<int64_t> exact = ExactCounts(group);
+    const std::vector<int64_t> estimate = Estimates(group);
+    for (int p = 0; p < kParts; ++p) {
+      std::printf("%s part %d: estimate %lld, exact %lld\n", group.c_str(), p,
+                  static_cast<long long>(estimate[p]),
+                  static_cast<long long>(exact[p]));
+      EXPECT_EQ(estimate[p], exact[p]) << group << " part " << p;
     }
   }
 
@@ -80,7 +99,7 @@ class LagEstimateTest : public ::testing::Test {
 
 TEST_F(LagEstimateTest, IsCloseForTheProducersIds) {
   Produce(8);
-  ExpectEstimatesNear("producer");
+  ExpectEstimatesExact("producer");
 }
 
 TEST_F(LagEstimateTest, IsCloseForRandomIds) {
@@ -89,7 +108,7 @@ TEST_F(LagEstimateTest, IsCloseForRandomIds) {
       "INSERT INTO sqlgroup.items (group_name, id) SELECT 'random', "
       "gen_random_uuid() FROM generate_series(1, 8000)");
   tx.commit();
-  ExpectEstimatesNear("random");
+  ExpectEstimatesExact("random");
 }
 
 TEST_F(LagEstimateTest, ScalesASampleOfPagesWhenTheTableIsLarge) {
@@ -108,10 +127,44 @@ TEST_F(LagEstimateTest, ScalesASampleOfPagesWhenTheTableIsLarge) {
     std::printf("items table: %lld pages\n", static_cast<long long>(pages));
     ASSERT_GT(pages, 2 * 1000);  // the sample reads at most half
   }
-  // Whole pages are sampled (about a quarter of 3,851 here), and with them
-  // the rows of all parts on each: 40 estimates over 10 runs were within
-  // 14% of the exact count; 25% leaves room for the rare worse sample.
-  ExpectEstimatesNear("producer", 0.25);
+  // Whole pages are sampled (about a quarter of 3,851 here), and the
+  // producer writes each part's ids in runs, so a page holds mostly one
+  // part: one estimate is off by about 1 / sqrt(pages of the part sampled),
+  // 12 % here (standard deviation of 80 estimates; the worst was 34 %). A
+  // single estimate cannot be held to a tight bound without the test
+  // failing now and then, so this checks what makes the estimate right on
+  // average and never far off: over 15 independent measurements, each
+  // part's median within 15 % of its exact count (about 4 standard
+  // deviations of the median), their mean error within 6 % (4 of the
+  // mean), and no estimate off by more than 60 % (5 of one).
+  const std::vector<int64_t> exact = ExactCounts("producer");
+  constexpr int kRounds = 15;
+  std::vector<std::vector<double>> errors(kParts);
+  double total_error = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    const std::vector<int64_t> estimate = Estimates("producer");
+    for (int p = 0; p < kParts; ++p) {
+      const double error =
+          static_cast<double>(estimate[p] - exact[p]) / exact[p];
+      EXPECT_LT(std::abs(error), 0.6)
+          << "part " << p << ": " << estimate[p] << " against " << exact[p];
+      errors[p].push_back(error);
+      total_error += error;
+    }
+  }
+  for (int p = 0; p < kParts; ++p) {
+    std::sort(errors[p].begin(), errors[p].end());
+    const double median = errors[p][kRounds / 2];
+    std::printf(
+        "part %d: exact %lld, median error %+.1f %%, range %+.1f %% "
+        "to %+.1f %%\n",
+        p, static_cast<long long>(exact[p]), 100 * median,
+        100 * errors[p].front(), 100 * errors[p].back());
+    EXPECT_LT(std::abs(median), 0.15) << "part " << p;
+  }
+  const double mean_error = total_error / (kRounds * kParts);
+  std::printf("mean error %+.2f %%\n", 100 * mean_error);
+  EXPECT_LT(std::abs(mean_error), 0.06);
 }
 
 TEST_F(LagEstimateTest, AnEmptyPartIsMeasuredAsEmpty) {
