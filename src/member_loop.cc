@@ -208,9 +208,11 @@ bool MemberLoop::EnsureConnected() {
     ListenForSession();
     if (!conn_) return false;  // the LISTEN found the connection broken
   }
-  if (connect_failures_ > 0) {
+  // Every "dropped" gets its "restored", even when the first try succeeds.
+  if (dropped_ || connect_failures_ > 0) {
     log_->info("group={} control connection restored", config_.group);
   }
+  dropped_ = false;
   connect_failures_ = 0;
   rebalance_now_ = true;
   return true;
@@ -265,6 +267,7 @@ void MemberLoop::Disconnect(const absl::Status& why) {
   session_listener_.reset();
   listener_.reset();
   conn_.reset();
+  dropped_ = true;
   scheduler_.SetListening(false);
 }
 

@@ -135,6 +135,7 @@ class MemberLoop {
   std::unique_ptr<Listener> listener_;          // the group's channel
   std::unique_ptr<Listener> session_listener_;  // this session's channel
   int connect_failures_ = 0;
+  bool dropped_ = false;  // a connection was lost: say when one is back
   int join_failures_ = 0;
   std::string session_;
   absl::Time last_heartbeat_ok_;
