@@ -144,7 +144,9 @@ TEST_F(ConsumerTest, AGracefulLeaveFreesItsPartsWithinARebalancePeriod) {
   const absl::Duration took = absl::Now() - left;
   std::printf("graceful leave: all parts owned again after %.1f ms\n",
               absl::ToDoubleMilliseconds(took));
-  EXPECT_LT(took, absl::Milliseconds(300) + absl::Milliseconds(200));
+  // The NOTIFY path, not the 30 s poll: its p50 is measured in bench/;
+  // this bound leaves a loaded CI machine room.
+  EXPECT_LT(took, absl::Seconds(1));
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.sessions"), 1);
 }
 
@@ -313,9 +315,11 @@ TEST_F(ConsumerTest,
   absl::MutexLock lock(&mu);
   ASSERT_EQ(calls.size(), 2u);
   EXPECT_GE(calls[0] - enqueued, absl::Milliseconds(500));
-  EXPECT_LT(calls[0] - enqueued, absl::Milliseconds(1500));
+  // Upper bounds far below the hour-long poll, with room for a loaded
+  // machine.
+  EXPECT_LT(calls[0] - enqueued, absl::Milliseconds(2500));
   EXPECT_GE(calls[1] - calls[0], absl::Milliseconds(240));
-  EXPECT_LT(calls[1] - calls[0], absl::Milliseconds(1360));
+  EXPECT_LT(calls[1] - calls[0], absl::Milliseconds(2000));
 }
 
 // An item that waits out a backoff when its part moves (a retry the last
@@ -344,7 +348,7 @@ TEST_F(ConsumerTest, ANewOwnerTakesAWaitingRetryWhenDueWithoutPolling) {
   const absl::Duration waited =
       absl::FromUnixMicros(handled_at) - before_insert;
   EXPECT_GE(waited, absl::Milliseconds(1500));
-  EXPECT_LT(waited, absl::Milliseconds(3000));
+  EXPECT_LT(waited, absl::Milliseconds(5000));  // the poll is an hour
   EXPECT_EQ(Count("SELECT count(*) FROM results"), 1);
 }
 
@@ -789,8 +793,19 @@ TEST_F(ConsumerTest, APartWithAHugeBacklogDoesNotStarveTheOthers) {
         "('g', 'e0000000-0000-4000-8000-000000000000')");
     tx.commit();
   }
-  auto options = Options("g", [](const Item& item, AckTransaction& ack) {
+  // Counted in the handler, not read afterwards: part 0 goes on while the
+  // test looks, and a stalled test thread would see more of it done.
+  std::atomic<int> part0_handled{0};
+  std::atomic<int> small_handled{0};
+  std::atomic<int> part0_at_last_small{-1};
+  auto options = Options("g", [&](const Item& item, AckTransaction& ack) {
     absl::SleepFor(absl::Milliseconds(1));
+    if (item.part == 0) {
+      ++part0_handled;
+    } else {
+      part0_at_last_small = part0_handled.load();
+      ++small_handled;
+    }
     ack.work().exec_params(
         "INSERT INTO results (id, part) VALUES ($1::uuid, $2)", item.id,
         item.part);
@@ -799,13 +814,11 @@ TEST_F(ConsumerTest, APartWithAHugeBacklogDoesNotStarveTheOthers) {
   options.workers = 1;  // one worker for all four parts
   options.claim_batch = 20;
   auto a = Start(std::move(options));
-  ASSERT_TRUE(WaitFor(
-      [&] { return Count("SELECT count(*) FROM results WHERE part > 0") == 3; },
-      absl::Seconds(30)));
-  const int64_t part0_done =
-      Count("SELECT count(*) FROM results WHERE part = 0");
-  std::printf("the three small parts were done after %lld of part 0's 4000\n",
-              static_cast<long long>(part0_done));
+  ASSERT_TRUE(
+      WaitFor([&] { return small_handled.load() == 3; }, absl::Seconds(30)));
+  const int part0_done = part0_at_last_small.load();
+  std::printf("the three small parts were done after %d of part 0's 4000\n",
+              part0_done);
   // Round-robin: each small part waits for at most a batch or two of the
   // big one, not for its whole backlog.
   EXPECT_LT(part0_done, 200);

@@ -148,8 +148,9 @@ TEST_F(FleetTest, AKilledMembersPartsAreOwnedAgainWithinTtlPlusAPeriod) {
       "(TTL %.0f ms)\n",
       absl::ToDoubleMilliseconds(took), absl::ToDoubleMilliseconds(kTtl));
   // TTL, then at most one heartbeat until a survivor reaps, then one
-  // rebalance period (500 ms); a second of slack for a loaded machine.
-  EXPECT_LT(took, kTtl + absl::Milliseconds(400 + 500 + 1000));
+  // rebalance period (500 ms); two seconds of slack for a loaded machine
+  // (the bench measures the p50 and max; this shows the TTL path works).
+  EXPECT_LT(took, kTtl + absl::Milliseconds(400 + 500 + 2000));
 }
 
 TEST_F(FleetTest, AMemberPausedPastItsTtlNeverAcknowledgesAndRejoins) {

@@ -187,7 +187,7 @@ TEST_F(SharedHeartbeatTest, MembersOfOneProcessHeartbeatInOneStatement) {
   EXPECT_GE(beats, 6 * 10 * 8 / 10) << statements << " statements";
   // ...sent together: about one statement per interval, not one per member
   // (a member that wakes late on a loaded machine may miss its batch).
-  EXPECT_LE(statements * 3, beats) << beats << " beats";
+  EXPECT_LE(statements * 2, beats) << beats << " beats";
   EXPECT_EQ(HeartbeatBackends(), 1);
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.sessions WHERE heartbeated_at "
                   "> clock_timestamp() - interval '1.5 seconds'"),
@@ -262,14 +262,20 @@ TEST_F(SharedHeartbeatTest, AMemberThatHangsExpiresWhileTheOthersStay) {
       absl::Seconds(4)));
   EXPECT_TRUE(Settles("g", 42, Raw(others), absl::Seconds(3)));
   EXPECT_EQ(Sessions(others), sessions);
-  // One of the six reaped it (two if a late member missed a batch), not
-  // all six: they all saw the expiry in the same replies.
-  int reaps = 0;
+  // One of the six reaped it. Few tried, not all six: they all saw the
+  // expiry in the same replies, and only the member told of it reaps (a
+  // late member that missed a batch, or one re-reading the group, may try
+  // too and find nothing).
+  int attempts = 0;
+  int reaped = 0;
   for (const std::string& line : sink->last_formatted()) {
-    reaps += line.find("reaping expired sessions") != std::string::npos;
+    attempts += line.find("reaping expired sessions") != std::string::npos;
+    reaped += line.find("reaped expired session(s)") != std::string::npos &&
+              line.find(hung_session) != std::string::npos;
   }
-  EXPECT_GE(reaps, 1);
-  EXPECT_LE(reaps, 2);
+  EXPECT_EQ(reaped, 1);
+  EXPECT_GE(attempts, 1);
+  EXPECT_LE(attempts, 3);
   // Released, it finds its session gone and joins again as a new one.
   hang.armed = false;
   std::vector<Consumer*> all = Raw(others);

@@ -207,8 +207,9 @@ class DashboardTest(unittest.TestCase):
                              "parts never left m2: %s" % self.owners())
         print("\nkill -9: ownership metrics moved after %.2f s" % self.move_seconds)
         # TTL, a heartbeat until a survivor reaps, a rebalance period, and
-        # two 1 s scrapes (the dead target's series go stale on a failed one).
-        self.assertLess(self.move_seconds, TTL_S + 0.4 + REBALANCE_POLL_S + 2.5)
+        # two 1 s scrapes (the dead target's series go stale on a failed
+        # one), with 2.5 s more for the busiest test of the suite.
+        self.assertLess(self.move_seconds, TTL_S + 0.4 + REBALANCE_POLL_S + 5)
 
     def test_every_dashboard_expression_returns_data(self):
         empty = []
