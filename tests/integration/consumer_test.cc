@@ -31,7 +31,42 @@ using ::testing::HasSubstr;
 using testing::TestDatabase;
 using testing::WaitFor;
 
-class ConsumerTest : public testing::ConsumerFixture {};
+class ConsumerTest : public testing::ConsumerFixture {
+ protected:
+  // 2,000 items in batches of 50 through a batch handler that writes
+  // nothing, so acks may carry the next claims: each item is handled once,
+  // and the number of claims carried.
+  int64_t CarriedClaimsHandingEachItemOnce(int parts, int workers) {
+    CreateGroup("g", parts);
+    Produce("g", 2000);
+    absl::Mutex mu;
+    std::map<std::string, int> seen;
+    ConsumerOptions options = Options("g", nullptr);
+    options.batch_handler = [&](const std::vector<Item>& items,
+                                AckTransaction&) {
+      absl::MutexLock lock(&mu);
+      for (const Item& item : items) ++seen[item.id];
+      return absl::OkStatus();
+    };
+    options.claim_batch = 50;
+    options.workers = workers;
+    auto a = Start(std::move(options));
+    EXPECT_TRUE(Drained(absl::Seconds(30)));
+    EXPECT_TRUE(
+        WaitFor([&] { return a->stats().acked == 2000; }, absl::Seconds(5)));
+    absl::MutexLock lock(&mu);
+    EXPECT_EQ(seen.size(), 2000u);
+    int most = 0;
+    for (const auto& [id, n] : seen) most = std::max(most, n);
+    EXPECT_EQ(most, 1);
+    const int64_t carried = a->stats().carried_claims;
+    std::printf(
+        "%d part(s), %d worker(s): %lld claims carried by acks of 40 "
+        "batches\n",
+        parts, workers, static_cast<long long>(carried));
+    return carried;
+  }
+};
 
 TEST_F(ConsumerTest, ThreeMembersOwnTheLexicalTargetBlocks) {
   CreateGroup("g", 8);
@@ -589,29 +624,17 @@ TEST_F(ConsumerTest, TheBatchHandlerAcknowledgesManyItemsInOneTransaction) {
 // carries the part's next claim, which reads from before that ack's delete
 // and so must start past the acked items. Every item is handled once.
 TEST_F(ConsumerTest, AnAckThatCarriesTheNextClaimHandsEachItemOverOnce) {
-  CreateGroup("g", 2);
-  Produce("g", 2000);
-  absl::Mutex mu;
-  std::map<std::string, int> seen;
-  ConsumerOptions options = Options("g", nullptr);
-  options.batch_handler = [&](const std::vector<Item>& items, AckTransaction&) {
-    absl::MutexLock lock(&mu);
-    for (const Item& item : items) ++seen[item.id];
-    return absl::OkStatus();
-  };
-  options.claim_batch = 50;
-  options.workers = 2;
-  auto a = Start(std::move(options));
-  ASSERT_TRUE(Drained(absl::Seconds(30)));
-  absl::MutexLock lock(&mu);
-  EXPECT_EQ(seen.size(), 2000u);
-  int most = 0;
-  for (const auto& [id, n] : seen) most = std::max(most, n);
-  EXPECT_EQ(most, 1);
-  EXPECT_TRUE(
-      WaitFor([&] { return a->stats().acked == 2000; }, absl::Seconds(5)));
-  // 40 batches over 2 parts; all but about one per part rode on an ack.
-  EXPECT_GE(a->stats().carried_claims, 30);
+  // One worker on one part: nothing else ever waits for it, so the claims
+  // of all 40 batches but the first ride on acks (39 in every run seen; a
+  // probe or lag measurement falling due breaks the chain once each).
+  EXPECT_GE(CarriedClaimsHandingEachItemOnce(1, 1), 35);
+}
+
+TEST_F(ConsumerTest, AcksCarryClaimsWhileTwoWorkersShareTwoParts) {
+  // Carrying stops whenever the other part waits for a worker, which
+  // depends on scheduling: some claims are carried, and no item is handed
+  // over twice.
+  EXPECT_GE(CarriedClaimsHandingEachItemOnce(2, 2), 1);
 }
 
 TEST_F(ConsumerTest, TwoGroupsNeverSeeEachOthersItemsOrSessions) {
