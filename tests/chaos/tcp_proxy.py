@@ -10,6 +10,7 @@ string only when connecting fails, not when an accepted connection closes.
 
 import select
 import socket
+import sys
 import threading
 
 
@@ -31,6 +32,24 @@ class StallableProxy:
         s.bind(("127.0.0.1", self.port))
         s.listen(64)
         return s
+
+    def _listen_again(self):
+        """Takes the port back after the server's downtime. Something else
+        may hold it meanwhile (an outgoing connection's local port, say):
+        retry, and say so, rather than let the member's slot die quietly."""
+        for attempt in range(300):
+            try:
+                self._listener = self._listen()
+                return True
+            except OSError as e:
+                if attempt == 0:
+                    print(f"proxy {self.port}: cannot listen again ({e}); "
+                          "retrying for 30 s", file=sys.stderr, flush=True)
+                if self._closing.wait(0.1):
+                    return False
+        print(f"proxy {self.port}: gave up listening", file=sys.stderr,
+              flush=True)
+        return False
 
     def _upstream_up(self):
         try:
@@ -63,7 +82,8 @@ class StallableProxy:
                     pass
                 if self._closing.is_set():
                     return
-                self._listener = self._listen()
+                if not self._listen_again():
+                    return
             try:
                 client, _ = self._listener.accept()
             except OSError:
