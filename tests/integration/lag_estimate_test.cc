@@ -97,12 +97,12 @@ class LagEstimateTest : public ::testing::Test {
   std::unique_ptr<pqxx::connection> conn_;
 };
 
-TEST_F(LagEstimateTest, IsCloseForTheProducersIds) {
+TEST_F(LagEstimateTest, IsExactForTheProducersIdsWhenTheTableIsSmall) {
   Produce(8);
   ExpectEstimatesExact("producer");
 }
 
-TEST_F(LagEstimateTest, IsCloseForRandomIds) {
+TEST_F(LagEstimateTest, IsExactForRandomIdsWhenTheTableIsSmall) {
   pqxx::work tx(*conn_);
   tx.exec(
       "INSERT INTO sqlgroup.items (group_name, id) SELECT 'random', "
