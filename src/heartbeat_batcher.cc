@@ -140,15 +140,12 @@ bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
     // a group's TTL altered set new bounds on the same connection. (No
     // one attached: a request whose member has just left; any bound will
     // do for it.)
-    if (!ttl || store::CoordinationBound(*ttl) == bound_) return true;
-    const absl::Status s = store::ApplyTimeouts(*conn_, Options(*ttl));
-    if (s.ok()) {
-      bound_ = store::CoordinationBound(*ttl);
-      return true;
-    }
+    if (!ttl) return true;
+    const absl::StatusOr<bool> set = timeouts_.Follow(*conn_, Options(*ttl));
+    if (set.ok()) return true;
     conn_.reset();
-    *why =
-        absl::UnavailableError(absl::StrCat("shared heartbeat: ", s.message()));
+    *why = absl::UnavailableError(
+        absl::StrCat("shared heartbeat: ", set.status().message()));
     return false;
   }
   if (!ttl) {
@@ -160,7 +157,8 @@ bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
     *why = last_connect_error_;
     return false;
   }
-  auto conn = store::Connect(options_.dsn, Options(*ttl));
+  const store::ConnectOptions options = Options(*ttl);
+  auto conn = store::Connect(options_.dsn, options);
   if (!conn.ok()) {
     ++connect_failures_;
     next_connect_ = now + Backoff(connect_failures_, absl::Milliseconds(100),
@@ -171,7 +169,7 @@ bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
     return false;
   }
   conn_ = std::move(*conn);
-  bound_ = store::CoordinationBound(*ttl);
+  timeouts_ = store::ConnectionTimeouts(options);
   store::PrepareMemberStatements(*conn_);
   connect_failures_ = 0;
   return true;

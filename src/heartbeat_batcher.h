@@ -90,7 +90,7 @@ class HeartbeatBatcher : public SharedHeartbeat {
   int connect_failures_ = 0;                // the sending thread's
   absl::Time next_connect_;                 // the sending thread's
   absl::Status last_connect_error_;         // the sending thread's
-  absl::Duration bound_;                    // the sending thread's: conn_'s
+  store::ConnectionTimeouts timeouts_;      // the sending thread's: conn_'s
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;

@@ -151,7 +151,7 @@ void MemberLoop::Run() {
   };
   while (!StopRequested()) {
     if (phase() == Phase::kFailed) return;
-    if (conn_ && conn_ttl_ != settings_.ttl) ApplyTtl();
+    if (conn_) FollowTtl();
     if (!EnsureConnected()) continue;
     if (session_.empty()) {
       if (!Join()) return;  // fatal
@@ -175,7 +175,8 @@ void MemberLoop::Run() {
 bool MemberLoop::EnsureConnected() {
   if (conn_) return true;
   // (A leave is flushed anyway: lost, its parts would wait out the TTL.)
-  auto conn = store::Connect(config_.dsn, ControlOptions());
+  const store::ConnectOptions options = ControlOptions();
+  auto conn = store::Connect(config_.dsn, options);
   if (!conn.ok()) {
     ++connect_failures_;
     log_->warn("group={} control connection failed (attempt {}): {}",
@@ -191,7 +192,7 @@ bool MemberLoop::EnsureConnected() {
     return false;
   }
   conn_ = std::move(*conn);
-  conn_ttl_ = settings_.ttl;
+  timeouts_ = store::ConnectionTimeouts(options);
   store::PrepareMemberStatements(*conn_);  // lazily: no round trip here
   if (config_.use_notify) {
     absl::Status s = store::Guard("listen", [&] {
@@ -247,18 +248,16 @@ store::ConnectOptions MemberLoop::ControlOptions() const {
   return options;
 }
 
-void MemberLoop::ApplyTtl() {
-  const absl::Status s = store::ApplyTimeouts(*conn_, ControlOptions());
-  if (!s.ok()) {
-    Handle(s);
-    return;
+void MemberLoop::FollowTtl() {
+  const absl::StatusOr<bool> set = timeouts_.Follow(*conn_, ControlOptions());
+  if (!set.ok()) {
+    Handle(set.status());
+  } else if (*set) {
+    log_->info(
+        "group={} session={} session TTL is now {}: the control "
+        "connection's timeouts follow",
+        config_.group, session_, absl::FormatDuration(settings_.ttl));
   }
-  log_->info(
-      "group={} session={} session TTL changed from {} to {}: "
-      "control connection's timeouts follow",
-      config_.group, session_, absl::FormatDuration(conn_ttl_),
-      absl::FormatDuration(settings_.ttl));
-  conn_ttl_ = settings_.ttl;
 }
 
 void MemberLoop::Disconnect(const absl::Status& why) {

@@ -85,7 +85,7 @@ class MemberLoop {
   // The control connection's options for the group's current TTL, and
   // applying them to the open connection (after the TTL was altered).
   store::ConnectOptions ControlOptions() const;
-  void ApplyTtl();
+  void FollowTtl();
   // Returns false when the loop must end (fatal error).
   bool Join();
   void Heartbeat();
@@ -131,7 +131,7 @@ class MemberLoop {
   // Control thread only.
   store::GroupSettings settings_;
   std::unique_ptr<pqxx::connection> conn_;
-  absl::Duration conn_ttl_;  // the TTL conn_'s timeouts were made for
+  store::ConnectionTimeouts timeouts_;          // conn_'s
   std::unique_ptr<Listener> listener_;          // the group's channel
   std::unique_ptr<Listener> session_listener_;  // this session's channel
   int connect_failures_ = 0;

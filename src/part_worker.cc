@@ -91,7 +91,7 @@ bool PartWorker::EnsureConnected() {
     return false;
   }
   conn_ = std::move(*conn);
-  conn_ttl_ = options.idle_in_transaction_timeout;
+  timeouts_ = store::ConnectionTimeouts(options);
   absl::Status s =
       store::Guard("prepare", [&] { store::PrepareItemStatements(*conn_); });
   if (!s.ok()) {
@@ -112,14 +112,11 @@ store::ConnectOptions PartWorker::WorkerOptions() const {
 }
 
 bool PartWorker::FollowTtl() {
-  const store::ConnectOptions options = WorkerOptions();
-  if (options.idle_in_transaction_timeout == conn_ttl_) return true;
-  const absl::Status s = store::ApplyTimeouts(*conn_, options);
-  if (!s.ok()) {
-    Disconnect(s);
+  const absl::StatusOr<bool> set = timeouts_.Follow(*conn_, WorkerOptions());
+  if (!set.ok()) {
+    Disconnect(set.status());
     return false;
   }
-  conn_ttl_ = options.idle_in_transaction_timeout;
   return true;
 }
 

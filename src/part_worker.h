@@ -115,7 +115,7 @@ class PartWorker {
   MemberMetrics& metrics_;
   std::shared_ptr<spdlog::logger> log_;
   std::unique_ptr<pqxx::connection> conn_;
-  absl::Duration conn_ttl_;  // conn_'s idle-in-transaction limit
+  store::ConnectionTimeouts timeouts_;  // conn_'s
   int connect_failures_ = 0;
   int broken_in_a_row_ = 0;  // claims that ended on kBroken, in a row
 };

@@ -81,12 +81,25 @@ ConnectOptions CoordinationOptions(std::string application_name,
   return options;
 }
 
-absl::Status ApplyTimeouts(pqxx::connection& conn,
-                           const ConnectOptions& options) {
-  return Guard("set the connection's timeouts", [&] {
+ConnectionTimeouts::ConnectionTimeouts(const ConnectOptions& options)
+    : statement_(options.statement_timeout),
+      lock_(options.lock_timeout),
+      idle_in_transaction_(options.idle_in_transaction_timeout) {}
+
+absl::StatusOr<bool> ConnectionTimeouts::Follow(pqxx::connection& conn,
+                                                const ConnectOptions& options) {
+  const ConnectionTimeouts wanted(options);
+  if (wanted.statement_ == statement_ && wanted.lock_ == lock_ &&
+      wanted.idle_in_transaction_ == idle_in_transaction_) {
+    return false;
+  }
+  absl::Status s = Guard("set the connection's timeouts", [&] {
     pqxx::nontransaction tx(conn);
     tx.exec(TimeoutSettings(options));
   });
+  if (!s.ok()) return s;
+  *this = wanted;
+  return true;
 }
 
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(

@@ -49,11 +49,23 @@ ConnectOptions CoordinationOptions(std::string application_name,
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& dsn, const ConnectOptions& options);
 
-// Applies `options`' server-side limits (statement, lock and idle in
-// transaction timeouts) to an open connection, outside any transaction: a
-// group's TTL can change while its connections live.
-absl::Status ApplyTimeouts(pqxx::connection& conn,
-                           const ConnectOptions& options);
+// The server-side limits (statement, lock and idle-in-transaction
+// timeouts) in effect on one open connection. They derive from a group's
+// TTL, which can be altered while the connection lives: Follow sets new
+// ones on the same connection, and only when they differ.
+class ConnectionTimeouts {
+ public:
+  // Those `options` gave a connection when Connect opened it.
+  explicit ConnectionTimeouts(const ConnectOptions& options = {});
+
+  // Sets `options`' limits on `conn`, outside any transaction, unless they
+  // are those in effect. True when it set them.
+  absl::StatusOr<bool> Follow(pqxx::connection& conn,
+                              const ConnectOptions& options);
+
+ private:
+  absl::Duration statement_, lock_, idle_in_transaction_;
+};
 
 // Blocks until a notification arrives on `conn` (and dispatches it to its
 // receivers), `wake_fd` becomes readable, or `timeout` passes, whichever
