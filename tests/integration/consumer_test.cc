@@ -17,6 +17,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "keyspace.h"
+#include "spdlog/sinks/ringbuffer_sink.h"
+#include "spdlog/spdlog.h"
 #include "sqlgroup/admin.h"
 #include "sqlgroup/producer.h"
 #include "support/consumer_fixture.h"
@@ -635,6 +637,32 @@ TEST_F(ConsumerTest, AcksCarryClaimsWhileTwoWorkersShareTwoParts) {
   // depends on scheduling: some claims are carried, and no item is handed
   // over twice.
   EXPECT_GE(CarriedClaimsHandingEachItemOnce(2, 2), 1);
+}
+
+// A control connection cut while the server stays up is back at the first
+// try, and the log says so: every "dropped" has its "restored".
+TEST_F(ConsumerTest, ACutControlConnectionSaysWhenItIsBack) {
+  CreateGroup("g", 2);
+  auto sink = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000);
+  ConsumerOptions options = Options("g", Recorder("g"));
+  options.logger = std::make_shared<spdlog::logger>("cut", sink);
+  auto a = Start(std::move(options));
+  ASSERT_TRUE(Settles("g", 2, {a.get()}));
+  const auto logged = [&](const char* text) {
+    for (const std::string& line : sink->last_formatted()) {
+      if (line.find(text) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_EQ(Count("SELECT count(pg_terminate_backend(pid)) FROM "
+                  "pg_stat_activity WHERE application_name = "
+                  "'sqlgroup-control' AND datname = current_database()"),
+            1);
+  EXPECT_TRUE(WaitFor([&] { return logged("control connection restored"); },
+                      absl::Seconds(10)));
+  EXPECT_TRUE(logged("control connection dropped"));
+  EXPECT_FALSE(logged("control connection failed")) << "not the first try";
+  EXPECT_TRUE(Settles("g", 2, {a.get()}));
 }
 
 TEST_F(ConsumerTest, TwoGroupsNeverSeeEachOthersItemsOrSessions) {
