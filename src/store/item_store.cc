@@ -62,13 +62,18 @@ const std::string& ClaimSql() {
   return *kSql;
 }
 
+// The ack: the fenced delete of the items whose ids are in parameter
+// `ids` (uuid[]) of group $1, under the take of the other three.
+std::string AckDelete(int ids, int session, int part, int epoch) {
+  return absl::StrCat("DELETE FROM sqlgroup.items WHERE group_name = $1 ",
+                      "AND id = ANY($", ids, "::uuid[]) AND ",
+                      TakeHeld(session, part, epoch, true));
+}
+
 // $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch.
 constexpr char kAck[] = "sqlgroup_ack";
 const std::string& AckSql() {
-  static const std::string* const kSql = new std::string(
-      absl::StrCat("DELETE FROM sqlgroup.items WHERE group_name = $1 "
-                   "AND id = ANY($2::uuid[]) AND ",
-                   TakeHeld(3, 4, 5, true)));
+  static const std::string* const kSql = new std::string(AckDelete(2, 3, 4, 5));
   return *kSql;
 }
 
@@ -79,13 +84,11 @@ const std::string& AckSql() {
 // start after the acknowledged ids ($5 past the last of them).
 constexpr char kAckAndClaim[] = "sqlgroup_ack_and_claim";
 const std::string& AckAndClaimSql() {
-  static const std::string* const kSql = new std::string(absl::StrCat(
-      "WITH acked AS (DELETE FROM sqlgroup.items WHERE group_name = $1 "
-      "  AND id = ANY($8::uuid[]) AND ",
-      TakeHeld(2, 3, 4, true),
-      "  RETURNING 1) "
-      "SELECT (SELECT count(*) FROM acked), c.* FROM (",
-      ClaimSql(), ") c"));
+  static const std::string* const kSql = new std::string(
+      absl::StrCat("WITH acked AS (", AckDelete(8, 2, 3, 4),
+                   " RETURNING 1) "
+                   "SELECT (SELECT count(*) FROM acked), c.* FROM (",
+                   ClaimSql(), ") c"));
   return *kSql;
 }
 
