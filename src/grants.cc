@@ -14,7 +14,10 @@ std::string RevokeAllSql(const std::string& role) {
   // Revoking a table's privileges revokes its column privileges too.
   return absl::StrCat(
       "REVOKE ALL ON ALL TABLES IN SCHEMA sqlgroup FROM ", quoted, ";\n",
-      "REVOKE ALL ON ALL SEQUENCES IN SCHEMA sqlgroup FROM ", quoted, ";\n");
+      "REVOKE ALL ON ALL SEQUENCES IN SCHEMA sqlgroup FROM ", quoted, ";\n",
+      // sqlgroup.enqueue (schema 6): a producer re-granted as a member
+      // must not keep it.
+      "REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sqlgroup FROM ", quoted, ";\n");
 }
 
 absl::StatusOr<std::string> GrantSql(const std::string& kind,

@@ -1,7 +1,14 @@
--- What a producer (a Producer, `sqlgroup produce`) may do in the sqlgroup
--- schema: read the schema version and the groups, and enqueue items.
+-- What a producer (a Producer, `sqlgroup produce`, or any SQL client
+-- calling sqlgroup.enqueue) may do in the sqlgroup schema: read the schema
+-- version and the groups, and enqueue items. The C++ producer inserts
+-- into sqlgroup.items itself; sqlgroup.enqueue (schema 6) runs as the
+-- schema's owner and needs only EXECUTE.
 -- Applied like member.sql: `sqlgroup grant --producer_role ROLE`, or
 -- psql -v role=ROLE -f sql/grants/producer.sql.
 GRANT USAGE ON SCHEMA sqlgroup TO :"role";
 GRANT SELECT ON sqlgroup.schema_migrations, sqlgroup.groups TO :"role";
 GRANT INSERT ON sqlgroup.items TO :"role";
+GRANT EXECUTE ON FUNCTION
+  sqlgroup.enqueue(text, text, bytea, interval),
+  sqlgroup.enqueue_many(text, text[], bytea[], interval)
+  TO :"role";

@@ -55,7 +55,8 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
   EXPECT_THAT(
       r->applied,
       ElementsAre("001_init.sql", "002_lag_index.sql", "003_ownership_log.sql",
-                  "004_hot_heartbeats.sql", "005_take_fenced_claims.sql"));
+                  "004_hot_heartbeats.sql", "005_take_fenced_claims.sql",
+                  "006_keyed_items.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :
@@ -75,6 +76,37 @@ TEST(Schema, SecondMigrateChangesNothing) {
   EXPECT_THAT(again->applied, IsEmpty());
   EXPECT_EQ(again->from_version, again->to_version);
   EXPECT_EQ(SchemaFingerprint(db.dsn()), before);
+}
+
+TEST(Schema, AGroupsOrderingIsKeyByDefaultAndTheDatabaseRefusesOthers) {
+  TestDatabase db;
+  auto admin = ConnectAdmin(db.dsn());
+  ASSERT_TRUE(admin->Migrate().ok());
+  pqxx::connection conn(db.dsn());
+  {
+    pqxx::work tx(conn);
+    tx.exec(
+        "INSERT INTO sqlgroup.groups (name, parts) VALUES ('a', 1); "
+        "INSERT INTO sqlgroup.groups (name, parts, ordering) "
+        "VALUES ('b', 1, 'none')");
+    tx.commit();
+  }
+  {
+    pqxx::nontransaction tx(conn);
+    EXPECT_EQ(tx.exec1("SELECT string_agg(ordering, ',' ORDER BY name) "
+                       "FROM sqlgroup.groups")[0]
+                  .as<std::string>(),
+              "key,none");
+  }
+  pqxx::work tx(conn);
+  try {
+    tx.exec(
+        "INSERT INTO sqlgroup.groups (name, parts, ordering) "
+        "VALUES ('c', 1, 'fifo')");
+    ADD_FAILURE() << "ordering 'fifo' was accepted";
+  } catch (const pqxx::check_violation& e) {
+    EXPECT_THAT(e.what(), HasSubstr("groups_ordering_valid"));
+  }
 }
 
 TEST(Schema, ConcurrentMigratorsBothSucceedAndApplyOnce) {
