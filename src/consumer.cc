@@ -161,6 +161,8 @@ class Consumer::Impl {
     auto ttl_ns = std::make_shared<std::atomic<int64_t>>(
         absl::ToInt64Nanoseconds(settings_.ttl));
     member.ttl_ns = ttl_ns;
+    auto key_order = std::make_shared<std::atomic<bool>>(settings_.key_order);
+    member.key_order = key_order;
     loop_ = std::make_unique<MemberLoop>(member, settings_, scheduler_,
                                          metrics_, log_);
     WorkerConfig worker;
@@ -174,6 +176,7 @@ class Consumer::Impl {
     worker.backoff_max = options_.backoff_max;
     worker.connect_timeout = options_.connect_timeout;
     worker.ttl_ns = ttl_ns;
+    worker.key_order = key_order;
     for (int i = 0; i < options_.workers; ++i) {
       workers_.push_back(
           std::make_unique<PartWorker>(i, worker, scheduler_, metrics_, log_));

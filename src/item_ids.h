@@ -49,7 +49,19 @@ class ItemIdGenerator {
   // Ids for `count` items enqueued together into a group of `parts`.
   std::vector<Uuid128> Next(int parts, size_t count, uint64_t now_unix_micros);
 
+  // Ids for one call's items, whose keys are `keys` (nullptr: no key), in
+  // call order: an item with a key goes in its key's block
+  // (key_placement.h), whatever `parts`; the others are dealt as Next
+  // deals them. Each id takes its own microsecond, so the items of a key
+  // keep the order of this generator's calls and of their place in a call.
+  std::vector<Uuid128> Next(int parts,
+                            const std::vector<const std::string*>& keys,
+                            uint64_t now_unix_micros);
+
  private:
+  // A microsecond after the last one this generator gave out.
+  uint64_t Tick(uint64_t now_unix_micros);
+
   const int max_run_;
   absl::BitGen gen_;
   uint64_t last_micros_ = 0;

@@ -366,6 +366,7 @@ void MemberLoop::Adopt(const store::GroupSettings& settings) {
   if (config_.ttl_ns) {
     config_.ttl_ns->store(absl::ToInt64Nanoseconds(settings_.ttl));
   }
+  if (config_.key_order) config_.key_order->store(settings_.key_order);
 }
 
 void MemberLoop::Heartbeat() {

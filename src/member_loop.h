@@ -53,6 +53,9 @@ struct MemberConfig {
   // The group's session TTL as last read, for the member's workers (whose
   // connections' idle-in-transaction limit is the TTL). Optional.
   std::shared_ptr<std::atomic<int64_t>> ttl_ns;
+  // The group's ordering as last read (GroupSettings::key_order), for the
+  // workers. Optional.
+  std::shared_ptr<std::atomic<bool>> key_order;
 };
 
 class MemberLoop {

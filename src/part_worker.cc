@@ -1,11 +1,13 @@
 #include "part_worker.h"
 
 #include <pqxx/pqxx>
+#include <set>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "backoff.h"
+#include "key_placement.h"
 #include "spdlog/spdlog.h"
 #include "store/connection.h"
 #include "store/errors.h"
@@ -44,10 +46,22 @@ absl::Status RunHandler(F&& f) {
   }
 }
 
-Uuid128 After(const std::vector<Item>& items, const KeyRange& range) {
-  const Uuid128 last = *ParseUuid(items.back().id);
+// Where the sweep goes on after `items`: past the last of them, or, under
+// per-key order, past its key's block (the key's next item waits for the
+// next pass, so one busy key does not take every claim), wrapping at the
+// end of the range.
+Uuid128 After(const std::vector<Item>& items, const KeyRange& range,
+              bool key_order) {
+  Uuid128 last = *ParseUuid(items.back().id);
+  if (key_order) last = BlockLast(BlockOf(last));
   return last >= range.last ? range.first : last + 1;
 }
+
+// Blocks walked per claim at most, under per-key order: bounds a claim's
+// cost when many keys wait in backoff.
+int MaxBlocks(int claim_batch) { return std::max(256, 4 * claim_batch); }
+// Keys a probe walks per idle part at most before it calls the part due.
+constexpr int kProbeBlocks = 64;
 
 }  // namespace
 
@@ -136,8 +150,11 @@ void PartWorker::RunProbe(const PartTask& task) {
     scheduler_.AbandonProbe();
     return;
   }
-  auto probe = store::ProbeParts(*conn_, config_.group, task.probe_parts,
-                                 task.probe_ranges);
+  auto probe = KeyOrder()
+                   ? store::ProbeHeads(*conn_, config_.group, task.probe_parts,
+                                       task.probe_ranges, kProbeBlocks)
+                   : store::ProbeParts(*conn_, config_.group, task.probe_parts,
+                                       task.probe_ranges);
   if (!probe.ok()) {
     if (absl::IsUnavailable(probe.status())) Disconnect(probe.status());
     scheduler_.AbandonProbe();
@@ -183,14 +200,20 @@ void PartWorker::RunClaim(const PartTask& task) {
   }
   // Sweep from the cursor; at the end of the range, wrap once to its start
   // so every item is reached within one pass.
+  const bool key_order = KeyOrder();
   Uuid128 from = task.cursor;
   const absl::Time claim_start = absl::Now();
-  auto items = store::ClaimItems(*conn_, ref, from, task.range.last,
-                                 config_.claim_batch);
-  if (items.ok() && items->empty() && from != task.range.first) {
-    from = task.range.first;
+  absl::StatusOr<std::vector<Item>> items;
+  if (key_order) {
+    items = ClaimKeyHeads(task, &from);
+  } else {
     items = store::ClaimItems(*conn_, ref, from, task.range.last,
                               config_.claim_batch);
+    if (items.ok() && items->empty() && from != task.range.first) {
+      from = task.range.first;
+      items = store::ClaimItems(*conn_, ref, from, task.range.last,
+                                config_.claim_batch);
+    }
   }
   if (!items.ok()) {
     // ABORTED: the take is gone; the control thread will see the loss.
@@ -217,9 +240,11 @@ void PartWorker::RunClaim(const PartTask& task) {
   Uuid128 next;
   while (true) {
     // A batch handler's ack carries the part's next claim while nothing
-    // else waits for a worker (and the sweep does not wrap).
-    const bool keep =
-        config_.batch_handler && scheduler_.KeepClaiming(ref.part, epoch);
+    // else waits for a worker (and the sweep does not wrap). Not under
+    // per-key order: the claim there is a walk over keys, not a read along
+    // the key range.
+    const bool keep = config_.batch_handler && !key_order &&
+                      scheduler_.KeepClaiming(ref.part, epoch);
     if (carried && (!keep || !FollowTtl())) {
       // Another part began to wait while this batch was claimed (or the
       // connection broke): the part goes back, its batch unhandled. A
@@ -229,7 +254,7 @@ void PartWorker::RunClaim(const PartTask& task) {
       return;
     }
     NextClaim more;
-    const Uuid128 after = After(batch, task.range);
+    const Uuid128 after = After(batch, task.range, key_order);
     const bool chain = keep && after != task.range.first;
     if (chain) {
       more.from = after;
@@ -268,15 +293,41 @@ void PartWorker::RunClaim(const PartTask& task) {
   scheduler_.ExpectAt(absl::Now() + delay);
 }
 
+absl::StatusOr<std::vector<Item>> PartWorker::ClaimKeyHeads(
+    const PartTask& task, Uuid128* from) {
+  // A batch handler takes runs of a key's items (acknowledged together);
+  // a handler of single items, one item per key.
+  const int per_key = config_.batch_handler ? config_.claim_batch : 1;
+  const Uuid128 start = *from;
+  bool wrapped = start == task.range.first;
+  while (true) {
+    auto claim = store::ClaimHeads(*conn_, task.ref, *from, task.range.last,
+                                   config_.claim_batch, per_key,
+                                   MaxBlocks(config_.claim_batch));
+    if (!claim.ok()) return claim.status();
+    if (!claim->items.empty()) return std::move(claim->items);
+    if (scheduler_.ShouldYield(task.ref.part, task.ref.epoch)) {
+      return std::vector<Item>{};
+    }
+    // Every key walked so far waits: walk on, once round the range.
+    if (claim->exhausted) {
+      if (wrapped) return std::vector<Item>{};
+      wrapped = true;
+      *from = task.range.first;
+    } else {
+      if (wrapped && claim->resume >= start) return std::vector<Item>{};
+      *from = claim->resume;
+    }
+  }
+}
+
 PartWorker::Progress PartWorker::ProcessItems(const store::ClaimRef& ref,
                                               const std::vector<Item>& items,
                                               NextClaim* next) {
   if (config_.batch_handler) {
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {0, false};
     const Outcome o = HandleBatch(ref, items, next);
-    if (o == Outcome::kAcked || o == Outcome::kFailed) {
-      return {items.size(), false};
-    }
+    if (Settled(o)) return {items.size(), false};
     return {0, o == Outcome::kBroken};
   }
   for (size_t i = 0; i < items.size(); ++i) {
@@ -385,12 +436,19 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
 
 PartWorker::Outcome PartWorker::HandleSingly(const store::ClaimRef& ref,
                                              const std::vector<Item>& items) {
+  // Under per-key order a batch holds runs of a key's items: once one is
+  // put back for a retry, the rest of its key stay unhandled behind it (in
+  // the table, due, but no longer heads).
+  std::set<uint64_t> waiting;
   for (const Item& item : items) {
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) {
       return Outcome::kRetryLater;
     }
+    const uint64_t block = BlockOf(*ParseUuid(item.id));
+    if (waiting.count(block)) continue;
     const Outcome o = HandleBatch(ref, {item});
-    if (o != Outcome::kAcked && o != Outcome::kFailed) return o;
+    if (!Settled(o)) return o;
+    if (o == Outcome::kReleased && KeyOrder()) waiting.insert(block);
   }
   return Outcome::kFailed;
 }
@@ -449,7 +507,7 @@ PartWorker::Outcome PartWorker::ReleaseAfterConflict(
   }
   // The database set not_before before this clock read: never early.
   scheduler_.ExpectAt(absl::Now() + delay);
-  return Outcome::kFailed;
+  return Outcome::kReleased;
 }
 
 PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
@@ -491,6 +549,7 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
     scheduler_.ExpectAt(absl::Now() + delay);
     log_->debug("part={} epoch={} item={} attempt {} failed: {}", ref.part,
                 ref.epoch, item.id, item.attempt, error);
+    return Outcome::kReleased;
   }
   return Outcome::kFailed;
 }

@@ -35,6 +35,9 @@ struct WorkerConfig {
   // Ends a transaction left idle this long (a paused process): the group's
   // TTL, which can be altered while the worker runs.
   std::shared_ptr<std::atomic<int64_t>> ttl_ns;
+  // The group's ordering (true: 'key'), which can be altered too. Null:
+  // 'none'.
+  std::shared_ptr<std::atomic<bool>> key_order;
   // Shared by the member's workers.
   std::shared_ptr<ConflictTally> conflicts = std::make_shared<ConflictTally>();
 };
@@ -52,7 +55,20 @@ class PartWorker {
   // kBroken: the connection broke, the outcome is unknown; kRetryLater:
   // stopped before handling (the part must yield). In the last two the
   // items are read again, if still there, from the sweep cursor.
-  enum class Outcome { kAcked, kFailed, kLost, kBroken, kRetryLater };
+  // kReleased: put back with a backoff (a failure or a conflict), so its
+  // key waits for it.
+  enum class Outcome {
+    kAcked,
+    kFailed,
+    kReleased,
+    kLost,
+    kBroken,
+    kRetryLater
+  };
+  static bool Settled(Outcome o) {
+    return o == Outcome::kAcked || o == Outcome::kFailed ||
+           o == Outcome::kReleased;
+  }
 
   bool EnsureConnected();
   // The worker connection's options under the group's TTL now (its
@@ -61,6 +77,14 @@ class PartWorker {
   store::ConnectOptions WorkerOptions() const;
   bool FollowTtl();
   void RunClaim(const PartTask& task);
+  bool KeyOrder() const {
+    return config_.key_order && config_.key_order->load();
+  }
+  // Under per-key order: the due heads of keys from `*from` on, walking on
+  // until it finds some or has walked the whole range once (then none).
+  // `*from` ends where the claim that found them started.
+  absl::StatusOr<std::vector<Item>> ClaimKeyHeads(const PartTask& task,
+                                                  Uuid128* from);
   void RunProbe(const PartTask& task);
   void RunMeasureLag(const PartTask& task);
   // The part's next claim, to be sent with the ack of a batch when the

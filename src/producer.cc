@@ -45,19 +45,26 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
   }
   std::vector<std::string> ids;
   absl::Status inner;
-  absl::Status s = store::Guard("enqueue", [&] {
-    pqxx::work tx(*impl_->conn);
-    auto r = EnqueueIn(tx, impl_->options.group, items, impl_->options.notify,
-                       impl_->options.max_payload_bytes);
-    if (!r.ok()) {
-      inner = r.status();
-      return;  // rolls back
-    }
-    tx.commit();
-    ids = std::move(*r);
-  });
-  if (absl::IsUnavailable(s) || absl::IsUnknown(s)) impl_->conn.reset();
-  RETURN_IF_ERROR(s);
+  // An id that is taken already (two producers gave an item of one key the
+  // same microsecond and the same 12 bits of noise) rolls the call back;
+  // fresh noise makes another try succeed.
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    inner = absl::OkStatus();
+    absl::Status s = store::Guard("enqueue", [&] {
+      pqxx::work tx(*impl_->conn);
+      auto r = EnqueueIn(tx, impl_->options.group, items, impl_->options.notify,
+                         impl_->options.max_payload_bytes);
+      if (!r.ok()) {
+        inner = r.status();
+        return;  // rolls back
+      }
+      tx.commit();
+      ids = std::move(*r);
+    });
+    if (absl::IsUnavailable(s) || absl::IsUnknown(s)) impl_->conn.reset();
+    RETURN_IF_ERROR(s);
+    if (!absl::IsAlreadyExists(inner)) break;
+  }
   RETURN_IF_ERROR(inner);
   return ids;
 }

@@ -1,10 +1,13 @@
-// Enqueues work items into a group. The items of one call are dealt to
-// the parts in turn from a random one, in runs of neighbours (items/parts
-// of them, 1 to 64): a small call reaches as many parts as it has items,
-// and a large one lands on each part's pages in runs, so a claim touches
-// fewer pages. An item's id (a UUID-typed key, not of any RFC
-// version) grows with the enqueue time within its part: a part is consumed
-// in about the order its items were enqueued.
+// Enqueues work items into a group. An item with a key goes in its key's
+// place in the key space (the key's 64-bit block, from the MD5 of its
+// bytes: docs/KEYS.md), so all items of a key are in one part for any part
+// count, and its id grows with the enqueue time among that key's items: a
+// group with ordering 'key' (the default) hands them to handlers in that
+// order, one at a time. Items without a key are dealt to the parts in turn
+// from a random one, in runs of neighbours (items/parts of them, 1 to 64):
+// a small call reaches as many parts as it has items, and a large one lands
+// on each part's pages in runs, so a claim touches fewer pages. An item's
+// id is a UUID-typed key, not of any RFC version.
 //
 //   auto producer = sqlgroup::Producer::Create({.dsn = dsn, .group = "g"});
 //   auto ids = (*producer)->Enqueue({{.key = "user-7", .payload = "hi"}});
@@ -37,9 +40,13 @@ namespace sqlgroup {
 inline constexpr size_t kDefaultMaxPayloadBytes = 1 << 20;  // 1 MiB
 
 struct NewItem {
-  std::optional<std::string> key;  // free text for the caller; may repeat
-  std::string payload;             // bytes, at most max_payload_bytes
-  absl::Duration delay;            // not delivered before now + delay
+  // Places the item and orders it among the items of the same key (a key's
+  // items are enqueue-ordered by this process's clock: produce one key
+  // from one process, or from clocks in step, for a strict order). None:
+  // no order with any other item.
+  std::optional<std::string> key;
+  std::string payload;   // bytes, at most max_payload_bytes
+  absl::Duration delay;  // not delivered before now + delay
 };
 
 struct ProducerOptions {
@@ -64,12 +71,16 @@ class Producer {
   ~Producer();
 
   // Enqueues all items in one transaction; returns their ids in order.
-  // Nothing is enqueued on error. INVALID_ARGUMENT (payload too large),
-  // UNAVAILABLE (retry), NOT_FOUND (group deleted meanwhile).
+  // Items of one key in one call are ordered as given. Nothing is
+  // enqueued on error. INVALID_ARGUMENT (payload too large), UNAVAILABLE
+  // (retry), NOT_FOUND (group deleted meanwhile).
   absl::StatusOr<std::vector<std::string>> Enqueue(
       const std::vector<NewItem>& items);
 
-  // Enqueues into the caller's transaction; visible when it commits. The
+  // Enqueues into the caller's transaction; visible when it commits. An
+  // id another transaction took first (one key, one microsecond, 12 bits
+  // of noise alike: rare) fails the call with ALREADY_EXISTS and aborts the
+  // transaction: run it again. The
   // NOTIFY of delayed items counts their delay from the commit: a long
   // transaction makes idle members probe for them late, never early.
   static absl::StatusOr<std::vector<std::string>> EnqueueIn(

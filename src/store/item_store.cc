@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "item_ids.h"
+#include "store/claim_sql.h"
 #include "store/errors.h"
 #include "store/interval.h"
 #include "store/member_store.h"
@@ -15,43 +16,17 @@
 namespace sqlgroup::store {
 namespace {
 
-// Whether the take `$<session>, $<part>, $<epoch>` of group $1 still owns
-// its part and its session is alive by the database clock: a zombie past
-// its TTL can neither claim nor settle anything, even before it is reaped.
-// Uncorrelated, so it runs once per statement (an InitPlan).
-//
-// `hold`: the fence of every statement that settles an item (ack,
-// release, dead-letter) also holds the take FOR KEY SHARE, so a drop or a
-// reap of the part (a DELETE of that row) waits until the statement's
-// transaction ends: an ack either commits before the part moves or finds
-// the take gone, never in between.
-std::string TakeHeld(int session, int part, int epoch, bool hold) {
-  return absl::StrCat(
-      "EXISTS (SELECT 1 FROM sqlgroup.session_parts sp "
-      "  JOIN sqlgroup.sessions s "
-      "    ON s.group_name = sp.group_name AND s.id = sp.session_id "
-      "  JOIN sqlgroup.groups g ON g.name = sp.group_name "
-      "  WHERE sp.group_name = $1 AND sp.part = $",
-      part, " AND sp.session_id = $", session, "::uuid AND sp.epoch = $", epoch,
-      "  AND s.heartbeated_at > clock_timestamp() - g.session_ttl",
-      hold ? "  FOR KEY SHARE OF sp)" : ")");
-}
-
 // $1 group, $2 session, $3 part, $4 epoch, $5 first key, $6 last key,
 // $7 limit. A claim writes nothing: the take is the claim (only its owner
 // reads this range), and the statements that settle an item are fenced on
 // it. The first column says whether the take still holds, so a claim
 // under a dropped take or an expired session fails instead of reading as
 // "no items"; the items come along the primary key from the sweep cursor,
-// O(limit) whatever the backlog. The enqueue time goes out as
-// microseconds computed in float8 (exact to the microsecond for centuries):
-// extract() computes in numeric, a cost per row the batch path noticed.
+// O(limit) whatever the backlog.
 constexpr char kClaim[] = "sqlgroup_claim";
 const std::string& ClaimSql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
-      "SELECT t.owned, i.id::text, i.key, i.payload, i.attempts, "
-      "  (date_part('epoch', i.enqueued_at) * 1000000)::bigint "
-      "FROM (SELECT ",
+      "SELECT t.owned, ", kClaimedColumns, " FROM (SELECT ",
       TakeHeld(2, 3, 4, false),
       " AS owned) t "
       "LEFT JOIN LATERAL (SELECT id, key, payload, attempts, enqueued_at "
@@ -228,37 +203,6 @@ constexpr char kOldestWaitingSql[] =
     "  * 1000000)::bigint FROM sqlgroup.items WHERE group_name = $1 "
     "ORDER BY enqueued_at LIMIT $2";
 
-// The items of a claim's rows, whose columns start at `first` (owned,
-// id, key, payload, attempts, enqueued_at): ABORTED when the take did not
-// hold.
-absl::StatusOr<std::vector<Item>> ClaimedItems(const pqxx::result& r, int first,
-                                               const ClaimRef& ref) {
-  if (r.empty() || !r[0][first].as<bool>()) {
-    return absl::AbortedError(absl::StrCat("claim items: part ", ref.part,
-                                           " is no longer owned under epoch ",
-                                           ref.epoch, " by a live session"));
-  }
-  std::vector<Item> items;
-  items.reserve(r.size());
-  for (const pqxx::row& row : r) {
-    if (row[first + 1].is_null()) continue;  // owned, but nothing due
-    Item item;
-    item.id = row[first + 1].as<std::string>();
-    if (!row[first + 2].is_null()) item.key = row[first + 2].as<std::string>();
-    item.payload = pqxx::binarystring(row[first + 3]).str();
-    item.attempt = row[first + 4].as<int>() + 1;
-    item.part = ref.part;
-    item.session = ref.session;
-    item.epoch = ref.epoch;
-    item.enqueued_at = absl::FromUnixMicros(row[first + 5].as<int64_t>());
-    items.push_back(std::move(item));
-  }
-  // The join promises no order; handlers see key order.
-  std::sort(items.begin(), items.end(),
-            [](const Item& a, const Item& b) { return a.id < b.id; });
-  return items;
-}
-
 }  // namespace
 
 void PrepareItemStatements(pqxx::connection& conn) {
@@ -278,6 +222,7 @@ void PrepareItemStatements(pqxx::connection& conn) {
   conn.prepare(kLag, kLagSql);
   conn.prepare(kLagSample, kLagSampleSql);
   conn.prepare(kOldestWaiting, kOldestWaitingSql);
+  PrepareKeyedStatements(conn);
 }
 
 absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
@@ -460,9 +405,13 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
     }
   }
   static thread_local ItemIdGenerator id_generator;
-  const std::vector<Uuid128> new_ids =
-      id_generator.Next(parts, items.size(),
-                        static_cast<uint64_t>(absl::ToUnixMicros(absl::Now())));
+  std::vector<const std::string*> keys;
+  keys.reserve(items.size());
+  for (const NewItem& item : items) {
+    keys.push_back(item.key ? &*item.key : nullptr);
+  }
+  const std::vector<Uuid128> new_ids = id_generator.Next(
+      parts, keys, static_cast<uint64_t>(absl::ToUnixMicros(absl::Now())));
   std::vector<std::string> ids;
   ids.reserve(items.size());
   absl::Status s = Guard("enqueue items", [&] {

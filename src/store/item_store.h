@@ -111,6 +111,39 @@ absl::StatusOr<ProbeResult> ProbeParts(pqxx::connection& conn,
                                        const std::vector<int>& parts,
                                        const std::vector<KeyRange>& ranges);
 
+// Per-key order (groups.ordering = 'key'; keyed_claims.cc). The items of a
+// key share one block of ids (key_placement.h), so the first item of a
+// block is its key's head: only heads are handed out, and a head that is
+// not due (in backoff, delayed) holds back its own key and no other.
+struct HeadClaim {
+  std::vector<Item> items;  // key order; at most `per_key` of one key
+  // Where the next claim of the sweep starts: the block after the last one
+  // this claim handed out (or, with none, walked past).
+  Uuid128 resume = 0;
+  // The walk reached the end of the range (resume is then its start).
+  bool exhausted = false;
+};
+
+// Walks from `from` over the heads of the keys in [from, last], one index
+// probe per key, until it found `limit` due heads or walked `max_blocks`
+// keys; returns the due heads, each with up to `per_key` of its key's
+// items that follow it and are due (a run a batch handler acknowledges
+// together). Writes nothing. ABORTED as ClaimItems.
+absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
+                                     const ClaimRef& ref, Uuid128 from,
+                                     Uuid128 last, int limit, int per_key,
+                                     int max_blocks);
+
+// ProbeParts under per-key order: a part is due when one of its keys' heads
+// is, found within `max_blocks` keys from its range's start (or when the
+// walk stopped there: a claim then walks on); `soonest` is when the first
+// of the heads it passed falls due.
+absl::StatusOr<ProbeResult> ProbeHeads(pqxx::connection& conn,
+                                       const std::string& group,
+                                       const std::vector<int>& parts,
+                                       const std::vector<KeyRange>& ranges,
+                                       int max_blocks);
+
 struct PartLagRow {
   int part = 0;
   int64_t items = 0;  // exact below `cap`, estimated above

@@ -19,10 +19,12 @@ namespace {
 constexpr char kAlive[] =
     "s.heartbeated_at > clock_timestamp() - g.session_ttl";
 
+// The group's settings as kSettingsColumns columns, read by SettingsFrom.
+constexpr int kSettingsColumns = 4;
 const std::string& SettingsColumns() {
-  static const std::string* const kColumns =
-      new std::string(absl::StrCat("g.parts, ", MicrosOf("g.session_ttl"), ", ",
-                                   MicrosOf("g.heartbeat_interval")));
+  static const std::string* const kColumns = new std::string(
+      absl::StrCat("g.parts, ", MicrosOf("g.session_ttl"), ", ",
+                   MicrosOf("g.heartbeat_interval"), ", g.ordering = 'key'"));
   return *kColumns;
 }
 
@@ -31,6 +33,7 @@ GroupSettings SettingsFrom(const pqxx::row& row, int first) {
   s.parts = row[first].as<int>();
   s.ttl = absl::Microseconds(row[first + 1].as<int64_t>());
   s.heartbeat = absl::Microseconds(row[first + 2].as<int64_t>());
+  s.key_order = row[first + 3].as<bool>();
   return s;
 }
 
@@ -80,7 +83,8 @@ std::string WatchedHeartbeatSql() {
           "= ANY($1::uuid[])",
           absl::StrCat("s.id, s.group_name, g.session_ttl, g.parts, ",
                        MicrosOf("g.session_ttl"), " AS ttl_us, ",
-                       MicrosOf("g.heartbeat_interval"), " AS heartbeat_us")),
+                       MicrosOf("g.heartbeat_interval"),
+                       " AS heartbeat_us, g.ordering = 'key' AS key_order")),
       "), fresh AS (SELECT array_agg(id) AS ids FROM beat), "
       // Per group, not per session: 50 sessions of one group read its rows
       // once (a read per session cost 16x as much).
@@ -94,7 +98,8 @@ std::string WatchedHeartbeatSql() {
       "    max(x.created_at) FILTER (WHERE x.id = ANY(fresh.ids) OR "
       "      x.heartbeated_at > clock_timestamp() - bg.session_ttl) AS newest "
       "    FROM sqlgroup.sessions x WHERE x.group_name = bg.group_name) o) "
-      "SELECT beat.id::text, beat.parts, beat.ttl_us, beat.heartbeat_us, ",
+      "SELECT beat.id::text, beat.parts, beat.ttl_us, beat.heartbeat_us, "
+      "beat.key_order, ",
       MicrosOf("seen.oldest + beat.session_ttl - clock_timestamp()"), ", ",
       Fingerprint("seen.live", "seen.newest"),
       " FROM beat JOIN seen ON seen.group_name = beat.group_name");
@@ -263,10 +268,11 @@ absl::StatusOr<std::map<std::string, Beat>> HeartbeatMany(
          tx.exec_prepared(kWatchedHeartbeat, SqlArray(sessions))) {
       Beat& beat = beats[row[0].as<std::string>()];
       beat.settings = SettingsFrom(row, 1);
-      if (!row[4].is_null()) {
-        beat.next_expiry = absl::Microseconds(row[4].as<int64_t>());
+      constexpr int kAfter = 1 + kSettingsColumns;
+      if (!row[kAfter].is_null()) {
+        beat.next_expiry = absl::Microseconds(row[kAfter].as<int64_t>());
       }
-      beat.membership = row[5].as<std::string>();
+      beat.membership = row[kAfter + 1].as<std::string>();
     }
     return beats;
   });
@@ -330,22 +336,23 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
     const pqxx::row& row = r[0];
     view.emplace();
     view->settings = SettingsFrom(row, 0);
-    if (!row[3].is_null()) {
-      view->live_sessions = absl::StrSplit(row[3].as<std::string>(), ',');
+    constexpr int kAfter = kSettingsColumns;
+    if (!row[kAfter].is_null()) {
+      view->live_sessions = absl::StrSplit(row[kAfter].as<std::string>(), ',');
     }
-    view->expired_sessions = row[4].as<int>();
-    if (!row[5].is_null()) {
+    view->expired_sessions = row[kAfter + 1].as<int>();
+    if (!row[kAfter + 2].is_null()) {
       for (absl::string_view entry :
-           absl::StrSplit(row[5].as<std::string>(), ',')) {
+           absl::StrSplit(row[kAfter + 2].as<std::string>(), ',')) {
         const std::pair<std::string, std::string> f =
             absl::StrSplit(entry, '/');
         view->ownership.mine[std::stoi(f.first)] = std::stoll(f.second);
       }
     }
-    view->membership = row[7].as<std::string>();
-    if (!row[6].is_null()) {
+    view->membership = row[kAfter + 4].as<std::string>();
+    if (!row[kAfter + 3].is_null()) {
       for (absl::string_view part :
-           absl::StrSplit(row[6].as<std::string>(), ',')) {
+           absl::StrSplit(row[kAfter + 3].as<std::string>(), ',')) {
         view->ownership.others.push_back(std::stoi(std::string(part)));
       }
     }

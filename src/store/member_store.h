@@ -25,6 +25,9 @@ struct GroupSettings {
   int parts = 0;
   absl::Duration ttl;
   absl::Duration heartbeat;
+  // groups.ordering = 'key': a key's items are handed out one at a time,
+  // in enqueue order (keyed_claims.cc); 'none': the sweep in key order.
+  bool key_order = true;
 };
 
 struct Owner {

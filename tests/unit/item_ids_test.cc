@@ -41,7 +41,7 @@ TEST(ItemIdTest, ALaterTimeSortsAfterAnyNoise) {
 }
 
 TEST(ItemIdTest, NoiseSeparatesItemsOfOneMicrosecond) {
-  // At the most parts, 64 bits of noise remain below the time.
+  // At the most parts, 63 bits of noise remain below the time.
   const Uuid128 a = ItemId(5, kMaxParts, kNov2026, 1);
   const Uuid128 b = ItemId(5, kMaxParts, kNov2026, uint64_t{1} << 63);
   EXPECT_NE(a, b);

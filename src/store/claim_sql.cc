@@ -1,0 +1,51 @@
+#include "store/claim_sql.h"
+
+#include <algorithm>
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace sqlgroup::store {
+
+std::string TakeHeld(int session, int part, int epoch, bool hold) {
+  return absl::StrCat(
+      "EXISTS (SELECT 1 FROM sqlgroup.session_parts sp "
+      "  JOIN sqlgroup.sessions s "
+      "    ON s.group_name = sp.group_name AND s.id = sp.session_id "
+      "  JOIN sqlgroup.groups g ON g.name = sp.group_name "
+      "  WHERE sp.group_name = $1 AND sp.part = $",
+      part, " AND sp.session_id = $", session, "::uuid AND sp.epoch = $", epoch,
+      "  AND s.heartbeated_at > clock_timestamp() - g.session_ttl",
+      hold ? "  FOR KEY SHARE OF sp)" : ")");
+}
+
+absl::StatusOr<std::vector<Item>> ClaimedItems(const pqxx::result& r, int first,
+                                               const ClaimRef& ref) {
+  if (r.empty() || !r[0][first].as<bool>()) {
+    return absl::AbortedError(absl::StrCat("claim items: part ", ref.part,
+                                           " is no longer owned under epoch ",
+                                           ref.epoch, " by a live session"));
+  }
+  std::vector<Item> items;
+  items.reserve(r.size());
+  for (const pqxx::row& row : r) {
+    if (row[first + 1].is_null()) continue;  // owned, but nothing due
+    Item item;
+    item.id = row[first + 1].as<std::string>();
+    if (!row[first + 2].is_null()) item.key = row[first + 2].as<std::string>();
+    item.payload = pqxx::binarystring(row[first + 3]).str();
+    item.attempt = row[first + 4].as<int>() + 1;
+    item.part = ref.part;
+    item.session = ref.session;
+    item.epoch = ref.epoch;
+    item.enqueued_at = absl::FromUnixMicros(row[first + 5].as<int64_t>());
+    items.push_back(std::move(item));
+  }
+  // The joins promise no order; handlers see key order.
+  std::sort(items.begin(), items.end(),
+            [](const Item& a, const Item& b) { return a.id < b.id; });
+  return items;
+}
+
+}  // namespace sqlgroup::store

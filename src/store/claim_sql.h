@@ -1,0 +1,50 @@
+// Pieces shared by the statements that claim and settle items
+// (item_store.cc: the sweep in key order; keyed_claims.cc: the walk over
+// the heads of keys): the fence on the take, and reading claimed rows.
+#ifndef SQLGROUP_STORE_CLAIM_SQL_H_
+#define SQLGROUP_STORE_CLAIM_SQL_H_
+
+#include <pqxx/connection>
+#include <pqxx/result>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sqlgroup/item.h"
+#include "store/item_store.h"
+
+namespace sqlgroup::store {
+
+// Whether the take `$<session>, $<part>, $<epoch>` of group $1 still owns
+// its part and its session is alive by the database clock: a zombie past
+// its TTL can neither claim nor settle anything, even before it is reaped.
+// Uncorrelated, so it runs once per statement (an InitPlan).
+//
+// `hold`: the fence of every statement that settles an item (ack,
+// release, dead-letter) also holds the take FOR KEY SHARE, so a drop or a
+// reap of the part (a DELETE of that row) waits until the statement's
+// transaction ends: an ack either commits before the part moves or finds
+// the take gone, never in between.
+std::string TakeHeld(int session, int part, int epoch, bool hold);
+
+// The columns a claim returns for each item, after `owned`, as
+// ClaimedItems reads them: id, key, payload, attempts, enqueued_at in
+// microseconds (computed in float8: extract() computes in numeric, a cost
+// per row the batch path noticed). `i` names the items table.
+inline constexpr char kClaimedColumns[] =
+    "i.id::text, i.key, i.payload, i.attempts, "
+    "(date_part('epoch', i.enqueued_at) * 1000000)::bigint";
+
+// The items of a claim's rows, whose columns start at `first` (owned,
+// then kClaimedColumns): ABORTED when the take did not hold. Items come
+// out in key order.
+absl::StatusOr<std::vector<Item>> ClaimedItems(const pqxx::result& r, int first,
+                                               const ClaimRef& ref);
+
+// Prepares ClaimHeads' and ProbeHeads' statements (PrepareItemStatements
+// calls it).
+void PrepareKeyedStatements(pqxx::connection& conn);
+
+}  // namespace sqlgroup::store
+
+#endif  // SQLGROUP_STORE_CLAIM_SQL_H_

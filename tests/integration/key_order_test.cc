@@ -1,0 +1,312 @@
+// Keyed items against a real PostgreSQL: every item of a key lands in one
+// part, and members hand a key's items to handlers one at a time, in
+// enqueue order, through failures with backoff, batches and a rebalance
+// with an item in flight, while other keys of the same part go on.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <pqxx/pqxx>
+#include <set>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "key_placement.h"
+#include "keyspace.h"
+#include "sqlgroup/consumer.h"
+#include "sqlgroup/producer.h"
+#include "support/consumer_fixture.h"
+#include "support/wait.h"
+
+namespace sqlgroup {
+namespace {
+
+using testing::WaitFor;
+
+// Payloads are "KEY:SEQ", SEQ counting a key's items from 0 in enqueue
+// order.
+struct Seq {
+  std::string key;
+  int seq = 0;
+};
+Seq ParsePayload(const std::string& payload) {
+  const std::pair<std::string, std::string> f =
+      absl::StrSplit(payload, absl::MaxSplits(':', 1));
+  Seq s{f.first, -1};
+  EXPECT_TRUE(absl::SimpleAtoi(f.second, &s.seq)) << payload;
+  return s;
+}
+
+// Tracks which keys are with a handler: a key handed out twice at once,
+// or out of order, is counted.
+class KeyWatch {
+ public:
+  void Begin(const Seq& s) {
+    absl::MutexLock lock(&mu_);
+    if (!in_flight_.insert(s.key).second) ++concurrent_;
+  }
+  void End(const Seq& s) {
+    absl::MutexLock lock(&mu_);
+    in_flight_.erase(s.key);
+  }
+  int concurrent() const {
+    absl::MutexLock lock(&mu_);
+    return concurrent_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
+  int concurrent_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+class KeyOrderTest : public testing::ConsumerFixture {
+ protected:
+  void SetUp() override {
+    ConsumerFixture::SetUp();
+    pqxx::work tx(*conn_);
+    // No unique constraint: a double acknowledgement shows.
+    tx.exec(
+        "CREATE TABLE acks (key text NOT NULL, seq int NOT NULL, "
+        "id uuid NOT NULL, acked_at timestamptz NOT NULL DEFAULT "
+        "clock_timestamp())");
+    tx.exec(
+        absl::StrCat("GRANT INSERT, SELECT ON acks TO ", testing::kMemberRole));
+    tx.commit();
+  }
+
+  // `per_key` items of each of `keys` keys, enqueued in `calls` rounds
+  // (every round a call with the next items of every key).
+  void ProduceKeyed(const std::string& group, int keys, int per_key,
+                    int calls = 1) {
+    auto p = Producer::Create({.dsn = db_.dsn(), .group = group});
+    ASSERT_TRUE(p.ok()) << p.status();
+    int seq = 0;
+    for (int c = 0; c < calls; ++c) {
+      std::vector<NewItem> items;
+      const int until = per_key * (c + 1) / calls;
+      for (; seq < until; ++seq) {
+        for (int k = 0; k < keys; ++k) {
+          const std::string key = absl::StrCat("key-", k);
+          items.push_back({.key = key, .payload = absl::StrCat(key, ":", seq)});
+        }
+      }
+      ASSERT_TRUE((*p)->Enqueue(items).ok());
+    }
+  }
+
+  // Records the item in `acks` inside the acknowledging transaction.
+  static void RecordAck(const Item& item, AckTransaction& ack) {
+    const Seq s = ParsePayload(item.payload);
+    ack.work().exec_params(
+        "INSERT INTO acks (key, seq, id) VALUES ($1, $2, $3::uuid)", s.key,
+        s.seq, item.id);
+  }
+
+  // Keys whose acknowledgements, in commit order (the database clock in
+  // the ack; a key's next item is handed out only after the previous ack
+  // committed), are not exactly 0, 1, 2, ...
+  int64_t OutOfOrderKeys(int per_key) {
+    return Count(absl::StrCat(
+        "SELECT count(*) FROM (SELECT key, array_agg(seq ORDER BY acked_at) "
+        "AS seqs FROM acks GROUP BY key) a WHERE seqs <> ARRAY(SELECT "
+        "generate_series(0, ",
+        per_key - 1, "))"));
+  }
+
+  void SetOrdering(const std::string& group, const std::string& ordering) {
+    pqxx::work tx(*conn_);
+    tx.exec_params("UPDATE sqlgroup.groups SET ordering = $2 WHERE name = $1",
+                   group, ordering);
+    tx.commit();
+  }
+};
+
+TEST_F(KeyOrderTest, EveryItemOfAKeyLandsInOnePartForEveryPartCount) {
+  for (int parts : {3, 16, 40, 4096}) {
+    const std::string group = absl::StrCat("place", parts);
+    CreateGroup(group, parts);
+    ProduceKeyed(group, 50, 6, 3);
+    pqxx::nontransaction tx(*conn_);
+    std::map<std::string, std::set<int>> parts_of;
+    for (const auto& row : tx.exec_params(
+             "SELECT key, id::text FROM sqlgroup.items WHERE group_name = $1",
+             group)) {
+      const Uuid128 id = *ParseUuid(row[1].as<std::string>());
+      parts_of[row[0].as<std::string>()].insert(PartOf(id, parts));
+      EXPECT_EQ(BlockOf(id), KeyBlock(row[0].as<std::string>()));
+    }
+    ASSERT_EQ(parts_of.size(), 50u);
+    for (const auto& [key, in] : parts_of) {
+      EXPECT_EQ(in.size(), 1u)
+          << key << " in " << in.size() << " parts of " << parts;
+    }
+  }
+}
+
+TEST_F(KeyOrderTest, AKeysItemsAreHandledOneAtATimeInEnqueueOrder) {
+  CreateGroup("g", 2);
+  constexpr int kKeys = 12, kPerKey = 25;
+  ProduceKeyed("g", kKeys, kPerKey, 5);
+  KeyWatch watch;
+  ConsumerOptions o = Options("g", [&](const Item& item, AckTransaction& ack) {
+    const Seq s = ParsePayload(item.payload);
+    watch.Begin(s);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    RecordAck(item, ack);
+    watch.End(s);
+    return absl::OkStatus();
+  });
+  o.workers = 4;
+  auto c = Start(o);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  EXPECT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM acks"), kKeys * kPerKey);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM acks"), kKeys * kPerKey);
+  EXPECT_EQ(OutOfOrderKeys(kPerKey), 0);
+  EXPECT_EQ(watch.concurrent(), 0);
+}
+
+TEST_F(KeyOrderTest, AFailingHeadHoldsBackOnlyItsKey) {
+  CreateGroup("g", 1);  // every key in the one part
+  constexpr int kKeys = 6, kPerKey = 10;
+  ProduceKeyed("g", kKeys, kPerKey);
+  // key-0's item 3 fails twice: its key waits for the retry (item 4 must
+  // not pass it), while the other keys of the part go on.
+  std::atomic<int> failures{0};
+  ConsumerOptions o = Options("g", [&](const Item& item, AckTransaction& ack) {
+    const Seq s = ParsePayload(item.payload);
+    if (s.key == "key-0" && s.seq == 3 && item.attempt <= 2) {
+      ++failures;
+      return absl::InternalError("fails twice");
+    }
+    RecordAck(item, ack);
+    return absl::OkStatus();
+  });
+  o.backoff_initial = absl::Milliseconds(300);
+  o.backoff_max = absl::Milliseconds(600);
+  auto c = Start(o);
+  ASSERT_TRUE(Drained(absl::Seconds(30)));
+  EXPECT_TRUE(c->Stop().ok());
+  EXPECT_EQ(failures.load(), 2);
+  EXPECT_EQ(OutOfOrderKeys(kPerKey), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM acks"), kKeys * kPerKey);
+  // The other keys finished while key-0 waited out its backoffs.
+  EXPECT_EQ(Count("SELECT count(*) FROM acks WHERE key <> 'key-0' AND "
+                  "acked_at > (SELECT acked_at FROM acks WHERE key = 'key-0' "
+                  "AND seq = 3)"),
+            0);
+}
+
+TEST_F(KeyOrderTest, ADeadLetteredItemReleasesTheNextOfItsKey) {
+  CreateGroup("g", 1);
+  constexpr int kPerKey = 5;
+  ProduceKeyed("g", 2, kPerKey);
+  ConsumerOptions o = Options("g", [&](const Item& item, AckTransaction& ack) {
+    const Seq s = ParsePayload(item.payload);
+    if (s.key == "key-1" && s.seq == 2) return absl::InternalError("poison");
+    RecordAck(item, ack);
+    return absl::OkStatus();
+  });
+  o.max_attempts = 2;
+  o.backoff_initial = absl::Milliseconds(300);
+  auto c = Start(o);
+  ASSERT_TRUE(Drained(absl::Seconds(30)));
+  EXPECT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 1);
+  EXPECT_EQ(Count("SELECT count(*) FROM (SELECT array_agg(seq ORDER BY "
+                  "acked_at) AS s FROM acks WHERE key = 'key-1') a "
+                  "WHERE s = ARRAY[0, 1, 3, 4]"),
+            1);
+  // Item 3 waited for item 2 to die.
+  EXPECT_EQ(Count("SELECT count(*) FROM acks WHERE key = 'key-1' AND seq = 3 "
+                  "AND acked_at > (SELECT died_at FROM sqlgroup.dead_items)"),
+            1);
+}
+
+TEST_F(KeyOrderTest, ABatchCarriesRunsOfAKeyInOrder) {
+  CreateGroup("g", 2);
+  constexpr int kKeys = 3, kPerKey = 200;
+  ProduceKeyed("g", kKeys, kPerKey, 4);
+  std::atomic<int> multi_item_runs{0};
+  std::atomic<int> failed_batches{0};
+  std::atomic<int> single_failures{0};
+  ConsumerOptions o = Options("g", nullptr);
+  o.handler = nullptr;
+  o.batch_handler = [&](const std::vector<Item>& items, AckTransaction& ack) {
+    std::map<std::string, int> per_key;
+    for (const Item& item : items) ++per_key[ParsePayload(item.payload).key];
+    for (const auto& [key, n] : per_key) multi_item_runs += n > 1;
+    // Every fifth batch of more than one item fails: its items are tried
+    // singly, in order, and some of them fail alone too, so that their
+    // key backs off with the rest of its run unhandled.
+    if (items.size() > 1 && failed_batches.fetch_add(1) % 5 == 0) {
+      return absl::InternalError("batch fails");
+    }
+    if (items.size() == 1 && items[0].attempt == 1 &&
+        ParsePayload(items[0].payload).seq % 7 == 3) {
+      ++single_failures;
+      return absl::InternalError("fails alone once");
+    }
+    for (const Item& item : items) RecordAck(item, ack);
+    return absl::OkStatus();
+  };
+  auto c = Start(o);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  EXPECT_TRUE(c->Stop().ok());
+  EXPECT_GT(multi_item_runs.load(), 0);
+  EXPECT_GT(single_failures.load(), 0);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM acks"), kKeys * kPerKey);
+  EXPECT_EQ(Count("SELECT count(*) FROM acks"), kKeys * kPerKey);
+  EXPECT_EQ(OutOfOrderKeys(kPerKey), 0);
+}
+
+TEST_F(KeyOrderTest, OrderHoldsAcrossARebalanceWithAnItemInFlight) {
+  CreateGroup("g", 8);
+  constexpr int kKeys = 16, kPerKey = 12;
+  ProduceKeyed("g", kKeys, kPerKey, 3);
+  std::atomic<int> handled{0};
+  auto slow = [&](const Item& item, AckTransaction& ack) {
+    ++handled;
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    RecordAck(item, ack);
+    return absl::OkStatus();
+  };
+  auto a = Start(Options("g", slow));
+  ASSERT_TRUE(WaitFor([&] { return handled.load() > 20; }, absl::Seconds(20)));
+  // A second member takes half of the parts while items are with the
+  // first one's handlers; then the first one leaves.
+  auto b = Start(Options("g", slow));
+  ASSERT_TRUE(WaitFor([&] { return handled.load() > 100; }, absl::Seconds(30)));
+  EXPECT_TRUE(a->Stop().ok());
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  EXPECT_TRUE(b->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM acks"), kKeys * kPerKey);
+  EXPECT_EQ(OutOfOrderKeys(kPerKey), 0);
+}
+
+TEST_F(KeyOrderTest, OrderingNoneDoesNotHoldAKeyBehindAFailure) {
+  CreateGroup("g", 1);
+  SetOrdering("g", "none");
+  ProduceKeyed("g", 1, 4);
+  std::atomic<bool> failed{false};
+  ConsumerOptions o = Options("g", [&](const Item& item, AckTransaction& ack) {
+    if (ParsePayload(item.payload).seq == 0 && !failed.exchange(true)) {
+      return absl::InternalError("once");
+    }
+    RecordAck(item, ack);
+    return absl::OkStatus();
+  });
+  o.backoff_initial = absl::Milliseconds(500);
+  auto c = Start(o);
+  ASSERT_TRUE(Drained(absl::Seconds(30)));
+  EXPECT_TRUE(c->Stop().ok());
+  // Items 1..3 went on while item 0 waited for its retry.
+  EXPECT_EQ(Count("SELECT seq FROM acks ORDER BY acked_at DESC LIMIT 1"), 0);
+}
+
+}  // namespace
+}  // namespace sqlgroup
