@@ -36,7 +36,9 @@ bool ValidGroupName(const std::string& name) {
 
 GroupConfig ConfigOf(const std::string& name,
                      const store::GroupSettings& settings) {
-  return {name, settings.parts, settings.ttl, settings.heartbeat};
+  GroupConfig config{name, settings.parts, settings.ttl, settings.heartbeat};
+  config.ordering = settings.key_order ? Ordering::kKey : Ordering::kNone;
+  return config;
 }
 
 // "{a,b,c}": a PostgreSQL array literal of plain tokens.
@@ -48,6 +50,26 @@ std::string ArrayLiteral(const Range& values, F&& format) {
 }
 
 }  // namespace
+
+const char* OrderingName(Ordering ordering) {
+  switch (ordering) {
+    case Ordering::kKey:
+      return "key";
+    case Ordering::kNone:
+      return "none";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Ordering> ParseOrdering(const std::string& text) {
+  for (Ordering o : {Ordering::kKey, Ordering::kNone}) {
+    if (text == OrderingName(o)) return o;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", text,
+      "' is not an ordering: use key (the items of a key one at a time, in "
+      "enqueue order) or none (items of a key may run concurrently)"));
+}
 
 absl::Status GroupConfig::Validate() const {
   if (!ValidGroupName(name)) {
@@ -76,6 +98,11 @@ absl::Status GroupConfig::Validate() const {
   if (session_ttl > absl::Hours(24)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "ttl must be at most 24h, got ", absl::FormatDuration(session_ttl)));
+  }
+  if (ordering != Ordering::kKey && ordering != Ordering::kNone) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ordering must be key or none, got value ",
+                     static_cast<int>(ordering)));
   }
   return absl::OkStatus();
 }
@@ -131,9 +158,10 @@ absl::Status Admin::CreateGroup(const GroupConfig& config) {
     pqxx::work tx(*impl_->conn);
     tx.exec_params(
         "INSERT INTO sqlgroup.groups (name, parts, session_ttl, "
-        "heartbeat_interval) VALUES ($1, $2, $3::interval, $4::interval)",
+        "heartbeat_interval, ordering) "
+        "VALUES ($1, $2, $3::interval, $4::interval, $5)",
         config.name, config.parts, ToInterval(config.session_ttl),
-        ToInterval(config.heartbeat_interval));
+        ToInterval(config.heartbeat_interval), OrderingName(config.ordering));
     tx.commit();
   });
   if (absl::IsAlreadyExists(s)) {

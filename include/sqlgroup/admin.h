@@ -24,6 +24,24 @@
 
 namespace sqlgroup {
 
+// How a group hands out the items of one key (sqlgroup.groups.ordering).
+enum class Ordering {
+  // Item n+1 of a key is not handed to any handler before item n is
+  // acknowledged or dead-lettered; different keys run in parallel. A
+  // dead-lettered item releases the next one of its key.
+  kKey,
+  // Affinity only: the items of a key share a part, but may be handled
+  // concurrently and in any order (unkeyed items always are).
+  kNone,
+};
+
+// "key" or "none": the name stored in the database and taken by the CLI.
+const char* OrderingName(Ordering ordering);
+// The inverse of OrderingName; INVALID_ARGUMENT naming the allowed values
+// otherwise (the message starts with the text given, for the caller to
+// prefix with the flag or field it came from).
+absl::StatusOr<Ordering> ParseOrdering(const std::string& text);
+
 // A group's settings, as stored in sqlgroup.groups.
 struct GroupConfig {
   // Letters, digits and "_.-", starting with a letter or digit; 1..128.
@@ -38,6 +56,10 @@ struct GroupConfig {
   absl::Duration session_ttl = absl::Seconds(5);
   // How often members heartbeat. > 0 and <= session_ttl / 2. Default 1 s.
   absl::Duration heartbeat_interval = absl::Seconds(1);
+  // Whether the items of one key are handed out one at a time, in enqueue
+  // order (kKey), or concurrently (kNone). Fixed at creation; checked by
+  // every member. Default kKey.
+  Ordering ordering = Ordering::kKey;
 
   // INVALID_ARGUMENT naming the field when a value is out of range.
   absl::Status Validate() const;

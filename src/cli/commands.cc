@@ -50,15 +50,22 @@ absl::Status Migrate(const Args&) {
 }
 
 absl::Status GroupCreate(const Args& args) {
+  const std::string ordering_flag = absl::GetFlag(FLAGS_ordering);
+  const absl::StatusOr<Ordering> ordering = ParseOrdering(ordering_flag);
+  if (!ordering.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--ordering=", ordering_flag, ": ", ordering.status().message()));
+  }
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
   GroupConfig config;
   config.name = args[0];
   config.parts = absl::GetFlag(FLAGS_parts);
   config.session_ttl = absl::GetFlag(FLAGS_ttl);
   config.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat);
+  config.ordering = *ordering;
   RETURN_IF_ERROR(admin->CreateGroup(config));
   Print(absl::StrCat("created group ", config.name, " with ", config.parts,
-                     " parts\n"));
+                     " parts, ordering ", OrderingName(config.ordering), "\n"));
   return absl::OkStatus();
 }
 
@@ -130,8 +137,9 @@ const std::map<std::string, Command>& Commands() {
         0,
         Grant}},
       {"group create",
-       {"group create NAME [--parts 16] [--ttl 5s] [--heartbeat 1s]",
-        {"parts", "ttl", "heartbeat"},
+       {"group create NAME [--parts 16] [--ttl 5s] [--heartbeat 1s] "
+        "[--ordering key|none]",
+        {"parts", "ttl", "heartbeat", "ordering"},
         1,
         GroupCreate}},
       {"group alter",
@@ -145,16 +153,17 @@ const std::map<std::string, Command>& Commands() {
        {"group describe NAME [--json]", {"json"}, 1, GroupDescribe}},
       {"produce",
        {"produce --group NAME [--count 1000] [--keys K] [--payload_bytes B] "
-        "[--rate R]",
+        "[--rate R]  (keyed payloads begin with the item's number within "
+        "its key)",
         {"group", "count", "keys", "payload_bytes", "rate", "notify"},
         0,
         RunProduce}},
       {"consume",
        {"consume --group NAME [--handler noop|count|record|sleep:D|fail:RATE] "
-        "[--instance NAME] [--workers 4] [--members 1] [--batch] "
-        "[--metrics_addr 127.0.0.1:9464]",
-        {"group", "handler", "instance", "workers", "members", "claim_batch",
-         "max_attempts", "batch", "notify", "metrics_addr"},
+        "[--fail_rate R] [--instance NAME] [--workers 4] [--members 1] "
+        "[--batch] [--metrics_addr 127.0.0.1:9464]",
+        {"group", "handler", "fail_rate", "instance", "workers", "members",
+         "claim_batch", "max_attempts", "batch", "notify", "metrics_addr"},
         0,
         RunConsume}},
       {"demo", {"demo [--duration 60s]", {"duration"}, 0, RunDemo}},

@@ -44,6 +44,8 @@ absl::Status RunConsume(const Args&) {
   RETURN_IF_ERROR(RequireGroupFlag());
   ASSIGN_OR_RETURN(HandlerSpec spec,
                    ParseHandlerSpec(absl::GetFlag(FLAGS_handler)));
+  const double fail_rate = absl::GetFlag(FLAGS_fail_rate);
+  RETURN_IF_ERROR(CheckFailRate(fail_rate));
   const int members = absl::GetFlag(FLAGS_members);
   if (members < 1 || members > 1000) {
     return absl::InvalidArgumentError(
@@ -60,7 +62,7 @@ absl::Status RunConsume(const Args&) {
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.use_notify = absl::GetFlag(FLAGS_notify);
   options.logger = CliLogger();
-  Handler handler = MakeHandler(spec);
+  Handler handler = WithInjectedFailures(MakeHandler(spec), fail_rate);
   if (absl::GetFlag(FLAGS_batch)) {
     options.batch_handler = [handler](const std::vector<Item>& items,
                                       AckTransaction& ack) {
@@ -129,8 +131,9 @@ absl::Status RunConsume(const Args&) {
   }
   if (sig == 0) {
     CliLogger()->info(
-        "consuming group={} handler={} members={} (SIGINT/SIGTERM stops)",
-        options.group, absl::GetFlag(FLAGS_handler), members);
+        "consuming group={} handler={} fail_rate={} members={} "
+        "(SIGINT/SIGTERM stops)",
+        options.group, absl::GetFlag(FLAGS_handler), fail_rate, members);
   }
   auto all_running = [&] {
     for (const auto& c : consumers) {

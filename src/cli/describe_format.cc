@@ -50,8 +50,10 @@ std::string JsonString(const std::string& s) {
 
 std::string DescriptionText(const GroupDescription& d) {
   std::string out = absl::StrFormat(
-      "GROUP %s  parts=%d  ttl=%s  heartbeat=%s  members=%d  dead_items=%d\n",
-      d.config.name, d.config.parts, absl::FormatDuration(d.config.session_ttl),
+      "GROUP %s  parts=%d  ordering=%s  ttl=%s  heartbeat=%s  members=%d  "
+      "dead_items=%d\n",
+      d.config.name, d.config.parts, OrderingName(d.config.ordering),
+      absl::FormatDuration(d.config.session_ttl),
       absl::FormatDuration(d.config.heartbeat_interval), d.members.size(),
       d.dead_items);
   out += "\nMEMBERS\n";
@@ -108,6 +110,7 @@ std::string DescriptionJson(const GroupDescription& d) {
   return absl::StrCat(
       "{\"group\":", JsonString(d.config.name),
       ",\"part_count\":", d.config.parts,
+      ",\"ordering\":", JsonString(OrderingName(d.config.ordering)),
       ",\"ttl_seconds\":", Seconds(d.config.session_ttl),
       ",\"heartbeat_seconds\":", Seconds(d.config.heartbeat_interval),
       ",\"dead_items\":", d.dead_items, ",\"members\":[",
@@ -116,10 +119,11 @@ std::string DescriptionJson(const GroupDescription& d) {
 }
 
 std::string GroupListText(const std::vector<GroupConfig>& groups) {
-  std::string out = absl::StrFormat("%-32s  %6s  %10s  %10s\n", "GROUP",
-                                    "PARTS", "TTL", "HEARTBEAT");
+  std::string out = absl::StrFormat("%-32s  %6s  %-8s  %10s  %10s\n", "GROUP",
+                                    "PARTS", "ORDERING", "TTL", "HEARTBEAT");
   for (const GroupConfig& g : groups) {
-    out += absl::StrFormat("%-32s  %6d  %10s  %10s\n", g.name, g.parts,
+    out += absl::StrFormat("%-32s  %6d  %-8s  %10s  %10s\n", g.name, g.parts,
+                           OrderingName(g.ordering),
                            absl::FormatDuration(g.session_ttl),
                            absl::FormatDuration(g.heartbeat_interval));
   }
@@ -131,6 +135,7 @@ std::string GroupListJson(const std::vector<GroupConfig>& groups) {
   for (const GroupConfig& g : groups) {
     rows.push_back(absl::StrCat(
         "{\"group\":", JsonString(g.name), ",\"parts\":", g.parts,
+        ",\"ordering\":", JsonString(OrderingName(g.ordering)),
         ",\"ttl_seconds\":", Seconds(g.session_ttl),
         ",\"heartbeat_seconds\":", Seconds(g.heartbeat_interval), "}"));
   }

@@ -15,6 +15,9 @@ ABSL_FLAG(std::string, migrations_dir, "",
           "migrate: read NNN_name.sql files from this folder instead of the "
           "migrations built into the binary");
 ABSL_FLAG(int32_t, parts, 16, "group create: number of parts P (1..4096)");
+ABSL_FLAG(std::string, ordering, "key",
+          "group create: key (the items of a key are handled one at a time, "
+          "in enqueue order) or none (items of a key may run concurrently)");
 ABSL_FLAG(absl::Duration, ttl, absl::Seconds(5),
           "group create/alter: session TTL, e.g. 5s; a silent member's parts "
           "move after this long");
@@ -27,6 +30,10 @@ ABSL_FLAG(std::string, group, "", "produce/consume: the consumer group");
 ABSL_FLAG(std::string, handler, "noop",
           "consume: noop, count[:DURATION], record[:DURATION], "
           "sleep:DURATION or fail:RATE");
+ABSL_FLAG(double, fail_rate, 0,
+          "consume: the probability (0..1) that a delivery fails before the "
+          "handler writes anything, whatever the handler: exercises retries, "
+          "backoff and dead-lettering");
 ABSL_FLAG(std::string, instance, "",
           "consume: a name for this member, shown by describe and metrics");
 ABSL_FLAG(int32_t, workers, 4,
@@ -43,9 +50,14 @@ ABSL_FLAG(bool, notify, true,
           "produce/consume: use LISTEN/NOTIFY wakeups (off: poll only)");
 ABSL_FLAG(int64_t, count, 1000, "produce: number of items");
 ABSL_FLAG(int32_t, keys, 0,
-          "produce: give items keys k0..k(K-1) round-robin and tally them in "
-          "sqlgroup_demo.produced (0: no keys)");
-ABSL_FLAG(int32_t, payload_bytes, 16, "produce: payload size of each item");
+          "produce: give items keys k0..k(K-1) round-robin, tally them in "
+          "sqlgroup_demo.produced and number them per key: the payload of "
+          "item n of a key (1-based, continuing the key's tally) is n in "
+          "decimal, then a space and 'x' up to --payload_bytes, e.g. "
+          "\"7 xxxxxxxxxxxxxx\" (0: no keys; payloads are all 'x')");
+ABSL_FLAG(int32_t, payload_bytes, 16,
+          "produce: payload size of each item (a keyed item's number is "
+          "never cut, so its payload may be longer)");
 ABSL_FLAG(double, rate, 0,
           "produce: items per second (0: as fast as batches allow)");
 ABSL_FLAG(std::string, metrics_addr, "127.0.0.1:9464",

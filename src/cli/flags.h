@@ -15,6 +15,7 @@
 ABSL_DECLARE_FLAG(std::string, dsn);
 ABSL_DECLARE_FLAG(std::string, migrations_dir);
 ABSL_DECLARE_FLAG(int32_t, parts);
+ABSL_DECLARE_FLAG(std::string, ordering);
 ABSL_DECLARE_FLAG(absl::Duration, ttl);
 ABSL_DECLARE_FLAG(absl::Duration, heartbeat);
 ABSL_DECLARE_FLAG(bool, json);
@@ -22,6 +23,7 @@ ABSL_DECLARE_FLAG(absl::Duration, duration);
 ABSL_DECLARE_FLAG(std::string, log_level);
 ABSL_DECLARE_FLAG(std::string, group);
 ABSL_DECLARE_FLAG(std::string, handler);
+ABSL_DECLARE_FLAG(double, fail_rate);
 ABSL_DECLARE_FLAG(std::string, instance);
 ABSL_DECLARE_FLAG(int32_t, workers);
 ABSL_DECLARE_FLAG(int32_t, members);

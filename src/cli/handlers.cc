@@ -6,15 +6,24 @@
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/numbered_items.h"
 #include "store/connection.h"
 
 namespace sqlgroup::cli {
 namespace {
 
+// Tables made by older versions get the newer columns (last, as in a
+// table made now).
 constexpr char kDemoTablesSql[] =
     "CREATE SCHEMA IF NOT EXISTS sqlgroup_demo;"
+    // last_seq: the sequence number of the key's newest counted item;
+    // order_violations: counted items whose number was not last_seq + 1.
     "CREATE TABLE IF NOT EXISTS sqlgroup_demo.counters "
-    "  (key text PRIMARY KEY, n bigint NOT NULL);"
+    "  (key text PRIMARY KEY, n bigint NOT NULL, last_seq bigint, "
+    "   order_violations bigint NOT NULL DEFAULT 0);"
+    "ALTER TABLE sqlgroup_demo.counters "
+    "  ADD COLUMN IF NOT EXISTS last_seq bigint, "
+    "  ADD COLUMN IF NOT EXISTS order_violations bigint NOT NULL DEFAULT 0;"
     "CREATE TABLE IF NOT EXISTS sqlgroup_demo.produced "
     "  (key text PRIMARY KEY, n bigint NOT NULL);"
     // No unique constraint, on purpose: an item acknowledged twice shows as
@@ -22,7 +31,32 @@ constexpr char kDemoTablesSql[] =
     "CREATE TABLE IF NOT EXISTS sqlgroup_demo.results "
     "  (item_id uuid NOT NULL, key text, session_id uuid NOT NULL, "
     "   part integer NOT NULL, epoch bigint NOT NULL, "
-    "   acked_at timestamptz NOT NULL DEFAULT clock_timestamp())";
+    "   acked_at timestamptz NOT NULL DEFAULT clock_timestamp(), "
+    "   payload bytea);"
+    "ALTER TABLE sqlgroup_demo.results ADD COLUMN IF NOT EXISTS payload bytea";
+
+// True when every table and column of kDemoTablesSql is there already.
+constexpr char kDemoTablesPresentSql[] =
+    "SELECT to_regclass('sqlgroup_demo.produced') IS NOT NULL "
+    "AND (SELECT count(*) FROM pg_catalog.pg_attribute a "
+    "     WHERE NOT a.attisdropped AND ("
+    "       (a.attrelid = to_regclass('sqlgroup_demo.counters') "
+    "        AND a.attname IN ('last_seq', 'order_violations')) "
+    "       OR (a.attrelid = to_regclass('sqlgroup_demo.results') "
+    "        AND a.attname = 'payload'))) = 3";
+
+// One statement: count the item, and when its payload is numbered (see
+// numbered_items.h), check the number follows the key's last one. $1 key,
+// $2 the item's sequence number or NULL.
+constexpr char kCountSql[] =
+    "INSERT INTO sqlgroup_demo.counters AS c "
+    "  (key, n, last_seq, order_violations) "
+    "VALUES ($1, 1, $2::bigint, CASE WHEN $2::bigint <> 1 THEN 1 ELSE 0 END) "
+    "ON CONFLICT (key) DO UPDATE SET n = c.n + 1, "
+    "  order_violations = c.order_violations + "
+    "    CASE WHEN EXCLUDED.last_seq <> coalesce(c.last_seq, 0) + 1 "
+    "    THEN 1 ELSE 0 END, "
+    "  last_seq = coalesce(EXCLUDED.last_seq, c.last_seq)";
 
 absl::Status BadSpec(const std::string& text, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(
@@ -79,12 +113,9 @@ absl::Status EnsureDemoTables(const std::string& dsn) {
       auto conn = store::Connect(dsn, {});
       if (!conn.ok()) return conn.status();
       pqxx::work tx(**conn);
-      // Present already: a role that may not create schemas (a member role)
-      // can still use them.
-      if (tx.exec1("SELECT to_regclass('sqlgroup_demo.counters') IS NOT NULL "
-                   "AND to_regclass('sqlgroup_demo.produced') IS NOT NULL "
-                   "AND to_regclass('sqlgroup_demo.results') IS NOT NULL")[0]
-              .as<bool>()) {
+      // Present already, newer columns included: a role that may not
+      // create schemas or alter tables (a member role) can still use them.
+      if (tx.exec1(kDemoTablesPresentSql)[0].as<bool>()) {
         return absl::OkStatus();
       }
       tx.exec(kDemoTablesSql);
@@ -109,10 +140,8 @@ Handler MakeHandler(const HandlerSpec& spec) {
       return [](const Item&, AckTransaction&) { return absl::OkStatus(); };
     case HandlerSpec::Kind::kCount:
       return [d = spec.sleep](const Item& item, AckTransaction& ack) {
-        ack.work().exec_params(
-            "INSERT INTO sqlgroup_demo.counters (key, n) VALUES ($1, 1) "
-            "ON CONFLICT (key) DO UPDATE SET n = counters.n + 1",
-            item.key.value_or(""));
+        ack.work().exec_params(kCountSql, item.key.value_or(""),
+                               PayloadSequence(item.payload));
         // count:D holds the transaction (and the counter's row lock) open
         // for D: a wide window for fault tests to pause a member in.
         if (d > absl::ZeroDuration()) {
@@ -124,9 +153,10 @@ Handler MakeHandler(const HandlerSpec& spec) {
       return [d = spec.sleep](const Item& item, AckTransaction& ack) {
         ack.work().exec_params(
             "INSERT INTO sqlgroup_demo.results "
-            "(item_id, key, session_id, part, epoch) "
-            "VALUES ($1::uuid, $2, $3::uuid, $4, $5)",
-            item.id, item.key, item.session, item.part, item.epoch);
+            "(item_id, key, session_id, part, epoch, payload) "
+            "VALUES ($1::uuid, $2, $3::uuid, $4, $5, $6)",
+            item.id, item.key, item.session, item.part, item.epoch,
+            pqxx::binarystring(item.payload));
         if (d > absl::ZeroDuration()) {
           std::this_thread::sleep_for(absl::ToChronoMicroseconds(d));
         }
@@ -148,6 +178,28 @@ Handler MakeHandler(const HandlerSpec& spec) {
       };
   }
   return nullptr;
+}
+
+absl::Status CheckFailRate(double rate) {
+  if (rate >= 0 && rate <= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--fail_rate=", rate,
+      " is not a probability: give a number from 0 to 1, e.g. 0.05 for one "
+      "delivery in twenty"));
+}
+
+Handler WithInjectedFailures(Handler handler, double rate) {
+  if (rate <= 0) return handler;
+  return [handler = std::move(handler), rate](const Item& item,
+                                              AckTransaction& ack) {
+    static thread_local absl::BitGen gen;
+    if (absl::Bernoulli(gen, rate)) {
+      return absl::InternalError(
+          absl::StrCat("injected failure (--fail_rate=", rate,
+                       ") before the handler ran, on attempt ", item.attempt));
+    }
+    return handler(item, ack);
+  };
 }
 
 }  // namespace sqlgroup::cli

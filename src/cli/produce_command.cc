@@ -1,6 +1,6 @@
-// `sqlgroup produce`: enqueue N items, optionally keyed and paced.
+// `sqlgroup produce`: enqueue N items, optionally keyed (and then numbered
+// per key, see numbered_items.h) and paced.
 #include <cstdio>
-#include <map>
 #include <pqxx/pqxx>
 
 #include "absl/flags/flag.h"
@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "cli/flags.h"
 #include "cli/handlers.h"
+#include "cli/numbered_items.h"
 #include "cli/subcommands.h"
 #include "dsn.h"
 #include "sqlgroup/producer.h"
@@ -37,7 +38,8 @@ absl::Status RunProduce(const Args&) {
   const std::string group = absl::GetFlag(FLAGS_group);
   const std::string dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
   // Producer::Create checks the schema and the group; batches then go
-  // through EnqueueIn so the per-key tally commits with the items.
+  // through EnqueueIn so the per-key tally (and with it each keyed item's
+  // number) commits with the items.
   ASSIGN_OR_RETURN(auto checked,
                    Producer::Create({.dsn = dsn, .group = group}));
   checked.reset();
@@ -46,30 +48,25 @@ absl::Status RunProduce(const Args&) {
   // Paced: a batch every 50 ms; unpaced: batches of 500.
   const int64_t batch =
       rate > 0 ? std::max<int64_t>(1, static_cast<int64_t>(rate / 20)) : 500;
-  const std::string payload(payload_bytes, 'x');
+  NewItem unkeyed;
+  unkeyed.payload = std::string(payload_bytes, 'x');
   const absl::Time start = absl::Now();
   int64_t sent = 0;
   while (sent < count) {
     const int64_t n = std::min(batch, count - sent);
-    std::vector<NewItem> items(n);
-    std::map<std::string, int64_t> tally;
-    for (int64_t i = 0; i < n; ++i) {
-      items[i].payload = payload;
-      if (keys > 0) {
-        items[i].key = absl::StrCat("k", (sent + i) % keys);
-        ++tally[*items[i].key];
-      }
-    }
     try {
       pqxx::work tx(*conn);
-      auto ids = Producer::EnqueueIn(tx, group, items);
-      if (!ids.ok()) return ids.status();
-      for (const auto& [key, k] : tally) {
-        tx.exec_params(
-            "INSERT INTO sqlgroup_demo.produced (key, n) VALUES ($1, $2) "
-            "ON CONFLICT (key) DO UPDATE SET n = produced.n + $2",
-            key, k);
+      absl::StatusOr<std::vector<std::string>> ids;
+      if (keys > 0) {
+        std::vector<std::string> item_keys(n);
+        for (int64_t i = 0; i < n; ++i) {
+          item_keys[i] = absl::StrCat("k", (sent + i) % keys);
+        }
+        ids = EnqueueNumbered(tx, group, item_keys, payload_bytes);
+      } else {
+        ids = Producer::EnqueueIn(tx, group, std::vector<NewItem>(n, unkeyed));
       }
+      if (!ids.ok()) return ids.status();
       tx.commit();
     } catch (const std::exception& e) {
       return absl::UnavailableError(

@@ -13,6 +13,10 @@ restart, and failover to the standby (the primary killed, the standby
 promoted, a new standby built). The short profile injects each once; the
 long one adds random faults until --minutes have passed.
 
+Members run the `record` handler behind `--fail_rate` (default 0.05): that
+share of deliveries fails before the handler writes, so retries, backoff
+and the key blocked behind its failed head run throughout.
+
 Prints a table and one JSON line per result; exits 1 when an invariant is
 broken or the group does not recover.
 """
@@ -21,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import statistics
@@ -81,7 +86,8 @@ class ChaosRun:
         self.grant_roles()
         for i in range(self.args.members):
             m = Member(self.args.cli, f"m{i}", [n.port for n in self.nodes],
-                       self.log_dir, "chaos_member", "record", 2)
+                       self.log_dir, "chaos_member", "record", 2,
+                       self.args.fail_rate)
             m.start()
             self.members.append(m)
         self.wait("every part owned", lambda: self.owned_by_live([]))
@@ -293,11 +299,28 @@ class ChaosRun:
             "SELECT count(*) FROM sqlgroup_demo.results")[0][0])
         dead = int(self.query(
             "SELECT count(*) FROM sqlgroup.dead_items")[0][0])
+        # What key_order had to go on: results whose payload carries the
+        # item's number within its key.
+        numbered = int(self.query(
+            "SELECT count(*) FROM sqlgroup_demo.results "
+            "WHERE encode(payload, 'escape') ~ '^[0-9]'")[0][0])
         summary = {"seed": self.seed, "processed": processed, "dead": dead,
+                   "numbered": numbered,
+                   "handler_failures": self.handler_failures(),
                    "producer_restarts": self.producer.failures,
                    "member_exit_codes": codes, **found}
         print(json.dumps({"chaos_run": summary}), flush=True)
         return summary
+
+    def handler_failures(self):
+        """Deliveries that failed (--fail_rate), as the members' graceful
+        stops reported them (a killed member reports nothing)."""
+        total = 0
+        for m in self.members:
+            with open(m.log_path, errors="replace") as f:
+                total += sum(int(n) for n in re.findall(
+                    r"stopped: .* failed=(\d+)", f.read()))
+        return total
 
     def close(self, keep):
         for m in self.members:
@@ -346,6 +369,9 @@ def main():
     ap.add_argument("--parts", type=int, default=16)
     ap.add_argument("--rate", type=int, default=200,
                     help="items/s produced throughout")
+    ap.add_argument("--fail_rate", type=float, default=0.05,
+                    help="share of deliveries the members' handler fails "
+                    "(consume --fail_rate)")
     ap.add_argument("--keep", action="store_true", help="keep logs and data")
     args = ap.parse_args()
     seeds = ([int(s) for s in args.seeds.split(",")] if args.seeds else

@@ -1,9 +1,14 @@
 """The invariants of design.md, checked from the final database state:
 the `record` handler's result rows (no unique constraint, so a double
-acknowledgement shows), the producers' per-key tally, the dead letters and
-the ownership log that members write in the transactions that change
-session_parts.
+acknowledgement shows; each with the item's payload, whose leading number
+is the item's place in its key, see src/cli/numbered_items.h), the
+producers' per-key tally, the dead letters and the ownership log that
+members write in the transactions that change session_parts.
 """
+
+# The number a payload (bytea) begins with, or NULL: `produce --keys`
+# numbers each key's items 1, 2, 3, ... in enqueue order.
+_SEQ = "substring(encode({}, 'escape') FROM '^[0-9]+')::numeric"
 
 # Each check: (name, SQL returning one count of violations, what it means).
 CHECKS = [
@@ -58,6 +63,30 @@ CHECKS = [
      "USING (group_name, part, epoch) "
      "WHERE sp.session_id IS DISTINCT FROM l.session_id",
      "current owners that the ownership log does not show as open"),
+    # Each key's items end acknowledged (results.acked_at) or dead-lettered
+    # (dead_items.died_at), both the database clock inside the transaction
+    # that ends the item; the next item of the key is handed out only after
+    # that transaction committed, so in time order the numbers of a key
+    # only grow. A dead-lettered item releases the next one: it takes its
+    # place in the order at its death (a row acknowledged and dead-lettered
+    # counts as dead; acked_and_dead reports it). A step back is a
+    # violation; a repeat is a duplicate and a gap a loss, counted above.
+    ("key_order",
+     "WITH ends AS ("
+     "  SELECT r.key, r.acked_at AS at, r.item_id AS id, "
+     + _SEQ.format("r.payload") + " AS seq "
+     "  FROM sqlgroup_demo.results r WHERE r.key IS NOT NULL "
+     "  AND NOT EXISTS (SELECT 1 FROM sqlgroup.dead_items d "
+     "    WHERE d.group_name = 'chaos' AND d.id = r.item_id) "
+     "  UNION ALL "
+     "  SELECT d.key, d.died_at, d.id, " + _SEQ.format("d.payload") +
+     "  FROM sqlgroup.dead_items d "
+     "  WHERE d.group_name = 'chaos' AND d.key IS NOT NULL), "
+     "steps AS (SELECT seq, lag(seq) OVER (PARTITION BY key "
+     "  ORDER BY at, id) AS prev FROM ends WHERE seq IS NOT NULL) "
+     "SELECT count(*) FROM steps WHERE seq < prev",
+     "items of a key acknowledged or dead-lettered after a later item of "
+     "the same key (adjacent pairs, in database time, that step back)"),
 ]
 
 

@@ -22,6 +22,8 @@ B = "bbbbbbbb-0000-4000-8000-000000000000"
 # Part 0 of 2 holds keys below 8000..., part 1 the rest.
 LOW = "10000000-0000-4000-8000-000000000000"
 HIGH = "f0000000-0000-4000-8000-000000000000"
+# A dead-lettered item of key 'k'.
+DEAD = "cccccccc-0000-4000-8000-000000000000"
 
 CLEAN = f"""
 INSERT INTO sqlgroup.sessions (id, group_name) VALUES ('{A}', 'chaos');
@@ -33,10 +35,31 @@ INSERT INTO sqlgroup.ownership_log (group_name, part, epoch, session_id,
   ('chaos', 1, 2, '{B}', now() - interval '1 hour', now(), 'reap');
 INSERT INTO sqlgroup_demo.produced VALUES ('k', 2);
 INSERT INTO sqlgroup_demo.results (item_id, key, session_id, part, epoch,
-  acked_at) VALUES
-  ('{LOW}', 'k', '{A}', 0, 1, now() - interval '1 minute'),
-  ('{HIGH}', 'k', '{B}', 1, 2, now() - interval '1 minute');
+  acked_at, payload) VALUES
+  ('{LOW}', 'k', '{A}', 0, 1, now() - interval '2 minutes', '1 xx'),
+  ('{HIGH}', 'k', '{B}', 1, 2, now() - interval '1 minute', '2 xx');
 """
+
+
+# Key 'k' numbered 1, 2 (dead-lettered, at `died`), 3.
+def with_dead_second(died):
+    return (f"UPDATE sqlgroup_demo.produced SET n = 3; "
+            f"UPDATE sqlgroup_demo.results SET payload = '3 xx' "
+            f"WHERE item_id = '{HIGH}'; "
+            f"INSERT INTO sqlgroup.dead_items (group_name, id, key, payload, "
+            f"enqueued_at, attempts, died_at) VALUES ('chaos', '{DEAD}', 'k', "
+            f"'2 xx', now() - interval '1 hour', 5, {died})")
+
+
+# States that break nothing, beyond the plain one.
+CLEAN_TOO = [
+    ("clean: a dead-lettered item releases the next one of its key",
+     with_dead_second("now() - interval '90 seconds'")),
+    ("clean: results without a numbered payload have no order to check",
+     f"UPDATE sqlgroup_demo.results SET payload = NULL "
+     f"WHERE item_id = '{LOW}'; UPDATE sqlgroup_demo.results "
+     f"SET payload = 'x' WHERE item_id = '{HIGH}'"),
+]
 
 # Each: the check it must trip, and SQL that breaks only that invariant.
 VIOLATIONS = [
@@ -64,6 +87,13 @@ VIOLATIONS = [
     ("wrong_part",
      f"UPDATE sqlgroup_demo.results SET part = 1, session_id = '{B}', "
      f"epoch = 2 WHERE item_id = '{LOW}'"),
+    # Item 2 of 'k' acknowledged before item 1.
+    ("key_order",
+     f"UPDATE sqlgroup_demo.results SET acked_at = now() - interval "
+     f"'3 minutes' WHERE item_id = '{HIGH}'"),
+    # Item 3 acknowledged while item 2 still waited for its retries (it was
+    # dead-lettered after).
+    ("key_order", with_dead_second("now() - interval '30 seconds'")),
 ]
 
 
@@ -85,14 +115,14 @@ def main():
         def query(sql):
             return psql(node.port, sql)
 
-        for name, breaking in [("clean", "")] + VIOLATIONS:
+        for name, breaking in [("clean", "")] + CLEAN_TOO + VIOLATIONS:
             psql(node.port, "TRUNCATE sqlgroup.ownership_log, "
                  "sqlgroup.dead_items, sqlgroup.items, sqlgroup_demo.results, "
                  "sqlgroup_demo.produced; DELETE FROM sqlgroup.sessions;"
                  + CLEAN + breaking)
             found = checker.check(query, 2)
             tripped = sorted(k for k, v in found.items() if v != 0)
-            want = [] if name == "clean" else [name]
+            want = [] if name.startswith("clean") else [name]
             status = "ok" if tripped == want else "WRONG"
             print(f"{status}: {name}: tripped {tripped}")
             if tripped != want:

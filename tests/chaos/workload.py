@@ -17,9 +17,11 @@ class Member:
     through a proxy of its own, with target_session_attrs=read-write: the
     failover path users would configure."""
 
-    def __init__(self, cli, name, slots, log_dir, user, handler, workers):
+    def __init__(self, cli, name, slots, log_dir, user, handler, workers,
+                 fail_rate=0.0):
         self.cli, self.name, self.user = cli, name, user
         self.handler, self.workers = handler, workers
+        self.fail_rate = fail_rate
         self.log_path = os.path.join(log_dir, f"{name}.log")
         self.proxies = [StallableProxy(port) for port in slots]
         self.proc = None
@@ -35,6 +37,7 @@ class Member:
         self.proc = subprocess.Popen(
             [self.cli, "consume", "--dsn", self.dsn(), "--group", "chaos",
              "--handler", self.handler, "--workers", str(self.workers),
+             "--fail_rate", str(self.fail_rate),
              "--instance", self.name, "--metrics_addr", ""],
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
@@ -75,9 +78,11 @@ class Member:
 
 
 class Producer:
-    """Runs `sqlgroup produce` at `rate` items/s in short runs until
+    """Runs `sqlgroup produce --keys` at `rate` items/s in short runs until
     stopped. Each batch and its per-key tally commit together, so whatever
-    the faults, sqlgroup_demo.produced is what was enqueued."""
+    the faults, sqlgroup_demo.produced is what was enqueued, and each keyed
+    item's payload begins with its number within its key (1, 2, 3, ... in
+    enqueue order), which the checker's key_order reads back."""
 
     def __init__(self, cli, dsn_fn, rate, keys, log_path):
         self.cli, self.dsn_fn, self.rate, self.keys = cli, dsn_fn, rate, keys

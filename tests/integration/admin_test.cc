@@ -46,6 +46,8 @@ TEST_F(AdminTest, InvalidGroupsAreRefusedNamingTheFieldAndNothingIsStored) {
        "at most half the session ttl"},
       {{.name = "g", .parts = 4, .heartbeat_interval = absl::ZeroDuration()},
        "heartbeat must be positive"},
+      {{.name = "g", .parts = 4, .ordering = static_cast<Ordering>(7)},
+       "ordering must be key or none"},
   };
   for (const BadConfig& c : cases) {
     const absl::Status s = admin_->CreateGroup(c.config);
@@ -81,6 +83,35 @@ TEST_F(AdminTest, GroupLifeCycle) {
   EXPECT_EQ(admin_->DeleteGroup("b").code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(admin_->GetGroup("b").status().message(),
               HasSubstr("sqlgroup group create b"));
+}
+
+TEST_F(AdminTest, TheOrderingIsStoredWithTheGroupAndKeyByDefault) {
+  ASSERT_TRUE(admin_->CreateGroup({.name = "keyed", .parts = 2}).ok());
+  ASSERT_TRUE(
+      admin_
+          ->CreateGroup(
+              {.name = "loose", .parts = 2, .ordering = Ordering::kNone})
+          .ok());
+  EXPECT_EQ(admin_->GetGroup("keyed")->ordering, Ordering::kKey);
+  EXPECT_EQ(admin_->GetGroup("loose")->ordering, Ordering::kNone);
+  auto groups = admin_->ListGroups();
+  ASSERT_TRUE(groups.ok()) << groups.status();
+  ASSERT_EQ(groups->size(), 2u);
+  EXPECT_EQ((*groups)[0].ordering, Ordering::kKey);
+  EXPECT_EQ((*groups)[1].ordering, Ordering::kNone);
+  auto d = admin_->DescribeGroup("loose", /*count_lag=*/false);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->config.ordering, Ordering::kNone);
+  // Altering the TTL keeps the ordering.
+  ASSERT_TRUE(admin_->AlterGroup("loose", absl::Seconds(8), std::nullopt).ok());
+  EXPECT_EQ(admin_->GetGroup("loose")->ordering, Ordering::kNone);
+  // What the database holds is the name the CLI and SQL use.
+  pqxx::connection conn(db_.dsn());
+  pqxx::nontransaction tx(conn);
+  EXPECT_EQ(tx.exec1("SELECT string_agg(ordering, ',' ORDER BY name) "
+                     "FROM sqlgroup.groups")[0]
+                .as<std::string>(),
+            "key,none");
 }
 
 TEST_F(AdminTest, DescribeShowsMembersOwnersAndLagPerPart) {

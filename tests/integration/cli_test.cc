@@ -4,17 +4,25 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <filesystem>
+#include <functional>
+#include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
 #include "support/db_snapshot.h"
 #include "support/pg_fixture.h"
 #include "support/subprocess.h"
+#include "support/wait.h"
 
 namespace sqlgroup {
 namespace {
 
+using testing::ChildProcess;
+using testing::CliPath;
 using testing::DatabaseSnapshot;
 using testing::ExecSql;
 using ::testing::HasSubstr;
@@ -23,6 +31,44 @@ using testing::RunCli;
 using testing::SharedPostgres;
 using testing::TestDatabase;
 using testing::TestRole;
+using testing::WaitFor;
+
+// The first column of the first row of `sql`, as text ("" for NULL).
+std::string Query(const std::string& dsn, const std::string& sql) {
+  pqxx::connection conn(dsn);
+  pqxx::nontransaction tx(conn);
+  const pqxx::field f = tx.exec1(sql)[0];
+  return f.is_null() ? "" : f.as<std::string>();
+}
+
+int64_t Count(const std::string& dsn, const std::string& sql) {
+  return std::stoll(Query(dsn, sql));
+}
+
+// `sqlgroup consume` of `group` with `args` until `done` holds (or 90 s),
+// then SIGTERM: its log, after a graceful exit (a failed expectation
+// otherwise).
+std::string ConsumeUntil(const std::string& dsn, const std::string& group,
+                         const std::vector<std::string>& args,
+                         const std::function<bool()>& done) {
+  const std::string log =
+      (std::filesystem::temp_directory_path() /
+       absl::StrCat("sqlgroup-cli-test-", getpid(), "-", group, ".log"))
+          .string();
+  std::filesystem::remove(log);
+  std::vector<std::string> argv = {
+      CliPath(), "consume",        "--dsn", dsn,         "--group",
+      group,     "--metrics_addr", "",      "--workers", "2"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess member(argv, log);
+  EXPECT_TRUE(WaitFor(done, absl::Seconds(90), absl::Milliseconds(50)))
+      << member.Log();
+  member.Signal(SIGTERM);
+  EXPECT_EQ(member.Wait(absl::Seconds(20)), 0) << member.Log();
+  std::string out = member.Log();
+  std::filesystem::remove(log);
+  return out;
+}
 
 struct BadInput {
   std::vector<std::string> args;
@@ -91,6 +137,21 @@ TEST(Cli, BadInputFailsWithAClearMessageAndChangesNothing) {
        "at most half the session ttl"},
       {{"group", "create", "bad name!", "--dsn", dsn}, 2, "is invalid"},
       {{"group", "create", "g", "--dsn", dsn}, 1, "already exists"},
+      {{"group", "create", "h", "--ordering", "fifo", "--dsn", dsn},
+       2,
+       "--ordering=fifo: 'fifo' is not an ordering: use key"},
+      {{"group", "create", "h", "--ordering", "", "--dsn", dsn},
+       2,
+       "or none (items of a key may run concurrently)"},
+      {{"consume", "--group", "g", "--fail_rate", "1.5", "--dsn", dsn},
+       2,
+       "--fail_rate=1.5 is not a probability: give a number from 0 to 1"},
+      {{"consume", "--group", "g", "--fail_rate", "-0.1", "--dsn", dsn},
+       2,
+       "--fail_rate=-0.1 is not a probability"},
+      {{"produce", "--group", "g", "--fail_rate", "0.1", "--dsn", dsn},
+       2,
+       "--fail_rate does not apply to `sqlgroup produce`"},
       {{"consume", "--dsn", dsn}, 2, "--group is required"},
       {{"consume", "--group", "g", "--members", "0", "--dsn", dsn},
        2,
@@ -228,9 +289,11 @@ TEST(Cli, TheDsnComesFromTheEnvironmentWhenNoFlagIsGiven) {
   TestDatabase db;
   const auto r = RunCli({"migrate"}, {{"SQLGROUP_DSN", db.dsn()}});
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, HasSubstr("from version 0 to 5"));
+  EXPECT_THAT(r.out, HasSubstr(absl::StrCat("from version 0 to ",
+                                            SchemaVersionKnown())));
   const auto again = RunCli({"migrate"}, {{"SQLGROUP_DSN", db.dsn()}});
-  EXPECT_THAT(again.out, HasSubstr("up to date at version 5"));
+  EXPECT_THAT(again.out, HasSubstr(absl::StrCat("up to date at version ",
+                                                SchemaVersionKnown())));
 }
 
 TEST(Cli, GroupCommandsRoundTrip) {
@@ -247,10 +310,197 @@ TEST(Cli, GroupCommandsRoundTrip) {
   EXPECT_THAT(r.out, HasSubstr("\"part_count\":8"));
   EXPECT_THAT(r.out, HasSubstr("\"ttl_seconds\":4.000"));
   EXPECT_THAT(r.out, HasSubstr("\"heartbeat_seconds\":0.500"));
+  EXPECT_THAT(r.out, HasSubstr("\"ordering\":\"key\""));
   r = RunCli({"group", "describe", "orders", "--dsn", dsn});
-  EXPECT_THAT(r.out, HasSubstr("GROUP orders  parts=8"));
+  EXPECT_THAT(r.out, HasSubstr("GROUP orders  parts=8  ordering=key"));
+  r = RunCli({"group", "create", "audit", "--parts", "2", "--ordering", "none",
+              "--dsn", dsn});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("created group audit with 2 parts, ordering "
+                               "none"));
+  r = RunCli({"group", "describe", "audit", "--dsn", dsn});
+  EXPECT_THAT(r.out, HasSubstr("GROUP audit  parts=2  ordering=none"));
+  r = RunCli({"group", "describe", "audit", "--json", "--dsn", dsn});
+  EXPECT_THAT(r.out, HasSubstr("\"ordering\":\"none\""));
+  r = RunCli({"group", "list", "--dsn", dsn});
+  EXPECT_THAT(r.out, HasSubstr("ORDERING"));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("audit +2  none "));
+  EXPECT_THAT(r.out, ::testing::ContainsRegex("orders +8  key "));
+  r = RunCli({"group", "list", "--json", "--dsn", dsn});
+  EXPECT_THAT(r.out, HasSubstr("\"group\":\"audit\",\"parts\":2,"
+                               "\"ordering\":\"none\""));
   r = RunCli({"group", "delete", "orders", "--dsn", dsn});
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// Item n of a key carries n, counted over every produce run from the
+// key's tally, in the key's enqueue (id) order, padded to --payload_bytes.
+TEST(Cli, ProduceNumbersEachKeysItemsContinuingItsTally) {
+  TestDatabase db;
+  const std::string dsn = db.dsn();
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(
+      RunCli({"group", "create", "g", "--parts", "4", "--dsn", dsn}).exit_code,
+      0);
+  for (const char* count : {"7", "3"}) {
+    const auto r =
+        RunCli({"produce", "--group", "g", "--count", count, "--keys", "2",
+                "--payload_bytes", "6", "--dsn", dsn});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // k0 got items 0, 2, 4, 6 of the first run and 0, 2 of the second.
+  const std::string per_key =
+      "SELECT string_agg(convert_from(payload, 'UTF8'), '|' ORDER BY id) "
+      "FROM sqlgroup.items WHERE key = ";
+  EXPECT_EQ(Query(dsn, per_key + "'k0'"),
+            "1 xxxx|2 xxxx|3 xxxx|4 xxxx|5 xxxx|6 xxxx");
+  EXPECT_EQ(Query(dsn, per_key + "'k1'"), "1 xxxx|2 xxxx|3 xxxx|4 xxxx");
+  EXPECT_EQ(Query(dsn,
+                  "SELECT string_agg(key || '=' || n, ',' ORDER BY key) "
+                  "FROM sqlgroup_demo.produced"),
+            "k0=6,k1=4");
+  // Unkeyed items keep plain payloads of the size asked for.
+  ASSERT_EQ(RunCli({"produce", "--group", "g", "--count", "2",
+                    "--payload_bytes", "3", "--dsn", dsn})
+                .exit_code,
+            0);
+  EXPECT_EQ(Query(dsn,
+                  "SELECT string_agg(DISTINCT convert_from(payload, "
+                  "'UTF8'), ',') FROM sqlgroup.items WHERE key IS NULL"),
+            "xxx");
+}
+
+// --fail_rate fails deliveries before the handler writes: at 1 with one
+// attempt every item is dead-lettered and nothing recorded; at 0.25 with
+// attempts to spare every item is recorded exactly once, with its payload,
+// after retries.
+TEST(Cli, FailRateFailsDeliveriesBeforeTheHandlerWrites) {
+  TestDatabase db;
+  const std::string dsn = db.dsn();
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  for (const char* group : {"doomed", "retried"}) {
+    ASSERT_EQ(RunCli({"group", "create", group, "--parts", "2", "--dsn", dsn})
+                  .exit_code,
+              0);
+    ASSERT_EQ(RunCli({"produce", "--group", group, "--count", "40", "--keys",
+                      "4", "--dsn", dsn})
+                  .exit_code,
+              0);
+  }
+  const auto drained = [&](const std::string& group) {
+    return [&dsn, group] {
+      return Count(dsn,
+                   "SELECT count(*) FROM sqlgroup.items WHERE "
+                   "group_name = '" +
+                       group + "'") == 0;
+    };
+  };
+  ConsumeUntil(
+      dsn, "doomed",
+      {"--handler", "record", "--fail_rate", "1", "--max_attempts", "1"},
+      drained("doomed"));
+  EXPECT_EQ(Count(dsn,
+                  "SELECT count(*) FROM sqlgroup.dead_items WHERE "
+                  "last_error LIKE '%injected failure (--fail_rate=1)%'"),
+            40);
+  EXPECT_EQ(Count(dsn, "SELECT count(*) FROM sqlgroup_demo.results"), 0);
+
+  const std::string log = ConsumeUntil(
+      dsn, "retried",
+      {"--handler", "record", "--fail_rate", "0.25", "--max_attempts", "100"},
+      drained("retried"));
+  EXPECT_THAT(log, ::testing::ContainsRegex("failed=[1-9]"));
+  EXPECT_EQ(Count(dsn,
+                  "SELECT count(DISTINCT item_id) FROM "
+                  "sqlgroup_demo.results"),
+            40);
+  EXPECT_EQ(Count(dsn, "SELECT count(*) FROM sqlgroup_demo.results"), 40);
+  // Each key's numbers, from the stored payloads: 11..20, after the 10 of
+  // its items produced into "doomed" (a key's tally spans groups).
+  EXPECT_EQ(Query(dsn,
+                  "SELECT string_agg(DISTINCT s, ',') FROM (SELECT "
+                  "string_agg(substring(convert_from(payload, 'UTF8') "
+                  "FROM '^[0-9]+'), ',' ORDER BY substring("
+                  "convert_from(payload, 'UTF8') FROM '^[0-9]+')::int) "
+                  "AS s FROM sqlgroup_demo.results GROUP BY key) k"),
+            "11,12,13,14,15,16,17,18,19,20");
+}
+
+// The count handler proves per-key order from the numbers: 0 violations
+// for items acknowledged in order, and a number the key saw already (a
+// producer whose tally was set back) counted once.
+TEST(Cli, CountCountsItemsOfAKeyOutOfTheirOrder) {
+  TestDatabase db;
+  const std::string dsn = db.dsn();
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(
+      RunCli({"group", "create", "g", "--parts", "4", "--dsn", dsn}).exit_code,
+      0);
+  const auto produce = [&](const char* count) {
+    const auto r = RunCli({"produce", "--group", "g", "--count", count,
+                           "--keys", "3", "--dsn", dsn});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  };
+  const auto consume = [&] {
+    ConsumeUntil(dsn, "g", {"--handler", "count"}, [&] {
+      return Count(dsn, "SELECT count(*) FROM sqlgroup.items") == 0;
+    });
+  };
+  produce("30");
+  consume();
+  EXPECT_EQ(Query(dsn,
+                  "SELECT string_agg(key || ' n=' || n || ' last=' || "
+                  "last_seq || ' bad=' || order_violations, ',' "
+                  "ORDER BY key) FROM sqlgroup_demo.counters"),
+            "k0 n=10 last=10 bad=0,k1 n=10 last=10 bad=0,"
+            "k2 n=10 last=10 bad=0");
+  ExecSql(dsn, "UPDATE sqlgroup_demo.produced SET n = 8 WHERE key = 'k0'");
+  produce("3");  // k0's item is numbered 9 again
+  consume();
+  EXPECT_EQ(Query(dsn,
+                  "SELECT string_agg(key || ' n=' || n || ' last=' || "
+                  "last_seq || ' bad=' || order_violations, ',' "
+                  "ORDER BY key) FROM sqlgroup_demo.counters"),
+            "k0 n=11 last=9 bad=1,k1 n=11 last=11 bad=0,"
+            "k2 n=11 last=11 bad=0");
+}
+
+// Tables made by an older sqlgroup gain the newer columns (a payload for
+// `record`, the order check's for `count`) on first use, keeping their rows.
+TEST(Cli, DemoTablesOfAnOlderVersionGainTheNewColumns) {
+  TestDatabase db;
+  const std::string dsn = db.dsn();
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(RunCli({"group", "create", "g", "--dsn", dsn}).exit_code, 0);
+  ExecSql(dsn,
+          "CREATE SCHEMA sqlgroup_demo;"
+          "CREATE TABLE sqlgroup_demo.counters "
+          "  (key text PRIMARY KEY, n bigint NOT NULL);"
+          "CREATE TABLE sqlgroup_demo.produced "
+          "  (key text PRIMARY KEY, n bigint NOT NULL);"
+          "CREATE TABLE sqlgroup_demo.results "
+          "  (item_id uuid NOT NULL, key text, session_id uuid NOT NULL, "
+          "   part integer NOT NULL, epoch bigint NOT NULL, "
+          "   acked_at timestamptz NOT NULL DEFAULT clock_timestamp());"
+          "INSERT INTO sqlgroup_demo.counters VALUES ('old', 5)");
+  const auto r = RunCli(
+      {"produce", "--group", "g", "--count", "0", "--keys", "1", "--dsn", dsn});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Query(dsn,
+                  "SELECT string_agg(attrelid::regclass || '.' || "
+                  "attname, ',' ORDER BY attrelid::regclass::text, "
+                  "attname) FROM pg_attribute WHERE attnum > 0 AND "
+                  "attname IN ('payload', 'last_seq', "
+                  "'order_violations') AND attrelid IN ("
+                  "'sqlgroup_demo.counters'::regclass, "
+                  "'sqlgroup_demo.results'::regclass)"),
+            "sqlgroup_demo.counters.last_seq,"
+            "sqlgroup_demo.counters.order_violations,"
+            "sqlgroup_demo.results.payload");
+  EXPECT_EQ(Query(dsn,
+                  "SELECT key || n || coalesce(last_seq::text, '-') || "
+                  "order_violations FROM sqlgroup_demo.counters"),
+            "old5-0");
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
-// The pure parts of the CLI: handler specs and describe output.
+// The pure parts of the CLI: handler specs, numbered payloads, the
+// ordering setting and describe output.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "cli/describe_format.h"
 #include "cli/handlers.h"
+#include "cli/numbered_items.h"
 
 namespace sqlgroup::cli {
 namespace {
@@ -25,6 +29,73 @@ TEST(HandlerSpec, MalformedSpecsNameTheAcceptedForms) {
     EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(spec.status().message(), HasSubstr("use noop, count")) << bad;
   }
+}
+
+TEST(FailRate, OnlyProbabilitiesAreAccepted) {
+  for (double ok : {0.0, 0.05, 1.0}) EXPECT_TRUE(CheckFailRate(ok).ok()) << ok;
+  for (double bad : {-0.1, 1.5, std::nan("")}) {
+    const absl::Status s = CheckFailRate(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("--fail_rate=")) << bad;
+    EXPECT_THAT(s.message(), HasSubstr("from 0 to 1")) << bad;
+  }
+}
+
+TEST(NumberedItems, PayloadsBeginWithTheNumberAndArePaddedToTheSize) {
+  struct Case {
+    int64_t seq;
+    size_t bytes;
+    const char* payload;
+  };
+  const Case cases[] = {
+      {7, 16, "7 xxxxxxxxxxxxxx"},
+      {1, 0, "1"},
+      {12, 2, "12"},
+      {12, 3, "12 "},
+      {12345, 3, "12345"},
+      {10, 4, "10 x"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(SequencedPayload(c.seq, c.bytes), c.payload) << c.seq;
+    EXPECT_EQ(PayloadSequence(c.payload), c.seq) << c.payload;
+  }
+}
+
+TEST(NumberedItems, PayloadsThatDoNotBeginWithADigitAreUnnumbered) {
+  for (const char* p : {"", "x", "demo", " 1", "-1", "99999999999999999999"}) {
+    EXPECT_EQ(PayloadSequence(p), std::nullopt) << p;
+  }
+  EXPECT_EQ(PayloadSequence(std::string("42\0\xff", 4)), 42);
+}
+
+TEST(Ordering, NamesRoundTripAndAnythingElseIsRefusedNamingTheChoices) {
+  for (Ordering o : {Ordering::kKey, Ordering::kNone}) {
+    EXPECT_EQ(ParseOrdering(OrderingName(o)).value(), o);
+  }
+  EXPECT_STREQ(OrderingName(Ordering::kKey), "key");
+  EXPECT_EQ(GroupConfig().ordering, Ordering::kKey);
+  for (const char* bad : {"", "Key", "fifo", "none "}) {
+    const auto o = ParseOrdering(bad);
+    EXPECT_EQ(o.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(o.status().message(), HasSubstr("use key")) << bad;
+    EXPECT_THAT(o.status().message(), HasSubstr("or none")) << bad;
+  }
+}
+
+TEST(DescribeFormat, EveryFormShowsTheOrdering) {
+  GroupDescription d;
+  d.config = {.name = "g", .parts = 1, .ordering = Ordering::kNone};
+  EXPECT_THAT(DescriptionText(d), HasSubstr("GROUP g  parts=1  ordering=none"));
+  EXPECT_THAT(DescriptionJson(d), HasSubstr(R"("ordering":"none")"));
+  const std::vector<GroupConfig> groups = {
+      {.name = "a", .parts = 2},
+      {.name = "b", .parts = 3, .ordering = Ordering::kNone}};
+  const std::string list = GroupListText(groups);
+  EXPECT_THAT(list, HasSubstr("ORDERING"));
+  EXPECT_THAT(list, ::testing::ContainsRegex("a +2  key "));
+  EXPECT_THAT(list, ::testing::ContainsRegex("b +3  none "));
+  EXPECT_THAT(GroupListJson(groups),
+              HasSubstr(R"("group":"b","parts":3,"ordering":"none")"));
 }
 
 TEST(DescribeFormat, JsonEscapesAndCarriesEveryField) {
