@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/time/clock.h"
+#include "key_placement.h"
 
 namespace sqlgroup {
 
@@ -18,13 +19,39 @@ PartScheduler::PartScheduler(absl::Duration idle_poll,
       last_lag_(absl::Now()) {}
 
 void PartScheduler::Enqueue(int part, Entry& e) {
-  if (e.queued || e.revoked || in_flight_.count(part)) return;
+  if (e.revoked) return;
+  if (e.offers) {
+    // Offered items go out while other workers hold the part's other keys;
+    // a claim waits for the one that is out.
+    if (e.offered.empty() && e.claiming) {
+      e.claim_again = true;
+      return;
+    }
+  } else if (InFlight(part) > 0) {
+    return;  // one worker per part (or per take, while an old one ends)
+  }
+  if (e.queued) return;
   e.queued = true;
   run_queue_.push_back(part);
 }
 
 bool PartScheduler::Idle(int part, const Entry& e) const {
-  return !e.queued && !e.revoked && !in_flight_.count(part);
+  return !e.queued && !e.revoked && InFlight(part) == 0 && e.offered.empty();
+}
+
+int PartScheduler::InFlight(int part) const {
+  auto it = in_flight_.find(part);
+  return it == in_flight_.end() ? 0 : it->second;
+}
+
+void PartScheduler::Left(int part) {
+  auto it = in_flight_.find(part);
+  if (it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
+}
+
+void PartScheduler::DropOffered(Entry& e) {
+  for (const Item& item : e.offered) e.keys.erase(BlockOf(*ParseUuid(item.id)));
+  e.offered.clear();
 }
 
 void PartScheduler::Add(const store::ClaimRef& ref, KeyRange range) {
@@ -39,7 +66,10 @@ void PartScheduler::Add(const store::ClaimRef& ref, KeyRange range) {
 void PartScheduler::Revoke(int part) {
   absl::MutexLock lock(&mu_);
   auto it = parts_.find(part);
-  if (it != parts_.end()) it->second.revoked = true;
+  if (it == parts_.end()) return;
+  it->second.revoked = true;
+  // Items not yet with a handler stay in the table for the next owner.
+  DropOffered(it->second);
 }
 
 void PartScheduler::Unrevoke(int part) {
@@ -57,7 +87,7 @@ void PartScheduler::Remove(int part) {
 
 bool PartScheduler::Busy(int part) const {
   absl::MutexLock lock(&mu_);
-  return in_flight_.count(part) > 0;
+  return InFlight(part) > 0;
 }
 
 bool PartScheduler::AnyBusy() const {
@@ -231,12 +261,27 @@ PartTask PartScheduler::Next() {
       Entry& e = it->second;
       e.queued = false;
       if (e.revoked) continue;  // revoked while queued
-      in_flight_.insert(part);
       PartTask task;
-      task.kind = PartTask::Kind::kClaim;
       task.ref = e.ref;
       task.range = e.range;
+      if (!e.offered.empty()) {
+        task.kind = PartTask::Kind::kItem;
+        task.item = std::move(e.offered.front());
+        e.offered.pop_front();
+        ++in_flight_[part];
+        // The rest, or the next claim, behind the other parts' turns.
+        if (!e.offered.empty() || e.claim_again) Enqueue(part, e);
+        return task;
+      }
+      if (e.claiming) continue;  // stale: the claim that is out re-queues
+      ++in_flight_[part];
+      task.kind = PartTask::Kind::kClaim;
       task.cursor = e.cursor;
+      task.finished = e.finished;
+      if (e.offers) {
+        e.claiming = true;
+        e.claim_again = false;
+      }
       return task;
     }
   }
@@ -245,7 +290,7 @@ PartTask PartScheduler::Next() {
 void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
                                 Uuid128 next_cursor) {
   absl::MutexLock lock(&mu_);
-  in_flight_.erase(part);
+  Left(part);
   auto it = parts_.find(part);
   if (it == parts_.end()) return;
   Entry& e = it->second;
@@ -254,11 +299,69 @@ void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
     Enqueue(part, e);
     return;
   }
+  e.claiming = false;
   e.cursor = next_cursor;
-  if (found) {
-    last_work_ = absl::Now();
+  if (found || e.claim_again) {
+    if (found) last_work_ = absl::Now();
     Enqueue(part, e);
   }
+}
+
+size_t PartScheduler::Offer(int part, int64_t epoch, uint64_t finished,
+                            std::vector<Item> items, Uuid128 next_cursor) {
+  absl::MutexLock lock(&mu_);
+  Left(part);
+  auto it = parts_.find(part);
+  if (it == parts_.end()) return 0;
+  Entry& e = it->second;
+  if (e.ref.epoch != epoch) {
+    Enqueue(part, e);  // the new take starts fresh
+    return 0;
+  }
+  e.offers = true;
+  e.claiming = false;
+  e.cursor = next_cursor;
+  size_t taken = 0;
+  bool stale = false;
+  for (Item& item : items) {
+    const uint64_t key = BlockOf(*ParseUuid(item.id));
+    auto done = e.finished_at.find(key);
+    if (done != e.finished_at.end() && done->second > finished) {
+      stale = true;  // read before its key's last ack committed
+      continue;
+    }
+    if (!e.keys.insert(key).second) continue;  // with a worker already
+    e.offered.push_back(std::move(item));
+    ++taken;
+  }
+  // Only claims handed out before a key finished need to know; none is out.
+  e.finished_at.clear();
+  if (taken > 0 || stale) {
+    last_work_ = absl::Now();
+    e.claim_again = true;  // the sweep goes on past these keys
+  }
+  if (!e.offered.empty() || e.claim_again) Enqueue(part, e);
+  return taken;
+}
+
+void PartScheduler::FinishItem(int part, int64_t epoch, const Item& item,
+                               bool again) {
+  absl::MutexLock lock(&mu_);
+  Left(part);
+  auto it = parts_.find(part);
+  if (it == parts_.end()) return;
+  Entry& e = it->second;
+  if (e.ref.epoch != epoch) {
+    Enqueue(part, e);  // the new take waited for this worker
+    return;
+  }
+  const uint64_t key = BlockOf(*ParseUuid(item.id));
+  e.keys.erase(key);
+  e.finished_at[key] = ++e.finished;
+  if (!again) return;
+  last_work_ = absl::Now();
+  e.claim_again = true;  // the key's next item may be due now
+  Enqueue(part, e);
 }
 
 void PartScheduler::FinishProbe(const std::vector<int>& due) {

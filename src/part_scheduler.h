@@ -28,12 +28,17 @@
 namespace sqlgroup {
 
 struct PartTask {
-  enum class Kind { kClaim, kProbe, kMeasureLag, kStop };
+  enum class Kind { kClaim, kItem, kProbe, kMeasureLag, kStop };
   Kind kind = Kind::kStop;
   // kClaim: the take to claim under, its range and the sweep cursor.
+  // kItem: the take and one item claimed under it, to handle.
   store::ClaimRef ref;
   KeyRange range{};
   Uuid128 cursor = 0;
+  // kClaim: the count of the part's finished keys when the claim was handed
+  // out (Offer tells by it which keys finished while it read).
+  uint64_t finished = 0;
+  Item item;
   // kProbe: the idle parts to look at; kMeasureLag: every owned part.
   std::vector<int> probe_parts;
   std::vector<KeyRange> probe_ranges;
@@ -80,6 +85,22 @@ class PartScheduler {
   // After a claim task. `found` says whether the claim returned items (the
   // part stays in the rotation) or not (it goes idle).
   void FinishClaim(int part, int64_t epoch, bool found, Uuid128 next_cursor);
+
+  // Per-key order with a handler of single items: instead of handling its
+  // claim itself, the worker offers the claimed heads here, and they go to
+  // workers one at a time (kItem), so the keys of one part run in parallel
+  // and a slow item holds up its own key only. A key is given to one worker
+  // at a time: a head whose key is with a handler, or finished since
+  // `finished` (the claim may have read it before its ack committed), is
+  // left for a later claim. Ends the claim task like FinishClaim; the
+  // sweep goes on at `next_cursor`. Returns how many items were taken.
+  size_t Offer(int part, int64_t epoch, uint64_t finished,
+               std::vector<Item> items, Uuid128 next_cursor);
+  // After a kItem task: the item's key is free again (its next item may
+  // be due: the part is claimed again). `again`: false when the item could
+  // not be settled for a reason that would repeat at once (a broken
+  // connection); the part then waits for a probe.
+  void FinishItem(int part, int64_t epoch, const Item& item, bool again);
   void FinishProbe(const std::vector<int>& due);
   // A probe failed: idle parts stay idle until the next one.
   void AbandonProbe();
@@ -104,6 +125,16 @@ class PartScheduler {
     Uuid128 cursor = 0;
     bool queued = false;  // in run_queue_
     bool revoked = false;
+    // Under Offer (per-key order, items one at a time):
+    std::deque<Item> offered;  // claimed heads waiting for a worker
+    // Keys (id blocks) offered or with a handler: one worker per key.
+    std::set<uint64_t> keys;
+    bool offers = false;       // this take's claims are offered
+    bool claiming = false;     // a claim task is out
+    bool claim_again = false;  // another claim may find more
+    // Keys finished so far, and when each recent one did (by that count).
+    uint64_t finished = 0;
+    std::map<uint64_t, uint64_t> finished_at;
   };
 
   bool HasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -119,6 +150,12 @@ class PartScheduler {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(int part, Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Idle(int part, const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Workers on `part` (claims and items), whatever the take.
+  int InFlight(int part) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One worker less on `part`.
+  void Left(int part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets the offered items of `e` that no worker has started.
+  static void DropOffered(Entry& e);
 
   const absl::Duration idle_poll_;
   const absl::Duration lag_interval_;
@@ -127,10 +164,11 @@ class PartScheduler {
 
   mutable absl::Mutex mu_;
   std::map<int, Entry> parts_ ABSL_GUARDED_BY(mu_);
-  // Parts a worker is on, whatever the take: kept apart from parts_ so that
+  // Workers on each part, whatever the take: kept apart from parts_ so that
   // removing a part and taking it back while a worker still finishes the
-  // old take never puts a second worker on the part.
-  std::set<int> in_flight_ ABSL_GUARDED_BY(mu_);
+  // old take never puts a second worker on the part's keys. Only parts
+  // with a worker have an entry.
+  std::map<int, int> in_flight_ ABSL_GUARDED_BY(mu_);
   std::deque<int> run_queue_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
   bool probing_ ABSL_GUARDED_BY(mu_) = false;

@@ -83,6 +83,9 @@ void PartWorker::Run() {
       case PartTask::Kind::kClaim:
         RunClaim(task);
         break;
+      case PartTask::Kind::kItem:
+        RunItem(task);
+        break;
       case PartTask::Kind::kProbe:
         RunProbe(task);
         break;
@@ -235,6 +238,13 @@ void PartWorker::RunClaim(const PartTask& task) {
   }
   metrics_.Claimed(static_cast<int64_t>(items->size()),
                    absl::Now() - claim_start);
+  if (key_order && !config_.batch_handler) {
+    // One item at a time, on whichever workers are free: the keys of the
+    // part run in parallel.
+    const Uuid128 next = After(*items, task.range, key_order);
+    scheduler_.Offer(ref.part, epoch, task.finished, std::move(*items), next);
+    return;
+  }
   std::vector<Item> batch = std::move(*items);
   bool carried = false;  // `batch` came with the previous batch's ack
   Uuid128 next;
@@ -319,6 +329,25 @@ absl::StatusOr<std::vector<Item>> PartWorker::ClaimKeyHeads(
       *from = claim->resume;
     }
   }
+}
+
+void PartWorker::RunItem(const PartTask& task) {
+  const store::ClaimRef& ref = task.ref;
+  bool again = true;
+  if (!EnsureConnected() || !FollowTtl()) {
+    again = false;  // read again after a probe
+  } else if (!scheduler_.ShouldYield(ref.part, ref.epoch)) {
+    if (HandleBatch(ref, {task.item}) == Outcome::kBroken) {
+      // As for a claim that broke: the part waits instead of spinning.
+      again = false;
+      scheduler_.ExpectAt(absl::Now() + Backoff(++broken_in_a_row_,
+                                                absl::Milliseconds(100),
+                                                absl::Seconds(5)));
+    } else {
+      broken_in_a_row_ = 0;
+    }
+  }
+  scheduler_.FinishItem(ref.part, ref.epoch, task.item, again);
 }
 
 PartWorker::Progress PartWorker::ProcessItems(const store::ClaimRef& ref,

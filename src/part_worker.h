@@ -85,6 +85,9 @@ class PartWorker {
   // `*from` ends where the claim that found them started.
   absl::StatusOr<std::vector<Item>> ClaimKeyHeads(const PartTask& task,
                                                   Uuid128* from);
+  // One item a claim offered to the scheduler (per-key order, single
+  // items): handled, acknowledged or released, then its key is free.
+  void RunItem(const PartTask& task);
   void RunProbe(const PartTask& task);
   void RunMeasureLag(const PartTask& task);
   // The part's next claim, to be sent with the ack of a batch when the

@@ -4,6 +4,7 @@
 // with an item in flight, while other keys of the same part go on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <pqxx/pqxx>
@@ -47,6 +48,18 @@ class KeyWatch {
   void Begin(const Seq& s) {
     absl::MutexLock lock(&mu_);
     if (!in_flight_.insert(s.key).second) ++concurrent_;
+    most_ = std::max(most_, in_flight_.size());
+  }
+  // Waits up to `timeout` until `n` keys are with handlers at once.
+  bool AwaitKeysInFlight(size_t n, absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    auto enough = [this, n]()
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return most_ >= n; };
+    return mu_.AwaitWithTimeout(absl::Condition(&enough), timeout);
+  }
+  size_t most() const {
+    absl::MutexLock lock(&mu_);
+    return most_;
   }
   void End(const Seq& s) {
     absl::MutexLock lock(&mu_);
@@ -61,6 +74,7 @@ class KeyWatch {
   mutable absl::Mutex mu_;
   std::set<std::string> in_flight_ ABSL_GUARDED_BY(mu_);
   int concurrent_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t most_ ABSL_GUARDED_BY(mu_) = 0;  // keys with handlers at once
 };
 
 class KeyOrderTest : public testing::ConsumerFixture {
@@ -168,6 +182,60 @@ TEST_F(KeyOrderTest, AKeysItemsAreHandledOneAtATimeInEnqueueOrder) {
   EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM acks"), kKeys * kPerKey);
   EXPECT_EQ(OutOfOrderKeys(kPerKey), 0);
   EXPECT_EQ(watch.concurrent(), 0);
+}
+
+TEST_F(KeyOrderTest, TheKeysOfOnePartRunOnSeveralWorkersAtOnce) {
+  CreateGroup("g", 1);
+  constexpr int kKeys = 6, kPerKey = 4;
+  ProduceKeyed("g", kKeys, kPerKey);
+  KeyWatch watch;
+  std::atomic<bool> met{false};
+  ConsumerOptions o = Options("g", [&](const Item& item, AckTransaction& ack) {
+    const Seq s = ParsePayload(item.payload);
+    watch.Begin(s);
+    // The first items wait (up to a bound) until three keys of the one
+    // part are with handlers together: only parallel keys get there.
+    if (s.seq == 0 && watch.AwaitKeysInFlight(3, absl::Seconds(5))) met = true;
+    RecordAck(item, ack);
+    watch.End(s);
+    return absl::OkStatus();
+  });
+  o.workers = 4;
+  auto c = Start(o);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  EXPECT_TRUE(c->Stop().ok());
+  EXPECT_TRUE(met.load()) << "at most " << watch.most() << " keys at once";
+  EXPECT_EQ(watch.concurrent(), 0);
+  EXPECT_EQ(OutOfOrderKeys(kPerKey), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM acks"), kKeys * kPerKey);
+}
+
+TEST_F(KeyOrderTest, ASlowItemHoldsUpOnlyItsOwnKey) {
+  CreateGroup("g", 1);
+  constexpr int kKeys = 5, kPerKey = 8;
+  ProduceKeyed("g", kKeys, kPerKey);
+  std::atomic<bool> others_done_meanwhile{false};
+  ConsumerOptions o = Options("g", [&](const Item& item, AckTransaction& ack) {
+    const Seq s = ParsePayload(item.payload);
+    if (s.key == "key-0" && s.seq == 0) {
+      // Stays with its handler until every other key's items are
+      // acknowledged (or a bound passes): they must not wait for it.
+      others_done_meanwhile = WaitFor(
+          [&] {
+            return Count("SELECT count(*) FROM acks WHERE key <> 'key-0'") ==
+                   (kKeys - 1) * kPerKey;
+          },
+          absl::Seconds(20));
+    }
+    RecordAck(item, ack);
+    return absl::OkStatus();
+  });
+  o.workers = 2;
+  auto c = Start(o);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  EXPECT_TRUE(c->Stop().ok());
+  EXPECT_TRUE(others_done_meanwhile.load());
+  EXPECT_EQ(OutOfOrderKeys(kPerKey), 0);
 }
 
 TEST_F(KeyOrderTest, AFailingHeadHoldsBackOnlyItsKey) {

@@ -6,10 +6,12 @@
 
 #include <atomic>
 #include <functional>
+#include <set>
 #include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "key_placement.h"
 
 namespace sqlgroup {
 namespace {
@@ -300,6 +302,88 @@ TEST(PartScheduler, AnAlwaysBusyPartDoesNotHoldBackTheProbeOfIdleOnes) {
     }
   }
   EXPECT_TRUE(probed);
+}
+
+// Per-key order with single items: claims offer heads, workers take them.
+
+// An item of key block `block` (its id's top 64 bits), at `time`.
+Item ItemOf(uint64_t block, uint64_t time = 1) {
+  Item item;
+  item.id = FormatUuid(KeyedItemId(block, time, 0));
+  return item;
+}
+
+// A part with one claim out (per-key order), as after a probe found work.
+PartTask ClaimOut(PartScheduler& s, int part = 0, int64_t epoch = 1) {
+  s.Add(Ref(part, epoch), PartRange(part, 1));
+  ProbeFindsWork(s, {part});
+  const PartTask claim = s.Next();
+  EXPECT_EQ(claim.kind, PartTask::Kind::kClaim);
+  return claim;
+}
+
+TEST(PartScheduler, OfferedKeysOfOnePartGoToSeveralWorkersAtOnce) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  const PartTask claim = ClaimOut(s);
+  EXPECT_EQ(s.Offer(0, 1, claim.finished, {ItemOf(10), ItemOf(11), ItemOf(12)},
+                    claim.range.first),
+            3u);
+  std::set<std::string> handed;
+  for (int i = 0; i < 3; ++i) {
+    const PartTask t = s.Next();
+    ASSERT_EQ(t.kind, PartTask::Kind::kItem);
+    handed.insert(t.item.id);
+  }
+  EXPECT_EQ(handed.size(), 3u);  // three workers hold part 0 together
+  EXPECT_TRUE(s.Busy(0));
+  // With all three out, the sweep goes on: a claim for further keys.
+  EXPECT_EQ(s.Next().kind, PartTask::Kind::kClaim);
+}
+
+TEST(PartScheduler, AKeyWithAWorkerIsNeverOfferedAgain) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  PartTask claim = ClaimOut(s);
+  ASSERT_EQ(s.Offer(0, 1, claim.finished, {ItemOf(10)}, claim.range.first), 1u);
+  const PartTask item = s.Next();
+  ASSERT_EQ(item.kind, PartTask::Kind::kItem);
+  claim = s.Next();
+  ASSERT_EQ(claim.kind, PartTask::Kind::kClaim);
+  // The claim read the head that is with a handler, and a new key.
+  EXPECT_EQ(s.Offer(0, 1, claim.finished, {ItemOf(10), ItemOf(20)},
+                    claim.range.first),
+            1u);
+  EXPECT_EQ(s.Next().item.id, ItemOf(20).id);
+}
+
+TEST(PartScheduler, AHeadReadBeforeItsKeyFinishedIsNotHandedOutAgain) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  PartTask claim = ClaimOut(s);
+  ASSERT_EQ(s.Offer(0, 1, claim.finished, {ItemOf(10)}, claim.range.first), 1u);
+  const PartTask item = s.Next();
+  claim = s.Next();  // reads the table while item 10 is being acknowledged
+  s.FinishItem(0, 1, item.item, true);
+  // Its read saw the acknowledged item still there: it must not go out.
+  EXPECT_EQ(s.Offer(0, 1, claim.finished, {ItemOf(10)}, claim.range.first), 0u);
+  // A claim handed out after the finish may offer the key's next item.
+  claim = s.Next();
+  ASSERT_EQ(claim.kind, PartTask::Kind::kClaim);
+  EXPECT_EQ(s.Offer(0, 1, claim.finished, {ItemOf(10, 2)}, claim.range.first),
+            1u);
+}
+
+TEST(PartScheduler, ARevokedPartDropsItsOfferedItemsAndWaitsForItsWorkers) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  const PartTask claim = ClaimOut(s);
+  ASSERT_EQ(s.Offer(0, 1, claim.finished, {ItemOf(1), ItemOf(2), ItemOf(3)},
+                    claim.range.first),
+            3u);
+  const PartTask item = s.Next();
+  s.Revoke(0);
+  EXPECT_TRUE(s.Busy(0));  // one item is with a handler
+  s.FinishItem(0, 1, item.item, true);
+  EXPECT_FALSE(s.Busy(0));  // the two not started stay in the table
+  s.Unrevoke(0);
+  EXPECT_EQ(s.Next().kind, PartTask::Kind::kClaim);
 }
 
 }  // namespace
