@@ -322,21 +322,19 @@ size_t PartScheduler::Offer(int part, int64_t epoch, uint64_t finished,
   e.claiming = false;
   e.cursor = next_cursor;
   size_t taken = 0;
-  bool stale = false;
   for (Item& item : items) {
     const uint64_t key = BlockOf(*ParseUuid(item.id));
     auto done = e.finished_at.find(key);
-    if (done != e.finished_at.end() && done->second > finished) {
-      stale = true;  // read before its key's last ack committed
-      continue;
-    }
+    // Read before its key's last ack committed. That finish asked for the
+    // next claim already, unless it asked the part to wait (a broken ack).
+    if (done != e.finished_at.end() && done->second > finished) continue;
     if (!e.keys.insert(key).second) continue;  // with a worker already
     e.offered.push_back(std::move(item));
     ++taken;
   }
   // Only claims handed out before a key finished need to know; none is out.
   e.finished_at.clear();
-  if (taken > 0 || stale) {
+  if (taken > 0) {
     last_work_ = absl::Now();
     e.claim_again = true;  // the sweep goes on past these keys
   }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <pqxx/pqxx>
 
 #include "absl/cleanup/cleanup.h"
 #include "sqlgroup/assignor.h"
@@ -31,6 +32,13 @@ class RebalanceWakeupTest : public testing::ConsumerFixture {
 
 TEST_F(RebalanceWakeupTest, ADropWakesTheMemberWaitingForThePart) {
   CreateGroup("g", 8);
+  // One worker per part, so that 8 workers hold all 8 parts: under
+  // ordering 'key' the workers would share the keys of one part instead.
+  {
+    pqxx::work tx(*conn_);
+    tx.exec("UPDATE sqlgroup.groups SET ordering = 'none' WHERE name = 'g'");
+    tx.commit();
+  }
   // a works on every part at once and holds each item until released, so
   // none of its parts can be dropped before then (drain deadline 30 s).
   std::atomic<bool> hold{true};
