@@ -236,15 +236,19 @@ void PartWorker::RunClaim(const PartTask& task) {
     scheduler_.FinishClaim(ref.part, epoch, false, task.range.first);
     return;
   }
-  metrics_.Claimed(static_cast<int64_t>(items->size()),
-                   absl::Now() - claim_start);
   if (key_order && !config_.batch_handler) {
     // One item at a time, on whichever workers are free: the keys of the
-    // part run in parallel.
+    // part run in parallel. Heads whose key is with a handler already are
+    // not claims.
+    const absl::Duration took = absl::Now() - claim_start;
     const Uuid128 next = After(*items, task.range, key_order);
-    scheduler_.Offer(ref.part, epoch, task.finished, std::move(*items), next);
+    const size_t taken = scheduler_.Offer(ref.part, epoch, task.finished,
+                                          std::move(*items), next);
+    if (taken > 0) metrics_.Claimed(static_cast<int64_t>(taken), took);
     return;
   }
+  metrics_.Claimed(static_cast<int64_t>(items->size()),
+                   absl::Now() - claim_start);
   std::vector<Item> batch = std::move(*items);
   bool carried = false;  // `batch` came with the previous batch's ack
   Uuid128 next;
