@@ -24,11 +24,21 @@ table at the end):
               parts moved against the minimum; with NOTIFY and polling only.
   footprint   peak RSS and connections of one `sqlgroup consume` owning 1
               and 64 parts.
+  keyed       keyed items (issue 19), one Consumer with `--keyed_consumers`
+              workers (8), per-item and batch handler, each repetition
+              running side by side: items over `--keys` keys (1,000) against
+              unkeyed items, both in groups of ordering 'key'; the same keys
+              under ordering 'none'; and a hot key carrying `--hot_share`
+              (half) of the items, the rest over the other 999 keys: the
+              other keys' items/s against the even spread's, and the hot
+              key's own. Backlogs loaded through the Producer, each in its
+              own group (kb_<items>_<ordering>), kept and topped up.
 
 Usage:
-  bench/run_bench.py --quick            # about 10 minutes here
+  bench/run_bench.py --quick            # about 13 minutes here (keyed: ~3)
   bench/run_bench.py                    # the full profile (10M backlog)
   bench/run_bench.py --sections throughput --counts 8 --reps 5
+  bench/run_bench.py --sections keyed   # issue 19: ~6 minutes at load 5-7
   bench/run_bench.py --before /tmp/sqlgroup_bench_old  # also runs an older
         harness build's sqlgroup systems in the same run, as *_before
 """
@@ -334,6 +344,148 @@ def footprint_table():
                                           r["threads"], r["connections"]))
 
 
+# ---------------------------------------------------------------- keyed
+
+# (items, ordering) of the keyed section, each one group's backlog:
+# unkeyed items and items over --keys keys, both under ordering 'key' (the
+# default); the same keys under 'none'; a hot key with the other keys.
+KEYED_RUNS = [("unkeyed", "key"), ("keys", "key"), ("keys", "none"),
+              ("hot", "key")]
+
+
+def run_keyed():
+    # Waiting items (of the other keys, for `hot`) before each run: the
+    # default, then twice what a run of that kind consumed (so the next one
+    # does not run dry), more after a run that did.
+    backlogs = {}
+    start = time.monotonic()
+    for rep in range(ARGS.keyed_reps):
+        for handler in ARGS.keyed_handlers:
+            # Rotate the order each repetition: no kind always runs first.
+            k = rep % len(KEYED_RUNS)
+            for items, ordering in KEYED_RUNS[k:] + KEYED_RUNS[:k]:
+                kind = (items, ordering, handler)
+                backlog = backlogs.get(kind, ARGS.keyed_backlog_batch
+                                       if handler == "batch" else
+                                       ARGS.keyed_backlog_item)
+                for attempt in range(3):
+                    load = os.getloadavg()[0]
+                    lines, code = harness(
+                        ARGS.harness, "keyed", "--items=" + items,
+                        "--ordering=" + ordering, "--handler=" + handler,
+                        "--keys=%d" % ARGS.keys,
+                        "--hot_share=%g" % ARGS.hot_share,
+                        "--consumers=%d" % ARGS.keyed_consumers,
+                        "--batch=%d" % ARGS.batch,
+                        "--backlog=%d" % backlog,
+                        "--warmup=%g" % ARGS.warmup,
+                        "--seconds=%g" % ARGS.keyed_seconds)
+                    r = lines[-1]
+                    used = r["consumed_other"]
+                    if code == 0:
+                        backlogs[kind] = max(backlog, 2 * used)
+                        break
+                    backlog = max(2 * backlog, 3 * used)
+                    log("keyed %s/%s/%s ran out of backlog; retrying with %d"
+                        % (items, ordering, handler, backlog))
+                r["rep"] = rep
+                r["load_avg"] = load
+                # Still dry after three tries: kept out of the medians.
+                r["ran_dry"] = code != 0
+                emit(r)
+    log("keyed: %.0f s" % (time.monotonic() - start))
+
+
+def keyed_table():
+    rows = [r for r in RESULTS if r["bench"] == "keyed"
+            and not r.get("ran_dry")]
+    if not rows:
+        return
+    by = {}
+    for r in rows:
+        by.setdefault((r["handler"], r["items_kind"], r["ordering"]),
+                      []).append(r)
+    reps = len({r["rep"] for r in rows})
+    keys = max(r["keys"] for r in rows)
+    consumers = rows[0]["consumers"]
+
+    def med(kind, field="items_per_s"):
+        return median([x[field] for x in by.get(kind, []) if field in x])
+
+    # Runs of one repetition ran back to back: the median of their
+    # per-repetition ratios is steadier than a ratio of medians.
+    def ratio(kind, other, field="items_per_s"):
+        mine = {x["rep"]: x[field] for x in by.get(kind, [])}
+        theirs = {x["rep"]: x["items_per_s"] for x in by.get(other, [])}
+        return median([mine[r] / theirs[r] for r in mine
+                       if r in theirs and theirs[r] > 0])
+
+    loads = [r["load_avg"] for r in rows if "load_avg" in r]
+    print("\n## Keyed items: items acknowledged per second (%d consumers, "
+          "%d keys, median of %d%s)\n" % (
+              consumers, keys, reps,
+              "; load average %.1f-%.1f" % (min(loads), max(loads))
+              if loads else ""))
+    print("| handler | items | ordering | items/s | vs unkeyed | "
+          "vs ordering key | other keys items/s | other keys vs even "
+          "spread | hot key items/s | items / handler call | top wait |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+          "| --- |")
+    names = {"unkeyed": "unkeyed", "keys": "%d keys" % keys,
+             "hot": "hot key %d%% + %d keys" % (
+                 100 * max(r["hot_share"] for r in rows), keys - 1)}
+    targets = []
+    for handler in ("item", "batch"):
+        for items, ordering in KEYED_RUNS:
+            kind = (handler, items, ordering)
+            if kind not in by:
+                continue
+            unkeyed = (handler, "unkeyed", "key")
+            even = (handler, "keys", "key")
+            top = {}
+            for x in by[kind]:
+                for e, c in x["waits"]["top"].items():
+                    top[e] = top.get(e, 0) + c
+            vs_unkeyed = vs_key = vs_even = float("nan")
+            other = hot = "-"
+            if items == "keys" and ordering == "key":
+                vs_unkeyed = ratio(kind, unkeyed)
+                targets.append(("%s handler: %d keys vs unkeyed >= 0.90x" %
+                                (handler, keys), vs_unkeyed, 0.9))
+            if items == "keys" and ordering == "none":
+                vs_key = ratio(kind, even)
+            if items == "hot":
+                vs_even = ratio(kind, even, "other_per_s")
+                other = "%.0f" % med(kind, "other_per_s")
+                hot = "%.1f" % med(kind, "hot_per_s")
+                targets.append(("%s handler: other keys beside a hot key vs "
+                                "an even spread >= 0.80x" % handler,
+                                vs_even, 0.8))
+            print("| %s | %s | %s | %.0f | %s | %s | %s | %s | %s | %s | %s |"
+                  % (handler, names[items], ordering, med(kind),
+                     shown(vs_unkeyed, "%.2fx"), shown(vs_key, "%.2fx"),
+                     other, shown(vs_even, "%.2fx"), hot,
+                     shown(med(kind, "items_per_call"), "%.1f"),
+                     max(top, key=top.get) if top else "-"))
+    batch = max(r["batch"] for r in rows)
+    print("\nItem: one transaction per item (claims of 64)%s. Ratios: "
+          "median over the "
+          "repetitions of the ratio to the run of the same handler in the "
+          "same repetition (vs unkeyed: unkeyed items, ordering 'key'; vs "
+          "ordering key: the same keys under 'key'; other keys vs even "
+          "spread: items/s of the keys other than the hot one against all "
+          "items/s of the even spread over %d keys)." % (
+              "; batch: the batch handler, %d items per claim and ack" % batch
+              if batch > 1 else "", keys))
+    if targets:
+        print("\n| target | measured | |")
+        print("| --- | ---: | --- |")
+        for name, v, goal in targets:
+            print("| %s | %s | %s |" % (
+                name, shown(v, "%.2fx"),
+                "-" if v != v else ("met" if v >= goal else "NOT met")))
+
+
 # ---------------------------------------------------------------- main
 
 def machine():
@@ -357,10 +509,11 @@ def main():
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--quick", action="store_true",
-                        help="fewer sizes and repetitions (about 10 minutes here)")
+                        help="fewer sizes and repetitions (about 13 minutes here)")
     parser.add_argument("--build", default=os.path.join(HERE, "..", "build"))
     parser.add_argument("--sections",
-                        default="throughput,claim,rebalance,footprint")
+                        default="throughput,claim,rebalance,footprint,"
+                        "keyed")
     parser.add_argument("--counts", help="consumer counts, e.g. 1,2,4,8,16")
     parser.add_argument("--reps", type=int)
     parser.add_argument("--seconds", type=float)
@@ -385,6 +538,17 @@ def main():
     parser.add_argument("--before", help="an older sqlgroup_bench binary")
     parser.add_argument("--before_counts", default="8",
                         help="consumer counts at which --before runs")
+    parser.add_argument("--keys", type=int, default=1000,
+                        help="keyed section: keys of the keyed items")
+    parser.add_argument("--hot_share", type=float, default=0.5,
+                        help="keyed section: the hot key's share of items")
+    parser.add_argument("--keyed_consumers", type=int, default=8)
+    parser.add_argument("--keyed_handlers", default="item,batch")
+    parser.add_argument("--keyed_reps", type=int,
+                        help="default: --reps (3; 1 with --quick)")
+    parser.add_argument("--keyed_seconds", type=float, default=3)
+    parser.add_argument("--keyed_backlog_item", type=int, default=80000)
+    parser.add_argument("--keyed_backlog_batch", type=int, default=600000)
     parser.add_argument("--json", help="also append the JSON lines here")
     parser.add_argument("--dsn", help="use this database instead of a "
                         "private one (it must be migrated)")
@@ -403,6 +567,10 @@ def main():
         parser.error("unknown --systems: %s (known: %s)" % (
             ",".join(sorted(unknown)), ",".join(SINGLE + BATCHED)))
     ARGS.reps = ARGS.reps or (1 if quick else 3)
+    ARGS.keyed_reps = ARGS.keyed_reps or ARGS.reps
+    ARGS.keyed_handlers = ARGS.keyed_handlers.split(",")
+    if set(ARGS.keyed_handlers) - {"item", "batch"}:
+        parser.error("--keyed_handlers takes item and/or batch")
     ARGS.seconds = ARGS.seconds or (3 if quick else 5)
     ARGS.trials = ARGS.trials or (2 if quick else 5)
     ARGS.claim_backlogs = [int(x) for x in (ARGS.claim_backlogs or (
@@ -430,7 +598,8 @@ def main():
         harness(ARGS.harness, "setup")
         emit(machine())
         steps = {"throughput": run_throughput, "claim": run_claim,
-                 "rebalance": run_rebalance, "footprint": run_footprint}
+                 "rebalance": run_rebalance, "footprint": run_footprint,
+                 "keyed": run_keyed}
         for s in sections:
             log("== %s" % s)
             steps[s]()
@@ -453,6 +622,7 @@ def print_tables():
     claim_table()
     rebalance_table()
     footprint_table()
+    keyed_table()
 
 
 if __name__ == "__main__":

@@ -7,12 +7,15 @@
 //   sqlgroup_bench claim_cost --dsn=.. --backlog=1000000
 //       [--layout=interleaved|random]
 //   sqlgroup_bench rebalance --dsn=.. --cli=build/sqlgroup --notify=true
+//   sqlgroup_bench keyed --dsn=.. --items=keys|unkeyed|hot --ordering=key
+//       --handler=item|batch
 #include <cstdio>
 #include <exception>
 #include <string>
 
 #include "claim_cost.h"
 #include "common.h"
+#include "keyed.h"
 #include "rebalance.h"
 #include "throughput.h"
 
@@ -20,8 +23,9 @@ namespace {
 
 int Usage() {
   std::fprintf(stderr,
-               "usage: sqlgroup_bench setup|throughput|claim_cost|rebalance "
-               "--dsn=DSN [--flag=value ...]\n(see bench/harness/*.h for "
+               "usage: sqlgroup_bench "
+               "setup|throughput|claim_cost|rebalance|keyed --dsn=DSN "
+               "[--flag=value ...]\n(see bench/harness/*.h for "
                "the flags of each)\n");
   return 2;
 }
@@ -75,6 +79,24 @@ int main(int argc, char** argv) {
       c.log_dir = flags.Str("log_dir", c.log_dir);
       RunRebalance(c);
       return 0;
+    }
+    if (command == "keyed") {
+      KeyedConfig c;
+      c.dsn = dsn;
+      c.items = flags.Str("items", c.items);
+      c.ordering = flags.Str("ordering", c.ordering);
+      c.handler = flags.Str("handler", c.handler);
+      c.keys = static_cast<int>(flags.Int("keys", c.keys));
+      c.hot_share = flags.Double("hot_share", c.hot_share);
+      c.consumers = static_cast<int>(flags.Int("consumers", c.consumers));
+      c.parts = static_cast<int>(flags.Int("parts", c.parts));
+      c.batch = static_cast<int>(flags.Int("batch", c.batch));
+      c.claim_batch = static_cast<int>(flags.Int("claim_batch", c.claim_batch));
+      c.backlog = flags.Int("backlog", c.backlog);
+      c.enqueue_batch = flags.Int("enqueue_batch", c.enqueue_batch);
+      c.warmup_s = flags.Double("warmup", c.warmup_s);
+      c.seconds = flags.Double("seconds", c.seconds);
+      return RunKeyed(c) ? 0 : 3;
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sqlgroup_bench %s: %s\n", command.c_str(), e.what());
