@@ -278,6 +278,7 @@ PartTask PartScheduler::Next() {
       task.kind = PartTask::Kind::kClaim;
       task.cursor = e.cursor;
       task.finished = e.finished;
+      task.busy_keys.assign(e.keys.begin(), e.keys.end());
       if (e.offers) {
         e.claiming = true;
         e.claim_again = false;
@@ -287,18 +288,25 @@ PartTask PartScheduler::Next() {
   }
 }
 
+PartScheduler::Entry* PartScheduler::Returned(int part, int64_t epoch) {
+  Left(part);
+  auto it = parts_.find(part);
+  if (it == parts_.end()) return nullptr;
+  if (it->second.ref.epoch != epoch) {
+    // Re-taken while we worked: the new take starts fresh, and may have
+    // waited for this worker.
+    Enqueue(part, it->second);
+    return nullptr;
+  }
+  return &it->second;
+}
+
 void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
                                 Uuid128 next_cursor) {
   absl::MutexLock lock(&mu_);
-  Left(part);
-  auto it = parts_.find(part);
-  if (it == parts_.end()) return;
-  Entry& e = it->second;
-  if (e.ref.epoch != epoch) {
-    // Re-taken while we worked: the new take starts fresh.
-    Enqueue(part, e);
-    return;
-  }
+  Entry* entry = Returned(part, epoch);
+  if (entry == nullptr) return;
+  Entry& e = *entry;
   e.claiming = false;
   e.cursor = next_cursor;
   if (found || e.claim_again) {
@@ -310,14 +318,9 @@ void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
 size_t PartScheduler::Offer(int part, int64_t epoch, uint64_t finished,
                             std::vector<Item> items, Uuid128 next_cursor) {
   absl::MutexLock lock(&mu_);
-  Left(part);
-  auto it = parts_.find(part);
-  if (it == parts_.end()) return 0;
-  Entry& e = it->second;
-  if (e.ref.epoch != epoch) {
-    Enqueue(part, e);  // the new take starts fresh
-    return 0;
-  }
+  Entry* entry = Returned(part, epoch);
+  if (entry == nullptr) return 0;
+  Entry& e = *entry;
   e.offers = true;
   e.claiming = false;
   e.cursor = next_cursor;
@@ -345,14 +348,9 @@ size_t PartScheduler::Offer(int part, int64_t epoch, uint64_t finished,
 void PartScheduler::FinishItem(int part, int64_t epoch, const Item& item,
                                bool again) {
   absl::MutexLock lock(&mu_);
-  Left(part);
-  auto it = parts_.find(part);
-  if (it == parts_.end()) return;
-  Entry& e = it->second;
-  if (e.ref.epoch != epoch) {
-    Enqueue(part, e);  // the new take waited for this worker
-    return;
-  }
+  Entry* entry = Returned(part, epoch);
+  if (entry == nullptr) return;
+  Entry& e = *entry;
   const uint64_t key = BlockOf(*ParseUuid(item.id));
   e.keys.erase(key);
   e.finished_at[key] = ++e.finished;

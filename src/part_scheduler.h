@@ -36,8 +36,10 @@ struct PartTask {
   KeyRange range{};
   Uuid128 cursor = 0;
   // kClaim: the count of the part's finished keys when the claim was handed
-  // out (Offer tells by it which keys finished while it read).
+  // out (Offer tells by it which keys finished while it read), and the
+  // keys offered or with a handler then, which the claim need not read.
   uint64_t finished = 0;
+  std::vector<uint64_t> busy_keys;
   Item item;
   // kProbe: the idle parts to look at; kMeasureLag: every owned part.
   std::vector<int> probe_parts;
@@ -154,6 +156,9 @@ class PartScheduler {
   int InFlight(int part) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One worker less on `part`.
   void Left(int part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A worker is done with a task of `part` under take `epoch` (Left): the
+  // part's entry, or null when the part was removed or taken anew since.
+  Entry* Returned(int part, int64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Forgets the offered items of `e` that no worker has started.
   static void DropOffered(Entry& e);
 
