@@ -10,6 +10,7 @@
 #include "store/connection.h"
 #include "store/errors.h"
 #include "store/interval.h"
+#include "store/item_store.h"
 #include "store/member_store.h"
 #include "store/migrator.h"
 
@@ -367,6 +368,16 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
         PartInfo& info = d.parts[row[0].as<int>()];
         info.waiting_items = row[1].as<int64_t>();
         info.oldest_age = absl::Microseconds(row[2].as<int64_t>());
+      }
+    }
+    if (d.config.ordering == Ordering::kKey) {
+      std::vector<KeyRange> ranges;
+      for (int p = 0; p < parts; ++p) ranges.push_back(PartRange(p, parts));
+      for (const store::PartBlockedRow& row :
+           store::CountBlocked(tx, name, numbers, ranges)) {
+        PartInfo& info = d.parts[row.part];
+        info.blocked_keys = row.keys;
+        info.oldest_blocked_age = row.oldest;
       }
     }
     d.dead_items =

@@ -59,6 +59,21 @@ struct MemberMetrics::Families {
                     .Help("Age of the part's oldest waiting item, reported "
                           "by its owner")
                     .Register(r)),
+        blocked_keys(prometheus::BuildGauge()
+                         .Name("sqlgroup_part_blocked_keys")
+                         .Help("Keys of the part blocked behind a retry "
+                               "(their head failed and is not due yet, so "
+                               "their later items wait), reported by its "
+                               "owner; exact up to 100..1000 failed items "
+                               "per part, a lower bound above; 0 under "
+                               "ordering 'none'")
+                         .Register(r)),
+        blocked_age(prometheus::BuildGauge()
+                        .Name("sqlgroup_part_oldest_blocked_seconds")
+                        .Help("Age since enqueue of the part's oldest head "
+                              "blocked behind a retry, reported by its "
+                              "owner; 0 when no key is blocked")
+                        .Register(r)),
         items(prometheus::BuildCounter()
                   .Name("sqlgroup_items_total")
                   .Help("Items by outcome: claimed, acked, failed (handler "
@@ -110,6 +125,8 @@ struct MemberMetrics::Families {
   Family<Gauge>& part_owner;
   Family<Gauge>& lag_items;
   Family<Gauge>& lag_age;
+  Family<Gauge>& blocked_keys;
+  Family<Gauge>& blocked_age;
   Family<Counter>& items;
   Family<Counter>& rebalances;
   Family<Histogram>& rebalance_seconds;
@@ -179,6 +196,10 @@ MemberMetrics::~MemberMetrics() {
     f.lag_items.Remove(g.first);
     f.lag_age.Remove(g.second);
   }
+  for (auto& [part, g] : blocked_) {
+    f.blocked_keys.Remove(g.first);
+    f.blocked_age.Remove(g.second);
+  }
   if (owned_ != nullptr) f.owned_parts.Remove(owned_);
 }
 
@@ -236,6 +257,24 @@ void MemberMetrics::PartLag(int part, int64_t items, absl::Duration oldest) {
              .first;
   }
   it->second.first->Set(static_cast<double>(items));
+  it->second.second->Set(absl::ToDoubleSeconds(oldest));
+}
+
+void MemberMetrics::PartBlocked(int part, int64_t keys, absl::Duration oldest) {
+  if (!families_) return;
+  absl::MutexLock lock(&mu_);
+  auto it = blocked_.find(part);
+  if (it == blocked_.end()) {
+    if (!owner_.count(part)) return;  // dropped meanwhile
+    // Labelled as the lag is (see PartLag).
+    const prometheus::Labels l = {
+        {"group", group_}, {"part", absl::StrCat(part)}, {"member", instance_}};
+    it = blocked_
+             .emplace(part, std::make_pair(&families_->blocked_keys.Add(l),
+                                           &families_->blocked_age.Add(l)))
+             .first;
+  }
+  it->second.first->Set(static_cast<double>(keys));
   it->second.second->Set(absl::ToDoubleSeconds(oldest));
 }
 
@@ -310,6 +349,15 @@ void MemberMetrics::Owned(const std::string& session,
     f.lag_items.Remove(it->second.first);
     f.lag_age.Remove(it->second.second);
     it = lag_.erase(it);
+  }
+  for (auto it = blocked_.begin(); it != blocked_.end();) {
+    if (parts.count(it->first)) {
+      ++it;
+      continue;
+    }
+    f.blocked_keys.Remove(it->second.first);
+    f.blocked_age.Remove(it->second.second);
+    it = blocked_.erase(it);
   }
 }
 

@@ -49,6 +49,10 @@ class MemberMetrics {
   void LostClaims(int64_t items);
   // The lag of one owned part; `oldest` is the age of its oldest item.
   void PartLag(int part, int64_t items, absl::Duration oldest);
+  // Keys of one owned part blocked behind a retry (their head failed and
+  // is not due yet), and the age of the oldest such head; 0 and 0 under
+  // ordering 'none' or when there is none.
+  void PartBlocked(int part, int64_t keys, absl::Duration oldest);
 
   // Control thread.
   void Heartbeat(absl::Duration round_trip);
@@ -77,6 +81,8 @@ class MemberMetrics {
   // Series that come and go with ownership.
   std::map<int, prometheus::Gauge*> owner_ ABSL_GUARDED_BY(mu_);
   std::map<int, std::pair<prometheus::Gauge*, prometheus::Gauge*>> lag_
+      ABSL_GUARDED_BY(mu_);
+  std::map<int, std::pair<prometheus::Gauge*, prometheus::Gauge*>> blocked_
       ABSL_GUARDED_BY(mu_);
   prometheus::Gauge* owned_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string owner_session_ ABSL_GUARDED_BY(mu_);

@@ -101,7 +101,12 @@ struct PartInfo {
   int64_t epoch = 0;          // 0 when unowned
   int64_t waiting_items = 0;  // items in the part's range not yet acked
   absl::Duration oldest_age;  // age of the oldest waiting item; 0 if none
-  std::string first_key;      // the part's key range, inclusive
+  // Under ordering 'key': keys whose head failed and waits for its retry
+  // (not due yet), holding back the key's later items; 0 under 'none'.
+  int64_t blocked_keys = 0;
+  // Age since enqueue of the oldest of those heads; 0 if none.
+  absl::Duration oldest_blocked_age;
+  std::string first_key;  // the part's key range, inclusive
   std::string last_key;
 };
 
@@ -163,10 +168,11 @@ class Admin {
   // (schema), PERMISSION_DENIED.
   absl::Status GrantRoles(const RoleGrants& roles);
   absl::StatusOr<GroupConfig> GetGroup(const std::string& name);
-  // Members, every part's owner and epoch, and (when `count_lag`) each
-  // part's lag. Counting lag reads the group's items index, so it costs
-  // O(items) on a large backlog; without it, describe is cheap enough to
-  // poll.
+  // Members, every part's owner and epoch, its keys blocked behind a retry
+  // (read from an index of the items that failed, so the cost is theirs,
+  // not the backlog's), and (when `count_lag`) each part's lag. Counting
+  // lag reads the group's items index, so it costs O(items) on a large
+  // backlog; without it, describe is cheap enough to poll.
   absl::StatusOr<GroupDescription> DescribeGroup(const std::string& name,
                                                  bool count_lag = true);
 

@@ -1,5 +1,7 @@
 #include "cli/describe_format.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -14,6 +16,20 @@ std::string Seconds(absl::Duration d) {
 // "abcd1234" of a session id, or "-" when none.
 std::string Short(const std::string& session) {
   return session.empty() ? "-" : session.substr(0, 8);
+}
+
+// The group's keys blocked behind a retry, and the oldest blocked head.
+int64_t BlockedKeys(const GroupDescription& d) {
+  int64_t total = 0;
+  for (const PartInfo& p : d.parts) total += p.blocked_keys;
+  return total;
+}
+absl::Duration OldestBlocked(const GroupDescription& d) {
+  absl::Duration oldest;
+  for (const PartInfo& p : d.parts) {
+    oldest = std::max(oldest, p.oldest_blocked_age);
+  }
+  return oldest;
 }
 
 }  // namespace
@@ -70,18 +86,24 @@ std::string DescriptionText(const GroupDescription& d) {
                         m.expired ? "  (expired)" : "");
   }
   out += "\nPARTS\n";
-  out += absl::StrFormat("%5s  %-8s  %-16s  %8s  %10s  %10s\n", "PART", "OWNER",
-                         "INSTANCE", "EPOCH", "LAG", "OLDEST_S");
+  // BLOCKED: keys whose head waits for a retry, holding back the key's
+  // later items (ordering key).
+  out += absl::StrFormat("%5s  %-8s  %-16s  %8s  %10s  %10s  %8s\n", "PART",
+                         "OWNER", "INSTANCE", "EPOCH", "LAG", "OLDEST_S",
+                         "BLOCKED");
   int64_t total = 0;
   for (const PartInfo& p : d.parts) {
     total += p.waiting_items;
-    out += absl::StrFormat("%5d  %-8s  %-16s  %8s  %10d  %10s\n", p.part,
-                           Short(p.owner_session),
-                           p.owner_instance.empty() ? "-" : p.owner_instance,
-                           p.epoch == 0 ? "-" : absl::StrCat(p.epoch),
-                           p.waiting_items, Seconds(p.oldest_age));
+    out +=
+        absl::StrFormat("%5d  %-8s  %-16s  %8s  %10d  %10s  %8d\n", p.part,
+                        Short(p.owner_session),
+                        p.owner_instance.empty() ? "-" : p.owner_instance,
+                        p.epoch == 0 ? "-" : absl::StrCat(p.epoch),
+                        p.waiting_items, Seconds(p.oldest_age), p.blocked_keys);
   }
   out += absl::StrFormat("TOTAL LAG %d\n", total);
+  out += absl::StrFormat("BLOCKED KEYS %d (oldest blocked head %ss)\n",
+                         BlockedKeys(d), Seconds(OldestBlocked(d)));
   return out;
 }
 
@@ -104,7 +126,9 @@ std::string DescriptionJson(const GroupDescription& d) {
         p.owner_session.empty() ? "null" : JsonString(p.owner_session),
         ",\"instance\":", JsonString(p.owner_instance), ",\"epoch\":", p.epoch,
         ",\"lag_items\":", p.waiting_items, ",\"oldest_age_seconds\":",
-        Seconds(p.oldest_age), ",\"first_key\":", JsonString(p.first_key),
+        Seconds(p.oldest_age), ",\"blocked_keys\":", p.blocked_keys,
+        ",\"oldest_blocked_seconds\":", Seconds(p.oldest_blocked_age),
+        ",\"first_key\":", JsonString(p.first_key),
         ",\"last_key\":", JsonString(p.last_key), "}"));
   }
   return absl::StrCat(
@@ -113,9 +137,10 @@ std::string DescriptionJson(const GroupDescription& d) {
       ",\"ordering\":", JsonString(OrderingName(d.config.ordering)),
       ",\"ttl_seconds\":", Seconds(d.config.session_ttl),
       ",\"heartbeat_seconds\":", Seconds(d.config.heartbeat_interval),
-      ",\"dead_items\":", d.dead_items, ",\"members\":[",
-      absl::StrJoin(members, ","), "],\"parts\":[", absl::StrJoin(parts, ","),
-      "]}\n");
+      ",\"dead_items\":", d.dead_items, ",\"blocked_keys\":", BlockedKeys(d),
+      ",\"oldest_blocked_seconds\":", Seconds(OldestBlocked(d)),
+      ",\"members\":[", absl::StrJoin(members, ","), "],\"parts\":[",
+      absl::StrJoin(parts, ","), "]}\n");
 }
 
 std::string GroupListText(const std::vector<GroupConfig>& groups) {

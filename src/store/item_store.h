@@ -125,14 +125,19 @@ struct HeadClaim {
 };
 
 // Walks from `from` over the heads of the keys in [from, last], one index
-// probe per key, until it found `limit` due heads or walked `max_blocks`
-// keys; returns the due heads, each with up to `per_key` of its key's
-// items that follow it and are due (a run a batch handler acknowledges
-// together). Writes nothing. ABORTED as ClaimItems.
+// probe per key, until it found `heads` due heads (an unkeyed item counts
+// as one) or walked `max_blocks` keys; returns up to `limit` items: the due
+// heads, each with up to `per_key` of its key's items that follow it and
+// are due (a run a batch handler acknowledges together), and no more than
+// an even share of `limit` per key. Keys of `pass_over` (blocks: keys with
+// a handler already) are stepped over like keys whose head is not due.
+// Writes nothing. ABORTED as ClaimItems.
 absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
                                      const ClaimRef& ref, Uuid128 from,
                                      Uuid128 last, int limit, int per_key,
-                                     int max_blocks);
+                                     int max_blocks,
+                                     const std::vector<uint64_t>& pass_over,
+                                     int heads);
 
 // ProbeParts under per-key order: a part is due when one of its keys' heads
 // is, found within `max_blocks` keys from its range's start (or when the
@@ -162,6 +167,36 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
     pqxx::connection& conn, const std::string& group,
     const std::vector<int>& parts, const std::vector<KeyRange>& ranges,
     int cap);
+
+struct PartBlockedRow {
+  int part = 0;
+  // Keys whose head waits for a retry: it failed (attempts > 0) and is not
+  // due yet, so the key's later items wait behind it. Exact below `cap`;
+  // above, a lower bound.
+  int64_t keys = 0;
+  // Age (since enqueue) of the oldest of those heads; 0 if none. Exact
+  // below `cap`; above, the oldest among those counted.
+  absl::Duration oldest;
+};
+
+// Keys blocked behind a retry in each of `parts`, under per-key order
+// (keyed_claims.cc): one statement for all parts that reads at most `cap`
+// entries of the index items_retrying per part (the part's keyed items
+// that failed at least once, in key order), each with its row and one
+// probe of the primary key (is it its key's head?), so the cost is
+// O(parts x cap) at any backlog.
+absl::StatusOr<std::vector<PartBlockedRow>> MeasureBlocked(
+    pqxx::connection& conn, const std::string& group,
+    const std::vector<int>& parts, const std::vector<KeyRange>& ranges,
+    int cap);
+
+// The same count, exact (no cap), in `tx`, for an operator's look (group
+// describe): reads every keyed item of the parts that failed at least once.
+// Needs no prepared statement; throws pqxx exceptions.
+std::vector<PartBlockedRow> CountBlocked(pqxx::transaction_base& tx,
+                                         const std::string& group,
+                                         const std::vector<int>& parts,
+                                         const std::vector<KeyRange>& ranges);
 
 // Enqueues `items` in `tx` with fresh ids spread over the group's `parts`
 // parts and in enqueue order within each (item_ids.h); returns the ids.

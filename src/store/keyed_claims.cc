@@ -5,7 +5,9 @@
 // with one index probe each and never reads behind a head. A head that is
 // not due (in backoff after a failure, or delayed) blocks its key, and
 // only its key: the walk steps over the whole block. Unkeyed items each
-// have a block of their own, so they are never held back.
+// have a block of their own, so they are never held back. Also the count
+// of keys blocked behind a retry, for the metrics and `group describe`.
+#include <limits>
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
@@ -43,50 +45,99 @@ std::string FirstHeadDue(const std::string& cursor_group) {
       " AND e.id < i.id)");
 }
 
+// The walk's step from the row `x` (id, unkeyed) it found: for a keyed row,
+// the end of its key's block; for an unkeyed one, the run of unkeyed rows
+// that starts there (up to $7 of them: one step, one range read, as the
+// sweep reads them), its end and how many of it are due. Its parameters
+// are the claim's.
+std::string StepFrom(const std::string& x) {
+  return absl::StrCat(
+      "SELECT CASE WHEN ", x, ".unkeyed THEN u.last ELSE ",
+      BlockLastSql(absl::StrCat(x, ".id")), " END AS run_end, CASE WHEN ", x,
+      ".unkeyed THEN u.n ELSE 0 END AS n FROM (SELECT max(s.id::text)::uuid AS "
+      "last, "
+      "  count(*) FILTER (WHERE s.due) AS n FROM (SELECT j.id, "
+      "    j.not_before <= clock_timestamp() "
+      "      AND left(j.id::text, 18) <> ALL($10::text[]) AS due, "
+      "    bool_and(j.key IS NULL) OVER (ORDER BY j.id) AS run "
+      "  FROM sqlgroup.items j WHERE ",
+      x,
+      ".unkeyed AND j.group_name = $1 "
+      "  AND j.id >= ",
+      x,
+      ".id AND j.id <= $6::uuid ORDER BY j.id LIMIT $7) s "
+      "  WHERE s.run) u");
+}
+
 // $1 group, $2 session, $3 part, $4 epoch, $5 cursor, $6 last key of the
-// range, $7 limit (items), $8 items of one key at most, $9 blocks to walk
-// at most. The walk goes from the cursor one block at a time until it saw
-// $7 due heads or walked $9 blocks; each due head brings the run of its
-// key's items that are due, up to $8 (a batch handler acknowledges a run
-// together; one at a time otherwise). Returns, on every row: owned, the
-// item columns (NULL when none), then the blocks walked, the due heads
-// seen and the last block's head, so that the caller knows where the walk
-// ended. Writes nothing, like the sweep's claim.
+// range, $7 limit (items), $8 items of one key at most, $9 steps to walk
+// at most, $10 keys to pass over (text[] of the first 18 characters of
+// their ids: keys the member has with a handler already), $11 due heads
+// wanted (an unkeyed item counts as one). The walk goes from the cursor
+// one key at a time (a run of unkeyed items counts as one step) until it
+// saw $11 due heads or walked $9 steps; each due head brings
+// the run of its key's items that are due, up to $8 (a batch handler
+// acknowledges a run together; one at a time otherwise) and up to an even
+// share of $7 among the heads found, so that one claim reads about $7
+// items however many keys it found. Returns, on every row: owned, the item
+// columns (NULL when none), then the steps walked, the due heads seen and
+// where the walk's last step ended, so that the caller knows where to go
+// on. Writes nothing, like the sweep's claim.
 constexpr char kClaimHeads[] = "sqlgroup_claim_heads";
 const std::string& ClaimHeadsSql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
       "WITH RECURSIVE t AS (SELECT ", TakeHeld(2, 3, 4, false),
       " AS owned), "
-      "walk (id, step, due, n_due) AS ("
-      "  SELECT f.id, 1, f.due, f.due::int FROM t CROSS JOIN LATERAL ("
-      "    SELECT i.id, ",
+      "walk (id, run_end, unkeyed, step, due, n_due) AS ("
+      "  SELECT f.id, r.run_end, f.unkeyed, 1, "
+      "    CASE WHEN f.unkeyed THEN r.n > 0 ELSE f.due END, "
+      "    CASE WHEN f.unkeyed THEN r.n ELSE f.due::int END "
+      "  FROM t CROSS JOIN LATERAL ("
+      "    SELECT i.id, i.key IS NULL AS unkeyed, ",
       FirstHeadDue("$1"),
-      " AS due "
+      "      AND left(i.id::text, 18) <> ALL($10::text[]) AS due "
       "    FROM sqlgroup.items i WHERE t.owned AND i.group_name = $1 "
       "    AND i.id BETWEEN $5::uuid AND $6::uuid ORDER BY i.id LIMIT 1) f "
+      "  CROSS JOIN LATERAL (",
+      StepFrom("f"),
+      ") r "
       "  UNION ALL "
-      "  SELECT n.id, w.step + 1, n.due, w.n_due + n.due::int "
+      "  SELECT n.id, r.run_end, n.unkeyed, w.step + 1, "
+      "    CASE WHEN n.unkeyed THEN r.n > 0 ELSE n.due END, "
+      "    w.n_due + CASE WHEN n.unkeyed THEN r.n ELSE n.due::int END "
       "  FROM walk w CROSS JOIN LATERAL ("
-      "    SELECT i.id, i.not_before <= clock_timestamp() AS due "
+      "    SELECT i.id, i.key IS NULL AS unkeyed, "
+      "      i.not_before <= clock_timestamp() "
+      "      AND left(i.id::text, 18) <> ALL($10::text[]) AS due "
       "    FROM sqlgroup.items i WHERE i.group_name = $1 "
-      "    AND i.id > ",
-      BlockLastSql("w.id"),
-      "    AND i.id <= $6::uuid ORDER BY i.id LIMIT 1) n "
-      "  WHERE w.step < $9 AND w.n_due < $7), "
+      "    AND i.id > w.run_end AND i.id <= $6::uuid ORDER BY i.id LIMIT 1) n "
+      "  CROSS JOIN LATERAL (",
+      StepFrom("n"),
+      ") r "
+      "  WHERE w.step < $9 AND w.n_due < $11), "
       "ends AS (SELECT max(step) AS steps, max(n_due) AS n_due, "
-      "  (array_agg(id ORDER BY step DESC))[1] AS last_walked FROM walk) "
+      "  (array_agg(run_end ORDER BY step DESC))[1] AS last_walked FROM walk) "
       "SELECT t.owned, ",
       kClaimedColumns,
       ", ends.steps, ends.n_due, ends.last_walked::text "
       "FROM t CROSS JOIN ends LEFT JOIN LATERAL ("
       "  SELECT r.* FROM walk w CROSS JOIN LATERAL ("
-      "    SELECT s.* FROM (SELECT i.id, i.key, i.payload, i.attempts, "
-      "        i.enqueued_at, bool_and(i.not_before <= clock_timestamp()) "
+      "    SELECT s.id, s.key, s.payload, s.attempts, s.enqueued_at FROM ("
+      "      SELECT i.id, i.key, i.payload, i.attempts, i.enqueued_at, "
+      "        bool_and(i.not_before <= clock_timestamp()) "
       "        OVER (ORDER BY i.id) AS ok "
-      "      FROM sqlgroup.items i WHERE i.group_name = $1 AND i.id >= w.id "
-      "      AND i.id <= least(",
+      "      FROM sqlgroup.items i WHERE NOT w.unkeyed AND i.group_name = $1 "
+      "      AND i.id >= w.id AND i.id <= least(",
       BlockLastSql("w.id"),
-      ", $6::uuid) ORDER BY i.id LIMIT $8) s WHERE s.ok) r "
+      ", $6::uuid) ORDER BY i.id "
+      "      LIMIT least($8, ceil($7::numeric / greatest(ends.n_due, 1))::int)"
+      "    ) s WHERE s.ok "
+      "    UNION ALL "
+      "    SELECT i.id, i.key, i.payload, i.attempts, i.enqueued_at "
+      "    FROM sqlgroup.items i WHERE w.unkeyed AND i.group_name = $1 "
+      "    AND i.id BETWEEN w.id AND w.run_end AND i.key IS NULL "
+      "    AND i.not_before <= clock_timestamp() "
+      "    AND left(i.id::text, 18) <> ALL($10::text[])) r "
       "  WHERE w.due ORDER BY w.step, r.id LIMIT $7) i ON true"));
   return *kSql;
 }
@@ -122,22 +173,82 @@ const std::string& ProbeHeadsSql() {
   return *kSql;
 }
 
+// $1 group, $2 parts (int[]), $3 first keys (uuid[]), $4 last keys, $5
+// index entries to read at most per part. Per part: of its first $5 keyed
+// items that failed at least once (items_retrying, in key order), those
+// that are not due yet and head their key (no older item of their block
+// is left), counted, with the oldest enqueue time among them. A failed
+// item that is due again is about to be handed out, and one behind its
+// key's head waits for the head, not for its own retry.
+constexpr char kBlocked[] = "sqlgroup_blocked";
+const std::string& BlockedSql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "SELECT b.part, c.n, coalesce(", MicrosOf("clock_timestamp() - c.oldest"),
+      ", 0) "
+      "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) AS b(part, lo, hi) "
+      "CROSS JOIN LATERAL (SELECT count(*) FILTER (WHERE r.blocked) AS n, "
+      "  min(r.enqueued_at) FILTER (WHERE r.blocked) AS oldest FROM ("
+      "  SELECT i.enqueued_at, CASE WHEN i.not_before > clock_timestamp() "
+      "    THEN NOT EXISTS (SELECT 1 FROM sqlgroup.items e "
+      "      WHERE e.group_name = $1 AND e.id >= ",
+      BlockFirstSql("i.id"),
+      "      AND e.id < i.id) ELSE false END AS blocked "
+      "  FROM sqlgroup.items i WHERE i.group_name = $1 AND i.attempts > 0 "
+      "  AND i.key IS NOT NULL AND i.id BETWEEN b.lo AND b.hi "
+      "  ORDER BY i.id LIMIT $5) r) c"));
+  return *kSql;
+}
+
+// The first and last keys of `ranges`, as uuid[] literals.
+struct Ranges {
+  std::string firsts, lasts;
+};
+Ranges RangeArrays(const std::vector<KeyRange>& ranges) {
+  std::vector<std::string> firsts, lasts;
+  for (const KeyRange& r : ranges) {
+    firsts.push_back(FormatUuid(r.first));
+    lasts.push_back(FormatUuid(r.last));
+  }
+  return {SqlArray(firsts), SqlArray(lasts)};
+}
+
+std::vector<PartBlockedRow> BlockedRows(const pqxx::result& r) {
+  std::vector<PartBlockedRow> rows;
+  for (const pqxx::row& row : r) {
+    PartBlockedRow blocked;
+    blocked.part = row[0].as<int>();
+    blocked.keys = row[1].as<int64_t>();
+    blocked.oldest = absl::Microseconds(row[2].as<int64_t>());
+    rows.push_back(blocked);
+  }
+  return rows;
+}
+
 }  // namespace
 
 void PrepareKeyedStatements(pqxx::connection& conn) {
   conn.prepare(kClaimHeads, ClaimHeadsSql());
   conn.prepare(kProbeHeads, ProbeHeadsSql());
+  conn.prepare(kBlocked, BlockedSql());
 }
 
 absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
                                      const ClaimRef& ref, Uuid128 from,
                                      Uuid128 last, int limit, int per_key,
-                                     int max_blocks) {
+                                     int max_blocks,
+                                     const std::vector<uint64_t>& pass_over,
+                                     int heads) {
   return GuardOr<HeadClaim>("claim items", [&]() -> absl::StatusOr<HeadClaim> {
+    std::vector<std::string> prefixes;
+    prefixes.reserve(pass_over.size());
+    for (uint64_t block : pass_over) {
+      prefixes.push_back(FormatUuid(BlockStart(block)).substr(0, 18));
+    }
     pqxx::nontransaction tx(conn);
-    const pqxx::result r = tx.exec_prepared(
-        kClaimHeads, ref.group, ref.session, ref.part, ref.epoch,
-        FormatUuid(from), FormatUuid(last), limit, per_key, max_blocks);
+    const pqxx::result r =
+        tx.exec_prepared(kClaimHeads, ref.group, ref.session, ref.part,
+                         ref.epoch, FormatUuid(from), FormatUuid(last), limit,
+                         per_key, max_blocks, SqlArray(prefixes), heads);
     absl::StatusOr<std::vector<Item>> items = ClaimedItems(r, 0, ref);
     if (!items.ok()) return items.status();
     HeadClaim out;
@@ -146,7 +257,7 @@ absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
     const int steps = row[6].is_null() ? 0 : row[6].as<int>();
     const int due = row[7].is_null() ? 0 : row[7].as<int>();
     // The walk ran out of blocks before either bound stopped it.
-    out.exhausted = steps < max_blocks && due < limit;
+    out.exhausted = steps < max_blocks && due < heads;
     // The next walk starts after the last block this one passed.
     Uuid128 after_block = 0;
     bool wraps = true;
@@ -191,6 +302,32 @@ absl::StatusOr<ProbeResult> ProbeHeads(pqxx::connection& conn,
     }
     return out;
   });
+}
+
+absl::StatusOr<std::vector<PartBlockedRow>> MeasureBlocked(
+    pqxx::connection& conn, const std::string& group,
+    const std::vector<int>& parts, const std::vector<KeyRange>& ranges,
+    int cap) {
+  return GuardOr<std::vector<PartBlockedRow>>("count blocked keys", [&] {
+    // Bounded, but never one that holds back vacuum for long (as the lag).
+    pqxx::work tx(conn);
+    tx.exec("SET LOCAL statement_timeout = 5000");
+    const Ranges r = RangeArrays(ranges);
+    std::vector<PartBlockedRow> rows = BlockedRows(tx.exec_prepared(
+        kBlocked, group, SqlArray(parts), r.firsts, r.lasts, cap));
+    tx.commit();
+    return rows;
+  });
+}
+
+std::vector<PartBlockedRow> CountBlocked(pqxx::transaction_base& tx,
+                                         const std::string& group,
+                                         const std::vector<int>& parts,
+                                         const std::vector<KeyRange>& ranges) {
+  const Ranges r = RangeArrays(ranges);
+  return BlockedRows(tx.exec_params(BlockedSql(), group, SqlArray(parts),
+                                    r.firsts, r.lasts,
+                                    std::numeric_limits<int64_t>::max()));
 }
 
 }  // namespace sqlgroup::store

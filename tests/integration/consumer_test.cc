@@ -125,6 +125,13 @@ TEST_F(ConsumerTest, EveryItemIsAcknowledgedExactlyOnceInItsOwnPart) {
 // sweep in key order over random ids would not keep it).
 TEST_F(ConsumerTest, APartIsConsumedInTheOrderOneProducerEnqueued) {
   CreateGroup("g", 2);
+  // The sweep of ordering 'none'. Under 'key', unkeyed items are keys of
+  // their own and run in parallel: only a key's items keep an order.
+  {
+    pqxx::work tx(*conn_);
+    tx.exec("UPDATE sqlgroup.groups SET ordering = 'none' WHERE name = 'g'");
+    tx.commit();
+  }
   absl::Mutex mu;
   std::map<int, std::vector<std::string>> handled;  // part -> ids, in order
   auto a = Start(Options("g", [&](const Item& item, AckTransaction&) {
