@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "store/member_store.h"
 
 namespace sqlgroup::store {
 
@@ -46,6 +47,28 @@ absl::StatusOr<std::vector<Item>> ClaimedItems(const pqxx::result& r, int first,
   std::sort(items.begin(), items.end(),
             [](const Item& a, const Item& b) { return a.id < b.id; });
   return items;
+}
+
+Ranges RangeArrays(const std::vector<KeyRange>& ranges) {
+  std::vector<std::string> firsts, lasts;
+  for (const KeyRange& r : ranges) {
+    firsts.push_back(FormatUuid(r.first));
+    lasts.push_back(FormatUuid(r.last));
+  }
+  return {SqlArray(firsts), SqlArray(lasts)};
+}
+
+ProbeResult ProbeResultOf(const pqxx::result& r) {
+  ProbeResult out;
+  for (const pqxx::row& row : r) {
+    if (row[1].as<bool>()) {
+      out.due.push_back(row[0].as<int>());
+    } else if (!row[2].is_null()) {
+      out.soonest =
+          std::min(out.soonest, absl::Microseconds(row[2].as<int64_t>()));
+    }
+  }
+  return out;
 }
 
 }  // namespace sqlgroup::store

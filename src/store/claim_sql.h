@@ -41,6 +41,17 @@ inline constexpr char kClaimedColumns[] =
 absl::StatusOr<std::vector<Item>> ClaimedItems(const pqxx::result& r, int first,
                                                const ClaimRef& ref);
 
+// The first and last keys of `ranges`, as uuid[] literals, for the
+// statements that look at many parts at once.
+struct Ranges {
+  std::string firsts, lasts;
+};
+Ranges RangeArrays(const std::vector<KeyRange>& ranges);
+
+// A probe's rows (part, due, microseconds until the soonest waiting item
+// falls due or NULL) as a ProbeResult.
+ProbeResult ProbeResultOf(const pqxx::result& r);
+
 // Prepares ClaimHeads' and ProbeHeads' statements (PrepareItemStatements
 // calls it).
 void PrepareKeyedStatements(pqxx::connection& conn);

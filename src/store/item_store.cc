@@ -299,23 +299,10 @@ absl::StatusOr<ProbeResult> ProbeParts(pqxx::connection& conn,
                                        const std::vector<int>& parts,
                                        const std::vector<KeyRange>& ranges) {
   return GuardOr<ProbeResult>("look for due items", [&] {
-    std::vector<std::string> firsts, lasts;
-    for (const KeyRange& r : ranges) {
-      firsts.push_back(FormatUuid(r.first));
-      lasts.push_back(FormatUuid(r.last));
-    }
+    const Ranges r = RangeArrays(ranges);
     pqxx::nontransaction tx(conn);
-    ProbeResult out;
-    for (const pqxx::row& row :
-         tx.exec_prepared(kProbe, group, SqlArray(parts), SqlArray(firsts),
-                          SqlArray(lasts))) {
-      if (row[1].as<bool>()) out.due.push_back(row[0].as<int>());
-      if (!row[2].is_null()) {
-        out.soonest =
-            std::min(out.soonest, absl::Microseconds(row[2].as<int64_t>()));
-      }
-    }
-    return out;
+    return ProbeResultOf(
+        tx.exec_prepared(kProbe, group, SqlArray(parts), r.firsts, r.lasts));
   });
 }
 
@@ -324,21 +311,16 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
     const std::vector<int>& parts, const std::vector<KeyRange>& ranges,
     int cap) {
   return GuardOr<std::vector<PartLagRow>>("measure lag", [&] {
-    std::vector<std::string> firsts, lasts;
+    const Ranges arrays = RangeArrays(ranges);
     std::map<int, KeyRange> by_part;
-    for (size_t i = 0; i < parts.size(); ++i) {
-      firsts.push_back(FormatUuid(ranges[i].first));
-      lasts.push_back(FormatUuid(ranges[i].last));
-      by_part[parts[i]] = ranges[i];
-    }
+    for (size_t i = 0; i < parts.size(); ++i) by_part[parts[i]] = ranges[i];
     // A bounded read, but never one that holds back vacuum for long.
     pqxx::work tx(conn);
     tx.exec("SET LOCAL statement_timeout = 5000");
     std::vector<PartLagRow> rows;
     std::map<Uuid128, int> big;  // first key -> part, for parts at the cap
-    for (const pqxx::row& row :
-         tx.exec_prepared(kLag, group, SqlArray(parts), SqlArray(firsts),
-                          SqlArray(lasts), cap)) {
+    for (const pqxx::row& row : tx.exec_prepared(
+             kLag, group, SqlArray(parts), arrays.firsts, arrays.lasts, cap)) {
       PartLagRow lag;
       lag.part = row[0].as<int>();
       lag.items = row[1].as<int64_t>();

@@ -199,19 +199,6 @@ const std::string& BlockedSql() {
   return *kSql;
 }
 
-// The first and last keys of `ranges`, as uuid[] literals.
-struct Ranges {
-  std::string firsts, lasts;
-};
-Ranges RangeArrays(const std::vector<KeyRange>& ranges) {
-  std::vector<std::string> firsts, lasts;
-  for (const KeyRange& r : ranges) {
-    firsts.push_back(FormatUuid(r.first));
-    lasts.push_back(FormatUuid(r.last));
-  }
-  return {SqlArray(firsts), SqlArray(lasts)};
-}
-
 std::vector<PartBlockedRow> BlockedRows(const pqxx::result& r) {
   std::vector<PartBlockedRow> rows;
   for (const pqxx::row& row : r) {
@@ -283,24 +270,10 @@ absl::StatusOr<ProbeResult> ProbeHeads(pqxx::connection& conn,
                                        const std::vector<KeyRange>& ranges,
                                        int max_blocks) {
   return GuardOr<ProbeResult>("look for due items", [&] {
-    std::vector<std::string> firsts, lasts;
-    for (const KeyRange& r : ranges) {
-      firsts.push_back(FormatUuid(r.first));
-      lasts.push_back(FormatUuid(r.last));
-    }
+    const Ranges r = RangeArrays(ranges);
     pqxx::nontransaction tx(conn);
-    ProbeResult out;
-    for (const pqxx::row& row :
-         tx.exec_prepared(kProbeHeads, group, SqlArray(parts), SqlArray(firsts),
-                          SqlArray(lasts), max_blocks)) {
-      if (row[1].as<bool>()) {
-        out.due.push_back(row[0].as<int>());
-      } else if (!row[2].is_null()) {
-        out.soonest =
-            std::min(out.soonest, absl::Microseconds(row[2].as<int64_t>()));
-      }
-    }
-    return out;
+    return ProbeResultOf(tx.exec_prepared(kProbeHeads, group, SqlArray(parts),
+                                          r.firsts, r.lasts, max_blocks));
   });
 }
 
