@@ -35,8 +35,9 @@ struct WorkerConfig {
   // Ends a transaction left idle this long (a paused process): the group's
   // TTL, which can be altered while the worker runs.
   std::shared_ptr<std::atomic<int64_t>> ttl_ns;
-  // The group's ordering (true: 'key'), which can be altered too. Null:
-  // 'none'.
+  // The group's ordering (true: 'key'), as the control loop last read it
+  // with the settings: a change made in the database reaches running
+  // members. Null: 'none'.
   std::shared_ptr<std::atomic<bool>> key_order;
   // Shared by the member's workers.
   std::shared_ptr<ConflictTally> conflicts = std::make_shared<ConflictTally>();

@@ -120,7 +120,8 @@ struct HeadClaim {
   // Where the next claim of the sweep starts: the block after the last one
   // this claim handed out (or, with none, walked past).
   Uuid128 resume = 0;
-  // The walk reached the end of the range (resume is then its start).
+  // The walk reached the end of the range (resume is then meaningless:
+  // the sweep wraps to the range's start).
   bool exhausted = false;
 };
 
