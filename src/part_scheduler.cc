@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/time/clock.h"
+#include "backoff.h"
 #include "key_placement.h"
 
 namespace sqlgroup {
@@ -22,7 +23,8 @@ void PartScheduler::Enqueue(int part, Entry& e) {
   if (e.revoked) return;
   if (e.offers) {
     // Offered items go out while other workers hold the part's other keys;
-    // a claim waits for the one that is out.
+    // a claim waits for the one that is out, and for a rest to end.
+    if (e.offered.empty() && e.rest_until > absl::Now()) return;
     if (e.offered.empty() && e.claiming) {
       e.claim_again = true;
       return;
@@ -35,8 +37,9 @@ void PartScheduler::Enqueue(int part, Entry& e) {
   run_queue_.push_back(part);
 }
 
-bool PartScheduler::Idle(int part, const Entry& e) const {
-  return !e.queued && !e.revoked && InFlight(part) == 0 && e.offered.empty();
+bool PartScheduler::Idle(int part, const Entry& e, absl::Time now) const {
+  return !e.queued && !e.revoked && InFlight(part) == 0 && e.offered.empty() &&
+         now >= e.rest_until;
 }
 
 int PartScheduler::InFlight(int part) const {
@@ -105,6 +108,10 @@ void PartScheduler::WakeIdle() {
 
 void PartScheduler::ExpectAt(absl::Time due) {
   absl::MutexLock lock(&mu_);
+  ExpectAtLocked(due);
+}
+
+void PartScheduler::ExpectAtLocked(absl::Time due) {
   // A member without parts has nothing to probe (a take probes anyway).
   if (parts_.empty()) return;
   // Times already past all mean "probe when a part is idle": keep one.
@@ -155,7 +162,7 @@ bool PartScheduler::ProbeDue(absl::Time now) const {
     return false;
   }
   for (const auto& [part, e] : parts_) {
-    if (Idle(part, e)) return true;
+    if (Idle(part, e, now)) return true;
   }
   return false;
 }
@@ -178,12 +185,20 @@ bool PartScheduler::LagDue(absl::Time now) const {
 absl::Time PartScheduler::NextTimedTask() const {
   absl::Time next = absl::InfiniteFuture();
   bool any_idle = false;
-  for (const auto& [part, e] : parts_) any_idle |= Idle(part, e);
+  const absl::Time now = absl::Now();
+  for (const auto& [part, e] : parts_) any_idle |= Idle(part, e, now);
   // Warm or cold: a part going cold only delays the probe (Next() then
   // waits again), never brings it forward.
   if (any_idle && !probing_) {
     next = last_probe_ + ProbeInterval(absl::Now());
     if (!expected_.empty()) next = std::min(next, *expected_.begin());
+  }
+  // A resting part is idle again when its rest ends (its due time is in
+  // expected_, which wakes the probe then).
+  for (const auto& [part, e] : parts_) {
+    if (e.rest_until > now && Idle(part, e, e.rest_until) && !probing_) {
+      next = std::min(next, e.rest_until);
+    }
   }
   if (lag_interval_ > absl::ZeroDuration() && !measuring_ && !parts_.empty()) {
     next = std::min(next, last_lag_ + lag_interval_);
@@ -243,7 +258,7 @@ PartTask PartScheduler::Next() {
       PartTask task;
       task.kind = PartTask::Kind::kProbe;
       for (const auto& [part, e] : parts_) {
-        if (!Idle(part, e)) continue;
+        if (!Idle(part, e, now)) continue;
         task.probe_parts.push_back(part);
         task.probe_ranges.push_back(e.range);
       }
@@ -354,7 +369,18 @@ void PartScheduler::FinishItem(int part, int64_t epoch, const Item& item,
   const uint64_t key = BlockOf(*ParseUuid(item.id));
   e.keys.erase(key);
   e.finished_at[key] = ++e.finished;
-  if (!again) return;
+  if (!again) {
+    // The part rests, whichever worker comes next: the same item would
+    // break the same way at once. A probe after the rest finds it again.
+    e.rest_until = absl::Now() + Backoff(++e.broken, absl::Milliseconds(100),
+                                         absl::Seconds(5));
+    ExpectAtLocked(e.rest_until);
+    // A claim queued meanwhile waits for the rest too.
+    e.claim_again = false;
+    if (e.offered.empty()) e.queued = false;
+    return;
+  }
+  e.broken = 0;
   last_work_ = absl::Now();
   e.claim_again = true;  // the key's next item may be due now
   Enqueue(part, e);

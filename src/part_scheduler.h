@@ -137,6 +137,10 @@ class PartScheduler {
     // Keys finished so far, and when each recent one did (by that count).
     uint64_t finished = 0;
     std::map<uint64_t, uint64_t> finished_at;
+    // Items whose ack broke in a row (FinishItem's `again` false), and
+    // until when the part rests for it: not probed, so not claimed.
+    int broken = 0;
+    absl::Time rest_until = absl::InfinitePast();
   };
 
   bool HasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -151,7 +155,10 @@ class PartScheduler {
   absl::Duration ProbeInterval(absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(int part, Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool Idle(int part, const Entry& e) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // No worker has it or waits to, and it does not rest after a broken ack.
+  bool Idle(int part, const Entry& e, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ExpectAtLocked(absl::Time due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Workers on `part` (claims and items), whatever the take.
   int InFlight(int part) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One worker less on `part`.

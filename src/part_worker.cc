@@ -367,15 +367,10 @@ void PartWorker::RunItem(const PartTask& task) {
   if (!EnsureConnected() || !FollowTtl()) {
     again = false;  // read again after a probe
   } else if (!scheduler_.ShouldYield(ref.part, ref.epoch)) {
-    if (HandleBatch(ref, {task.item}) == Outcome::kBroken) {
-      // As for a claim that broke: the part waits instead of spinning.
-      again = false;
-      scheduler_.ExpectAt(absl::Now() + Backoff(++broken_in_a_row_,
-                                                absl::Milliseconds(100),
-                                                absl::Seconds(5)));
-    } else {
-      broken_in_a_row_ = 0;
-    }
+    // As for a claim that broke, the part waits instead of spinning; the
+    // scheduler keeps its backoff, since the next try may be another
+    // worker's.
+    again = HandleBatch(ref, {task.item}) != Outcome::kBroken;
   }
   scheduler_.FinishItem(ref.part, ref.epoch, task.item, again);
 }

@@ -386,5 +386,21 @@ TEST(PartScheduler, ARevokedPartDropsItsOfferedItemsAndWaitsForItsWorkers) {
   EXPECT_EQ(s.Next().kind, PartTask::Kind::kClaim);
 }
 
+TEST(PartScheduler, APartWhoseItemAckBrokeRestsWhicheverWorkerComesNext) {
+  // A short poll: without the rest the part would be probed within 20 ms.
+  PartScheduler s(absl::Milliseconds(20), absl::ZeroDuration());
+  const PartTask claim = ClaimOut(s);
+  ASSERT_EQ(s.Offer(0, 1, claim.finished, {ItemOf(10)}, claim.range.first), 1u);
+  const PartTask item = s.Next();
+  ASSERT_EQ(item.kind, PartTask::Kind::kItem);
+  s.FinishItem(0, 1, item.item, /*again=*/false);
+  // The first rest is 80-120 ms, and the next probe comes after it.
+  const absl::Time broke = absl::Now();
+  const PartTask probe = s.Next();
+  EXPECT_EQ(probe.kind, PartTask::Kind::kProbe);
+  EXPECT_GE(absl::Now() - broke, absl::Milliseconds(75));
+  EXPECT_EQ(probe.probe_parts, (std::vector<int>{0}));
+}
+
 }  // namespace
 }  // namespace sqlgroup
