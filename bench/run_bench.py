@@ -355,8 +355,10 @@ KEYED_RUNS = [("unkeyed", "key"), ("keys", "key"), ("keys", "none"),
 
 def run_keyed():
     # Waiting items (of the other keys, for `hot`) before each run: the
-    # default, then twice what a run of that kind consumed (so the next one
-    # does not run dry), more after a run that did.
+    # default, then twice what a run consumed (so the next one does not run
+    # dry), more after a run that did. One backlog per handler for every
+    # kind, so the kinds compare on tables of the same size (a hot key's
+    # items come on top).
     backlogs = {}
     start = time.monotonic()
     for rep in range(ARGS.keyed_reps):
@@ -364,8 +366,7 @@ def run_keyed():
             # Rotate the order each repetition: no kind always runs first.
             k = rep % len(KEYED_RUNS)
             for items, ordering in KEYED_RUNS[k:] + KEYED_RUNS[:k]:
-                kind = (items, ordering, handler)
-                backlog = backlogs.get(kind, ARGS.keyed_backlog_batch
+                backlog = backlogs.get(handler, ARGS.keyed_backlog_batch
                                        if handler == "batch" else
                                        ARGS.keyed_backlog_item)
                 for attempt in range(3):
@@ -383,7 +384,8 @@ def run_keyed():
                     r = lines[-1]
                     used = r["consumed_other"]
                     if code == 0:
-                        backlogs[kind] = max(backlog, 2 * used)
+                        backlogs[handler] = max(backlogs.get(handler, 0),
+                                                backlog, 2 * used)
                         break
                     backlog = max(2 * backlog, 3 * used)
                     log("keyed %s/%s/%s ran out of backlog; retrying with %d"

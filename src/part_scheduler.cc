@@ -292,6 +292,7 @@ PartTask PartScheduler::Next() {
       ++in_flight_[part];
       task.kind = PartTask::Kind::kClaim;
       task.cursor = e.cursor;
+      task.turn = e.turn;
       task.finished = e.finished;
       task.busy_keys.assign(e.keys.begin(), e.keys.end());
       if (e.offers) {
@@ -317,13 +318,14 @@ PartScheduler::Entry* PartScheduler::Returned(int part, int64_t epoch) {
 }
 
 void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
-                                Uuid128 next_cursor) {
+                                Uuid128 next_cursor, int turn) {
   absl::MutexLock lock(&mu_);
   Entry* entry = Returned(part, epoch);
   if (entry == nullptr) return;
   Entry& e = *entry;
   e.claiming = false;
   e.cursor = next_cursor;
+  e.turn = turn;
   if (found || e.claim_again) {
     if (found) last_work_ = absl::Now();
     Enqueue(part, e);
@@ -339,6 +341,7 @@ size_t PartScheduler::Offer(int part, int64_t epoch, uint64_t finished,
   e.offers = true;
   e.claiming = false;
   e.cursor = next_cursor;
+  e.turn = 0;
   size_t taken = 0;
   for (Item& item : items) {
     const uint64_t key = BlockOf(*ParseUuid(item.id));

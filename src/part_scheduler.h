@@ -40,6 +40,10 @@ struct PartTask {
   // keys offered or with a handler then, which the claim need not read.
   uint64_t finished = 0;
   std::vector<uint64_t> busy_keys;
+  // kClaim, batch handlers under per-key order: how many claims in a row
+  // ended in the key at the cursor (its turn so far; the cursor is then
+  // right after the items the last of them settled), 0 otherwise.
+  int turn = 0;
   Item item;
   // kProbe: the idle parts to look at; kMeasureLag: every owned part.
   std::vector<int> probe_parts;
@@ -85,8 +89,10 @@ class PartScheduler {
   // Workers. Next() blocks until there is a task.
   PartTask Next();
   // After a claim task. `found` says whether the claim returned items (the
-  // part stays in the rotation) or not (it goes idle).
-  void FinishClaim(int part, int64_t epoch, bool found, Uuid128 next_cursor);
+  // part stays in the rotation) or not (it goes idle). `turn`: the next
+  // claim's PartTask::turn.
+  void FinishClaim(int part, int64_t epoch, bool found, Uuid128 next_cursor,
+                   int turn = 0);
 
   // Per-key order with a handler of single items: instead of handling its
   // claim itself, the worker offers the claimed heads here, and they go to
@@ -125,6 +131,7 @@ class PartScheduler {
     store::ClaimRef ref;
     KeyRange range{};
     Uuid128 cursor = 0;
+    int turn = 0;         // PartTask::turn
     bool queued = false;  // in run_queue_
     bool revoked = false;
     // Under Offer (per-key order, items one at a time):

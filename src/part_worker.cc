@@ -57,6 +57,37 @@ Uuid128 After(const std::vector<Item>& items, const KeyRange& range,
   return last >= range.last ? range.first : last + 1;
 }
 
+// A batch handler under per-key order stays with a key whose run filled
+// its claim for up to kKeyTurn claims in a row, each reading on right after
+// the items the last one settled; then the sweep moves past the key, so a
+// key with a long backlog does not hold up the other keys of its part for
+// long. Staying spares each claim a read from the key's first id over the
+// index entries of the items just acknowledged (dead until vacuum).
+constexpr int kKeyTurn = 4;
+
+// Where the batch sweep goes on after `batch`, all settled: the next
+// claim's cursor and turn (PartTask::turn).
+struct Resume {
+  Uuid128 cursor;
+  int turn = 0;
+};
+Resume AfterRun(const std::vector<Item>& batch, const PartTask& task,
+                int claim_batch) {
+  const Uuid128 last = *ParseUuid(batch.back().id);
+  const uint64_t key = BlockOf(last);
+  const int turn =
+      task.turn > 0 && BlockOf(task.cursor) == key ? task.turn + 1 : 1;
+  if (static_cast<int>(batch.size()) < claim_batch || turn >= kKeyTurn ||
+      last >= task.range.last) {
+    return {After(batch, task.range, true), 0};
+  }
+  return {last + 1, turn};
+}
+
+// Items of one key a handler of single items takes in a row under per-key
+// order (PartWorker::RunItem).
+constexpr int kItemTurn = 16;
+
 // Blocks walked per claim at most, under per-key order: bounds a claim's
 // cost when many keys wait in backoff.
 int MaxBlocks(int claim_batch) { return std::max(256, 4 * claim_batch); }
@@ -301,7 +332,16 @@ void PartWorker::RunClaim(const PartTask& task) {
     if (p.broken) break;
     broken_in_a_row_ = 0;
     if (!more.sent || p.settled < batch.size()) {
-      scheduler_.FinishClaim(ref.part, epoch, true, next);
+      // Under per-key order the sweep may stay with the last key, but only
+      // after the whole batch was acknowledged: a batch that failed and was
+      // tried singly can leave a key's item behind for a retry, and its
+      // later items must wait behind it.
+      Resume resume{next};
+      if (key_order && p.acked) {
+        resume = AfterRun(batch, task, config_.claim_batch);
+      }
+      scheduler_.FinishClaim(ref.part, epoch, true, resume.cursor,
+                             resume.turn);
       return;
     }
     if (!more.items.ok()) {  // ABORTED: the take is gone
@@ -329,21 +369,22 @@ void PartWorker::RunClaim(const PartTask& task) {
 
 absl::StatusOr<std::vector<Item>> PartWorker::ClaimKeyHeads(
     const PartTask& task, Uuid128* from) {
-  // A batch handler takes runs of a key's items (acknowledged together),
-  // from a few keys per claim: runs of ~16 read neighbouring index entries
-  // and cost a few probes per batch (a head per item of a batch of 100
-  // keys ran at 0.49x of unkeyed items); the sweep still visits every key
-  // in turn. A handler of single items takes one item per key.
-  const int per_key = config_.batch_handler ? config_.claim_batch : 1;
-  const int heads = config_.batch_handler
-                        ? std::max(1, (config_.claim_batch + 15) / 16)
-                        : config_.claim_batch;
+  // A batch handler reads along the range as the sweep does and takes
+  // the due prefix of each key it meets (the SQL side of ClaimRuns); a
+  // handler of single items takes one item per key, from a walk over the
+  // keys' heads.
   const Uuid128 start = *from;
   bool wrapped = start == task.range.first;
   while (true) {
-    auto claim = store::ClaimHeads(
-        *conn_, task.ref, *from, task.range.last, config_.claim_batch, per_key,
-        MaxBlocks(config_.claim_batch), task.busy_keys, heads);
+    auto claim =
+        config_.batch_handler
+            ? store::ClaimRuns(*conn_, task.ref, *from, task.range.last,
+                               config_.claim_batch, task.busy_keys,
+                               task.turn > 0 && *from == task.cursor)
+            : store::ClaimHeads(*conn_, task.ref, *from, task.range.last,
+                                config_.claim_batch, 1,
+                                MaxBlocks(config_.claim_batch),
+                                task.busy_keys, config_.claim_batch);
     if (!claim.ok()) return claim.status();
     if (!claim->items.empty()) return std::move(claim->items);
     if (scheduler_.ShouldYield(task.ref.part, task.ref.epoch)) {
@@ -366,11 +407,40 @@ void PartWorker::RunItem(const PartTask& task) {
   bool again = true;
   if (!EnsureConnected() || !FollowTtl()) {
     again = false;  // read again after a probe
-  } else if (!scheduler_.ShouldYield(ref.part, ref.epoch)) {
-    // As for a claim that broke, the part waits instead of spinning; the
-    // scheduler keeps its backoff, since the next try may be another
-    // worker's.
-    again = HandleBatch(ref, {task.item}) != Outcome::kBroken;
+  } else {
+    // The worker keeps the key for up to kItemTurn of its items, reading
+    // the next one as soon as one is settled: a key that carries much of
+    // the traffic moves at its handler's pace, not at one item per pass
+    // over its part's keys. The key stays the worker's meanwhile, so no
+    // other worker can take its next item.
+    Item item = task.item;
+    for (int n = 1; !scheduler_.ShouldYield(ref.part, ref.epoch); ++n) {
+      // Unkeyed items have no order to keep: one per task.
+      const bool go_on = n < kItemTurn && item.key.has_value();
+      NextClaim more;
+      more.of_key = true;
+      // As for a claim that broke, the part waits instead of spinning; the
+      // scheduler keeps its backoff, since the next try may be another
+      // worker's.
+      const Outcome o = HandleBatch(ref, {item}, go_on ? &more : nullptr);
+      if (o == Outcome::kBroken) again = false;
+      // Released for a retry (the key waits for it) or lost with the take.
+      if (!go_on || (o != Outcome::kAcked && o != Outcome::kFailed)) break;
+      if (!more.sent) {  // the handler wrote, or dead-lettered the item
+        const absl::Time start = absl::Now();
+        more.items = store::NextOfKey(*conn_, ref, item.id);
+        more.took = absl::Now() - start;
+      }
+      if (!more.items.ok()) {
+        if (!absl::IsAborted(more.items.status())) {
+          Disconnect(more.items.status());
+        }
+        break;
+      }
+      if (more.items->empty()) break;
+      metrics_.Claimed(1, more.took, /*carried=*/more.sent);
+      item = std::move(more.items->front());
+    }
   }
   scheduler_.FinishItem(ref.part, ref.epoch, task.item, again);
 }
@@ -381,7 +451,7 @@ PartWorker::Progress PartWorker::ProcessItems(const store::ClaimRef& ref,
   if (config_.batch_handler) {
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {0, false};
     const Outcome o = HandleBatch(ref, items, next);
-    if (Settled(o)) return {items.size(), false};
+    if (Settled(o)) return {items.size(), false, o == Outcome::kAcked};
     return {0, o == Outcome::kBroken};
   }
   for (size_t i = 0; i < items.size(); ++i) {
@@ -424,8 +494,11 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
       } else {
         alone = true;
         if (next) {
-          store::AckedAndClaimed r = store::AckAndClaim(
-              *conn_, ref, ids, next->from, next->last, config_.claim_batch);
+          store::AckedAndClaimed r =
+              next->of_key
+                  ? store::AckAndNextOfKey(*conn_, ref, ids.front())
+                  : store::AckAndClaim(*conn_, ref, ids, next->from,
+                                       next->last, config_.claim_batch);
           deleted = r.acked;
           next->sent = true;
           next->items = std::move(r.next);

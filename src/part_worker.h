@@ -95,6 +95,9 @@ class PartWorker {
   // handler wrote nothing (one round trip for both): from `from`, past
   // the batch. `sent` once it went out, with its result in `items`.
   struct NextClaim {
+    // The next item of the acknowledged one's key (NextOfKey), or a claim
+    // along [from, last].
+    bool of_key = false;
     Uuid128 from = 0;
     Uuid128 last = 0;
     bool sent = false;
@@ -106,6 +109,7 @@ class PartWorker {
     // a backoff or dead-lettered): the sweep goes on from the next one.
     size_t settled = 0;
     bool broken = false;  // stopped on kBroken
+    bool acked = false;   // a batch handler's batch, acknowledged whole
   };
   // Items of one claim; stops early when the part must yield. With
   // `next`, a batch handler's ack may carry the next claim.

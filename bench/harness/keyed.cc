@@ -230,17 +230,19 @@ bool RunKeyed(const KeyedConfig& c) {
 
   const Backlog left = ReadBacklog(*conn, group, keyed && c.ordering == "key");
   // Starved: fewer waiting items than the last claims could hold, a hot
-  // key that ran out, or, under ordering 'key' (one item of a key at a
-  // time, so the keys bound the parallelism), more than 5% of the keys
-  // with nothing left (keys share parts unevenly, so a few keys of the
-  // emptiest parts run out first without changing the rate). Under
-  // 'none' a part's claims take the keys' blocks one after another, so
-  // keys running out there is the normal course.
+  // key that ran out, or, for a handler of single items under ordering
+  // 'key' (one item of a key at a time, so the keys bound the
+  // parallelism), more than 5% of the keys with nothing left (keys share
+  // parts unevenly, so a few keys of the emptiest parts run out first
+  // without changing the rate). A batch handler, and any handler under
+  // 'none', takes a part's keys' runs one after another, so keys running
+  // out there is the normal course.
   const int64_t claim = std::max(c.batch, c.claim_batch);
   const bool drained =
       left.other < static_cast<int64_t>(c.consumers) * claim ||
       (c.items == "hot" && left.hot == 0) ||
-      (c.ordering == "key" && left.other_keys < OtherKeys(c) * 95 / 100);
+      (c.ordering == "key" && c.handler == "item" &&
+       left.other_keys < OtherKeys(c) * 95 / 100);
   const double secs = absl::ToDoubleSeconds(t1 - t0);
   JsonLine()
       .Add("bench", "keyed")

@@ -21,6 +21,12 @@ std::string TakeHeld(int session, int part, int epoch, bool hold) {
       hold ? "  FOR KEY SHARE OF sp)" : ")");
 }
 
+std::string AckDelete(int ids, int session, int part, int epoch) {
+  return absl::StrCat("DELETE FROM sqlgroup.items WHERE group_name = $1 ",
+                      "AND id = ANY($", ids, "::uuid[]) AND ",
+                      TakeHeld(session, part, epoch, true));
+}
+
 absl::StatusOr<std::vector<Item>> ClaimedItems(const pqxx::result& r, int first,
                                                const ClaimRef& ref) {
   if (r.empty() || !r[0][first].as<bool>()) {

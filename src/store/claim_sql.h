@@ -27,6 +27,10 @@ namespace sqlgroup::store {
 // the take gone, never in between.
 std::string TakeHeld(int session, int part, int epoch, bool hold);
 
+// The ack: the fenced delete of the items whose ids are in parameter
+// `ids` (uuid[]) of group $1, under the take of the other three.
+std::string AckDelete(int ids, int session, int part, int epoch);
+
 // The columns a claim returns for each item, after `owned`, as
 // ClaimedItems reads them: id, key, payload, attempts, enqueued_at in
 // microseconds (computed in float8: extract() computes in numeric, a cost

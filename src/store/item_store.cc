@@ -37,14 +37,6 @@ const std::string& ClaimSql() {
   return *kSql;
 }
 
-// The ack: the fenced delete of the items whose ids are in parameter
-// `ids` (uuid[]) of group $1, under the take of the other three.
-std::string AckDelete(int ids, int session, int part, int epoch) {
-  return absl::StrCat("DELETE FROM sqlgroup.items WHERE group_name = $1 ",
-                      "AND id = ANY($", ids, "::uuid[]) AND ",
-                      TakeHeld(session, part, epoch, true));
-}
-
 // $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch.
 constexpr char kAck[] = "sqlgroup_ack";
 const std::string& AckSql() {

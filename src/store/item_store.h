@@ -140,6 +140,34 @@ absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
                                      const std::vector<uint64_t>& pass_over,
                                      int heads);
 
+// The batch handler's claim under per-key order: reads up to `limit` items
+// along [from, last] in key order, as ClaimItems does, and returns of each
+// key the items that are due up to its first one that is not (or none,
+// when an older item of the key, before `from`, is still waiting), so a
+// key's items reach the handler in order, several in one batch. Keys of
+// `pass_over` are held back whole. `continued`: `from` is right after
+// items of its key this member acknowledged (none of its key's older items
+// is left), so that is not looked up. `resume` is the block after the key
+// of the last item read. Writes nothing. ABORTED as ClaimItems.
+absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn,
+                                    const ClaimRef& ref, Uuid128 from,
+                                    Uuid128 last, int limit,
+                                    const std::vector<uint64_t>& pass_over,
+                                    bool continued);
+
+// The item of its key that follows `settled` (an item of a key just
+// acknowledged or dead-lettered), if it is due: a handler of single items
+// may go on with the key at once instead of waiting for the next claim's
+// turn. Empty when the key has no next item or it is not due. ABORTED as
+// ClaimItems.
+absl::StatusOr<std::vector<Item>> NextOfKey(pqxx::connection& conn,
+                                             const ClaimRef& ref,
+                                             const std::string& settled);
+// DeleteClaimedNow of the one item `id` and then NextOfKey(id) in one
+// statement (one round trip). Throws as DeleteClaimedNow does.
+AckedAndClaimed AckAndNextOfKey(pqxx::connection& conn, const ClaimRef& ref,
+                                const std::string& id);
+
 // ProbeParts under per-key order: a part is due when one of its keys' heads
 // is, found within `max_blocks` keys from its range's start (or when the
 // walk stopped there: a claim then walks on); `soonest` is when the first

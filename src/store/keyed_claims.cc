@@ -142,6 +142,72 @@ const std::string& ClaimHeadsSql() {
   return *kSql;
 }
 
+// $1 group, $2 session, $3 part, $4 epoch, $5 cursor, $6 last key of the
+// range, $7 items to read at most, $8 keys to pass over (as $10 of
+// kClaimHeads), $9 whether the cursor goes on right after items of its key
+// that this member acknowledged. The batch handler's claim: one read
+// along the range from the cursor, as the sweep's, that keeps of each key
+// the prefix of its items that are due (bool_and over the key's rows in id
+// order), so a key whose head waits holds back its later items and no
+// other key. The rows of a key all sort after the cursor but for the first
+// key's when the cursor is mid-block: unless $9, an older item of that key
+// still there (a retry the cursor was moved past) holds the key back. Not
+// probed with $9: that reads the index entries of the items just
+// acknowledged, dead until vacuum. Returns, for every row read: owned,
+// the item columns with the id NULL when the row is held back, then the
+// row's id (where the read got to).
+constexpr char kClaimRuns[] = "sqlgroup_claim_runs";
+const std::string& ClaimRunsSql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "SELECT t.owned, CASE WHEN i.ok THEN i.id::text END, i.key, "
+      "  CASE WHEN i.ok THEN i.payload END, i.attempts, "
+      "  (date_part('epoch', i.enqueued_at) * 1000000)::bigint, i.id::text "
+      "FROM (SELECT ",
+      TakeHeld(2, 3, 4, false),
+      " AS owned) t LEFT JOIN LATERAL ("
+      "  SELECT r.*, bool_and(r.not_before <= clock_timestamp() "
+      "      AND left(r.id::text, 18) <> ALL($8::text[]) "
+      "      AND (left(r.id::text, 18) <> left($5::text, 18) OR $9 OR NOT EXISTS ("
+      "        SELECT 1 FROM sqlgroup.items e WHERE e.group_name = $1 "
+      "        AND e.id >= ",
+      BlockFirstSql("$5::uuid"),
+      "        AND e.id < $5::uuid))) "
+      "    OVER (PARTITION BY left(r.id::text, 18) COLLATE \"C\" "
+      "      ORDER BY r.id) AS ok "
+      "  FROM (SELECT j.id, j.key, j.payload, j.attempts, j.enqueued_at, "
+      "      j.not_before FROM sqlgroup.items j WHERE t.owned "
+      "    AND j.group_name = $1 AND j.id BETWEEN $5::uuid AND $6::uuid "
+      "    ORDER BY j.id LIMIT $7) r) i ON true"));
+  return *kSql;
+}
+
+// $1 group, $2 session, $3 part, $4 epoch, $5 an item just settled, $6
+// the last id of its key's block: the key's next item, when it is due (a
+// next item that is not holds the key back: no row).
+constexpr char kNextOfKey[] = "sqlgroup_next_of_key";
+const std::string& NextOfKeySql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "SELECT t.owned, ", kClaimedColumns, " FROM (SELECT ",
+      TakeHeld(2, 3, 4, false),
+      " AS owned) t LEFT JOIN LATERAL (SELECT * FROM sqlgroup.items i "
+      "  WHERE t.owned AND i.group_name = $1 AND i.id > $5::uuid "
+      "  AND i.id <= $6::uuid ORDER BY i.id LIMIT 1) i "
+      "ON i.not_before <= clock_timestamp()"));
+  return *kSql;
+}
+
+// $1..$6 as in kNextOfKey, $7 ids (uuid[]): the ack of the item $5 and the
+// read of its key's next item in one statement, as kAckAndClaim. The read
+// sees the snapshot from before the delete, and starts after $5.
+constexpr char kAckAndNextOfKey[] = "sqlgroup_ack_and_next_of_key";
+const std::string& AckAndNextOfKeySql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "WITH acked AS (", AckDelete(7, 2, 3, 4),
+      " RETURNING 1) SELECT (SELECT count(*) FROM acked), c.* FROM (",
+      NextOfKeySql(), ") c"));
+  return *kSql;
+}
+
 // $1 group, $2 parts (int[]), $3 first keys (uuid[]), $4 last keys, $5
 // blocks to walk at most per part. Per part: a walk from the range's start
 // to its first due head; a part is due when it has one, or when the walk
@@ -199,6 +265,22 @@ const std::string& BlockedSql() {
   return *kSql;
 }
 
+// The last id of the block (key) of the item `id`, as text.
+std::string BlockLastOf(const std::string& id) {
+  return FormatUuid(BlockLast(BlockOf(*ParseUuid(id))));
+}
+
+// The blocks of `keys` as the statements compare them: the first 18
+// characters of an id's text form, as a text[] literal.
+std::string BlockPrefixes(const std::vector<uint64_t>& keys) {
+  std::vector<std::string> prefixes;
+  prefixes.reserve(keys.size());
+  for (uint64_t block : keys) {
+    prefixes.push_back(FormatUuid(BlockStart(block)).substr(0, 18));
+  }
+  return SqlArray(prefixes);
+}
+
 std::vector<PartBlockedRow> BlockedRows(const pqxx::result& r) {
   std::vector<PartBlockedRow> rows;
   for (const pqxx::row& row : r) {
@@ -215,6 +297,9 @@ std::vector<PartBlockedRow> BlockedRows(const pqxx::result& r) {
 
 void PrepareKeyedStatements(pqxx::connection& conn) {
   conn.prepare(kClaimHeads, ClaimHeadsSql());
+  conn.prepare(kClaimRuns, ClaimRunsSql());
+  conn.prepare(kNextOfKey, NextOfKeySql());
+  conn.prepare(kAckAndNextOfKey, AckAndNextOfKeySql());
   conn.prepare(kProbeHeads, ProbeHeadsSql());
   conn.prepare(kBlocked, BlockedSql());
 }
@@ -226,16 +311,11 @@ absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
                                      const std::vector<uint64_t>& pass_over,
                                      int heads) {
   return GuardOr<HeadClaim>("claim items", [&]() -> absl::StatusOr<HeadClaim> {
-    std::vector<std::string> prefixes;
-    prefixes.reserve(pass_over.size());
-    for (uint64_t block : pass_over) {
-      prefixes.push_back(FormatUuid(BlockStart(block)).substr(0, 18));
-    }
     pqxx::nontransaction tx(conn);
     const pqxx::result r =
         tx.exec_prepared(kClaimHeads, ref.group, ref.session, ref.part,
                          ref.epoch, FormatUuid(from), FormatUuid(last), limit,
-                         per_key, max_blocks, SqlArray(prefixes), heads);
+                         per_key, max_blocks, BlockPrefixes(pass_over), heads);
     absl::StatusOr<std::vector<Item>> items = ClaimedItems(r, 0, ref);
     if (!items.ok()) return items.status();
     HeadClaim out;
@@ -262,6 +342,57 @@ absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
     out.resume = after_block;
     return out;
   });
+}
+
+absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn,
+                                    const ClaimRef& ref, Uuid128 from,
+                                    Uuid128 last, int limit,
+                                    const std::vector<uint64_t>& pass_over,
+                                    bool continued) {
+  return GuardOr<HeadClaim>("claim items", [&]() -> absl::StatusOr<HeadClaim> {
+    pqxx::nontransaction tx(conn);
+    const pqxx::result r = tx.exec_prepared(
+        kClaimRuns, ref.group, ref.session, ref.part, ref.epoch,
+        FormatUuid(from), FormatUuid(last), limit, BlockPrefixes(pass_over),
+        continued);
+    absl::StatusOr<std::vector<Item>> items = ClaimedItems(r, 0, ref);
+    if (!items.ok()) return items.status();
+    HeadClaim out;
+    out.items = std::move(*items);
+    // The read ended at the range's end, or goes on after the key of the
+    // last row it read (that key's later items wait for the next pass,
+    // so a key with a long backlog takes one claim's worth per pass).
+    const pqxx::row& tail = r[r.size() - 1];
+    if (tail[6].is_null() || r.size() < static_cast<size_t>(limit)) {
+      out.exhausted = true;
+      return out;
+    }
+    const uint64_t block = BlockOf(*ParseUuid(tail[6].as<std::string>()));
+    out.exhausted = block == ~uint64_t{0} || BlockLast(block) >= last;
+    if (!out.exhausted) out.resume = BlockStart(block + 1);
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<Item>> NextOfKey(pqxx::connection& conn,
+                                             const ClaimRef& ref,
+                                             const std::string& settled) {
+  return GuardOr<std::vector<Item>>("claim items", [&] {
+    pqxx::nontransaction tx(conn);
+    return ClaimedItems(
+        tx.exec_prepared(kNextOfKey, ref.group, ref.session, ref.part,
+                         ref.epoch, settled, BlockLastOf(settled)),
+        0, ref);
+  });
+}
+
+AckedAndClaimed AckAndNextOfKey(pqxx::connection& conn, const ClaimRef& ref,
+                                const std::string& id) {
+  pqxx::nontransaction tx(conn);
+  const pqxx::result r = tx.exec_prepared(
+      kAckAndNextOfKey, ref.group, ref.session, ref.part, ref.epoch, id,
+      BlockLastOf(id), SqlArray(std::vector<std::string>{id}));
+  return {r.empty() ? 0 : r[0][0].as<int64_t>(), ClaimedItems(r, 1, ref)};
 }
 
 absl::StatusOr<ProbeResult> ProbeHeads(pqxx::connection& conn,

@@ -131,6 +131,15 @@ class KeyOrderTest : public testing::ConsumerFixture {
         per_key - 1, "))"));
   }
 
+  // As OutOfOrderKeys, for keys with any number of items: keys whose
+  // acknowledgements are not 0, 1, 2, ... up to their count.
+  int64_t KeysAckedOutOfOrder() {
+    return Count(
+        "SELECT count(*) FROM (SELECT key, array_agg(seq ORDER BY acked_at) "
+        "AS s, count(*) AS n FROM acks GROUP BY key) a WHERE s <> "
+        "ARRAY(SELECT generate_series(0, a.n::int - 1))");
+  }
+
   void SetOrdering(const std::string& group, const std::string& ordering) {
     pqxx::work tx(*conn_);
     tx.exec_params("UPDATE sqlgroup.groups SET ordering = $2 WHERE name = $1",
@@ -330,6 +339,90 @@ TEST_F(KeyOrderTest, ABatchCarriesRunsOfAKeyInOrder) {
   EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM acks"), kKeys * kPerKey);
   EXPECT_EQ(Count("SELECT count(*) FROM acks"), kKeys * kPerKey);
   EXPECT_EQ(OutOfOrderKeys(kPerKey), 0);
+}
+
+TEST_F(KeyOrderTest, ABatchHandlerGivesALongKeyTurnsWithTheOtherKeys) {
+  CreateGroup("g", 1);
+  // The long key sorts first in the part: read along the range without
+  // turns, its 1,000 items would all go before any other key's.
+  std::string hot;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string k = absl::StrCat("hot-", i);
+    if (hot.empty() || KeyBlock(k) < KeyBlock(hot)) hot = k;
+  }
+  constexpr int kKeys = 5, kPerKey = 10, kHot = 1000;
+  for (int k = 0; k < kKeys; ++k) {
+    ASSERT_LT(KeyBlock(hot), KeyBlock(absl::StrCat("key-", k)));
+  }
+  {
+    auto p = Producer::Create({.dsn = db_.dsn(), .group = "g"});
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<NewItem> items;
+    for (int seq = 0; seq < kHot; ++seq) {
+      items.push_back({.key = hot, .payload = absl::StrCat(hot, ":", seq)});
+      if (seq >= kPerKey) continue;
+      for (int k = 0; k < kKeys; ++k) {
+        const std::string key = absl::StrCat("key-", k);
+        items.push_back({.key = key, .payload = absl::StrCat(key, ":", seq)});
+      }
+    }
+    ASSERT_TRUE((*p)->Enqueue(items).ok());
+  }
+  ConsumerOptions o = Options("g", nullptr);
+  o.handler = nullptr;
+  o.claim_batch = 20;
+  o.batch_handler = [&](const std::vector<Item>& items, AckTransaction& ack) {
+    for (const Item& item : items) RecordAck(item, ack);
+    return absl::OkStatus();
+  };
+  auto c = Start(o);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  EXPECT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM acks"), kHot + kKeys * kPerKey);
+  EXPECT_EQ(KeysAckedOutOfOrder(), 0);
+  // The other keys were done while most of the long one still waited.
+  EXPECT_LT(Count(absl::StrCat(
+                "SELECT count(*) FROM acks WHERE key = '", hot,
+                "' AND acked_at < (SELECT max(acked_at) FROM acks WHERE "
+                "key <> '",
+                hot, "')")),
+            kHot / 2);
+}
+
+TEST_F(KeyOrderTest, AKeyWithManyItemsGoesOnAtItsHandlersPace) {
+  CreateGroup("g", 1);
+  constexpr int kKeys = 200, kPerKey = 2, kHot = 400;
+  {
+    auto p = Producer::Create({.dsn = db_.dsn(), .group = "g"});
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<NewItem> items;
+    for (int seq = 0; seq < kHot; ++seq) {
+      items.push_back({.key = "hot", .payload = absl::StrCat("hot:", seq)});
+      if (seq >= kPerKey) continue;
+      for (int k = 0; k < kKeys; ++k) {
+        const std::string key = absl::StrCat("key-", k);
+        items.push_back({.key = key, .payload = absl::StrCat(key, ":", seq)});
+      }
+    }
+    ASSERT_TRUE((*p)->Enqueue(items).ok());
+  }
+  // One worker, so the turns are the worker's alone: a claim offers each
+  // key's head once per pass over the part's 201 keys, and the other keys
+  // are done after two passes. One item of "hot" per pass would leave it
+  // 2 or 3 items by then.
+  ConsumerOptions o = Options("g", [&](const Item& item, AckTransaction& ack) {
+    RecordAck(item, ack);
+    return absl::OkStatus();
+  });
+  o.workers = 1;
+  auto c = Start(o);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  EXPECT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM acks"), kHot + kKeys * kPerKey);
+  EXPECT_EQ(KeysAckedOutOfOrder(), 0);
+  EXPECT_GE(Count("SELECT count(*) FROM acks WHERE key = 'hot' AND acked_at < "
+                  "(SELECT max(acked_at) FROM acks WHERE key <> 'hot')"),
+            16);
 }
 
 TEST_F(KeyOrderTest, OrderHoldsAcrossARebalanceWithAnItemInFlight) {
