@@ -340,8 +340,7 @@ void PartWorker::RunClaim(const PartTask& task) {
       if (key_order && p.acked) {
         resume = AfterRun(batch, task, config_.claim_batch);
       }
-      scheduler_.FinishClaim(ref.part, epoch, true, resume.cursor,
-                             resume.turn);
+      scheduler_.FinishClaim(ref.part, epoch, true, resume.cursor, resume.turn);
       return;
     }
     if (!more.items.ok()) {  // ABORTED: the take is gone
@@ -383,8 +382,8 @@ absl::StatusOr<std::vector<Item>> PartWorker::ClaimKeyHeads(
                                task.turn > 0 && *from == task.cursor)
             : store::ClaimHeads(*conn_, task.ref, *from, task.range.last,
                                 config_.claim_batch, 1,
-                                MaxBlocks(config_.claim_batch),
-                                task.busy_keys, config_.claim_batch);
+                                MaxBlocks(config_.claim_batch), task.busy_keys,
+                                config_.claim_batch);
     if (!claim.ok()) return claim.status();
     if (!claim->items.empty()) return std::move(claim->items);
     if (scheduler_.ShouldYield(task.ref.part, task.ref.epoch)) {
@@ -497,8 +496,8 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
           store::AckedAndClaimed r =
               next->of_key
                   ? store::AckAndNextOfKey(*conn_, ref, ids.front())
-                  : store::AckAndClaim(*conn_, ref, ids, next->from,
-                                       next->last, config_.claim_batch);
+                  : store::AckAndClaim(*conn_, ref, ids, next->from, next->last,
+                                       config_.claim_batch);
           deleted = r.acked;
           next->sent = true;
           next->items = std::move(r.next);

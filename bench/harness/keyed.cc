@@ -238,11 +238,10 @@ bool RunKeyed(const KeyedConfig& c) {
   // 'none', takes a part's keys' runs one after another, so keys running
   // out there is the normal course.
   const int64_t claim = std::max(c.batch, c.claim_batch);
-  const bool drained =
-      left.other < static_cast<int64_t>(c.consumers) * claim ||
-      (c.items == "hot" && left.hot == 0) ||
-      (c.ordering == "key" && c.handler == "item" &&
-       left.other_keys < OtherKeys(c) * 95 / 100);
+  const bool drained = left.other < static_cast<int64_t>(c.consumers) * claim ||
+                       (c.items == "hot" && left.hot == 0) ||
+                       (c.ordering == "key" && c.handler == "item" &&
+                        left.other_keys < OtherKeys(c) * 95 / 100);
   const double secs = absl::ToDoubleSeconds(t1 - t0);
   JsonLine()
       .Add("bench", "keyed")

@@ -149,9 +149,8 @@ absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
 // items of its key this member acknowledged (none of its key's older items
 // is left), so that is not looked up. `resume` is the block after the key
 // of the last item read. Writes nothing. ABORTED as ClaimItems.
-absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn,
-                                    const ClaimRef& ref, Uuid128 from,
-                                    Uuid128 last, int limit,
+absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
+                                    Uuid128 from, Uuid128 last, int limit,
                                     const std::vector<uint64_t>& pass_over,
                                     bool continued);
 
@@ -161,8 +160,8 @@ absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn,
 // turn. Empty when the key has no next item or it is not due. ABORTED as
 // ClaimItems.
 absl::StatusOr<std::vector<Item>> NextOfKey(pqxx::connection& conn,
-                                             const ClaimRef& ref,
-                                             const std::string& settled);
+                                            const ClaimRef& ref,
+                                            const std::string& settled);
 // DeleteClaimedNow of the one item `id` and then NextOfKey(id) in one
 // statement (one round trip). Throws as DeleteClaimedNow does.
 AckedAndClaimed AckAndNextOfKey(pqxx::connection& conn, const ClaimRef& ref,

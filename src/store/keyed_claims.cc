@@ -8,6 +8,7 @@
 // have a block of their own, so they are never held back. Also the count
 // of keys blocked behind a retry, for the metrics and `group describe`.
 #include <limits>
+#include <optional>
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
@@ -167,7 +168,8 @@ const std::string& ClaimRunsSql() {
       " AS owned) t LEFT JOIN LATERAL ("
       "  SELECT r.*, bool_and(r.not_before <= clock_timestamp() "
       "      AND left(r.id::text, 18) <> ALL($8::text[]) "
-      "      AND (left(r.id::text, 18) <> left($5::text, 18) OR $9 OR NOT EXISTS ("
+      "      AND (left(r.id::text, 18) <> left($5::text, 18) OR $9 "
+      "        OR NOT EXISTS ("
       "        SELECT 1 FROM sqlgroup.items e WHERE e.group_name = $1 "
       "        AND e.id >= ",
       BlockFirstSql("$5::uuid"),
@@ -344,30 +346,33 @@ absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
   });
 }
 
-absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn,
-                                    const ClaimRef& ref, Uuid128 from,
-                                    Uuid128 last, int limit,
+absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
+                                    Uuid128 from, Uuid128 last, int limit,
                                     const std::vector<uint64_t>& pass_over,
                                     bool continued) {
   return GuardOr<HeadClaim>("claim items", [&]() -> absl::StatusOr<HeadClaim> {
     pqxx::nontransaction tx(conn);
-    const pqxx::result r = tx.exec_prepared(
-        kClaimRuns, ref.group, ref.session, ref.part, ref.epoch,
-        FormatUuid(from), FormatUuid(last), limit, BlockPrefixes(pass_over),
-        continued);
+    const pqxx::result r =
+        tx.exec_prepared(kClaimRuns, ref.group, ref.session, ref.part,
+                         ref.epoch, FormatUuid(from), FormatUuid(last), limit,
+                         BlockPrefixes(pass_over), continued);
     absl::StatusOr<std::vector<Item>> items = ClaimedItems(r, 0, ref);
     if (!items.ok()) return items.status();
     HeadClaim out;
     out.items = std::move(*items);
     // The read ended at the range's end, or goes on after the key of the
-    // last row it read (that key's later items wait for the next pass,
-    // so a key with a long backlog takes one claim's worth per pass).
-    const pqxx::row& tail = r[r.size() - 1];
-    if (tail[6].is_null() || r.size() < static_cast<size_t>(limit)) {
+    // last row it read.
+    std::optional<Uuid128> read_to;
+    for (const pqxx::row& row : r) {
+      if (row[6].is_null()) continue;
+      const Uuid128 id = *ParseUuid(row[6].as<std::string>());
+      if (!read_to || id > *read_to) read_to = id;
+    }
+    if (!read_to || r.size() < static_cast<size_t>(limit)) {
       out.exhausted = true;
       return out;
     }
-    const uint64_t block = BlockOf(*ParseUuid(tail[6].as<std::string>()));
+    const uint64_t block = BlockOf(*read_to);
     out.exhausted = block == ~uint64_t{0} || BlockLast(block) >= last;
     if (!out.exhausted) out.resume = BlockStart(block + 1);
     return out;
@@ -375,8 +380,8 @@ absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn,
 }
 
 absl::StatusOr<std::vector<Item>> NextOfKey(pqxx::connection& conn,
-                                             const ClaimRef& ref,
-                                             const std::string& settled) {
+                                            const ClaimRef& ref,
+                                            const std::string& settled) {
   return GuardOr<std::vector<Item>>("claim items", [&] {
     pqxx::nontransaction tx(conn);
     return ClaimedItems(
