@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "grants.h"
 #include "keyspace.h"
+#include "sqlgroup/assignor.h"
 #include "status_macros.h"
 #include "store/connection.h"
 #include "store/errors.h"
@@ -39,6 +40,7 @@ GroupConfig ConfigOf(const std::string& name,
                      const store::GroupSettings& settings) {
   GroupConfig config{name, settings.parts, settings.ttl, settings.heartbeat};
   config.ordering = settings.key_order ? Ordering::kKey : Ordering::kNone;
+  config.assignor = settings.assignor;
   return config;
 }
 
@@ -105,6 +107,13 @@ absl::Status GroupConfig::Validate() const {
         absl::StrCat("ordering must be key or none, got value ",
                      static_cast<int>(ordering)));
   }
+  if (!AssignorNamed(assignor)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", assignor,
+        "' is not an assignor: use lexical (contiguous blocks of parts in "
+        "the lexical order of the members) or sticky (balanced, moving only "
+        "what a join or a leave needs)"));
+  }
   return absl::OkStatus();
 }
 
@@ -159,10 +168,11 @@ absl::Status Admin::CreateGroup(const GroupConfig& config) {
     pqxx::work tx(*impl_->conn);
     tx.exec_params(
         "INSERT INTO sqlgroup.groups (name, parts, session_ttl, "
-        "heartbeat_interval, ordering) "
-        "VALUES ($1, $2, $3::interval, $4::interval, $5)",
+        "heartbeat_interval, ordering, assignor) "
+        "VALUES ($1, $2, $3::interval, $4::interval, $5, $6)",
         config.name, config.parts, ToInterval(config.session_ttl),
-        ToInterval(config.heartbeat_interval), OrderingName(config.ordering));
+        ToInterval(config.heartbeat_interval), OrderingName(config.ordering),
+        config.assignor);
     tx.commit();
   });
   if (absl::IsAlreadyExists(s)) {

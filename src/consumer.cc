@@ -134,9 +134,6 @@ class Consumer::Impl {
             ? options_.logger
             : std::make_shared<spdlog::logger>(
                   "sqlgroup", std::make_shared<spdlog::sinks::null_sink_mt>());
-    if (!options_.assignor) {
-      options_.assignor = std::make_shared<LexicalRangeAssignor>();
-    }
   }
 
   absl::Status Start() {

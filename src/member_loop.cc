@@ -484,7 +484,26 @@ void MemberLoop::Rebalance() {
   // The heartbeats time the reaping of members that will expire; these
   // already have.
   if (view->expired_sessions > 0 && may_reap_) reap_now_ = true;
-  assignment_ = config_.assignor->Assign(view->live_sessions, settings_.parts);
+  std::shared_ptr<const Assignor> assignor = config_.assignor;
+  if (!assignor) assignor = AssignorNamed(settings_.assignor);
+  if (!assignor) {
+    Handle(absl::FailedPreconditionError(absl::StrCat(
+        "group ", config_.group, " uses the assignor '", settings_.assignor,
+        "', which this sqlgroup does not know: run a version that does on "
+        "every member, or set the group's assignor to one this version "
+        "knows (lexical, sticky)")));
+    return;
+  }
+  // Who owns each part now, for an assignor that keeps parts where they
+  // are.
+  std::vector<std::string> current(settings_.parts);
+  for (const auto& [part, epoch] : view->ownership.mine) {
+    if (part < settings_.parts) current[part] = session_;
+  }
+  for (const auto& [part, owner] : view->ownership.owner_of) {
+    if (part < settings_.parts) current[part] = owner;
+  }
+  assignment_ = assignor->Assign(view->live_sessions, settings_.parts, current);
   const RebalancePlan plan =
       PlanRebalance(session_, assignment_, view->ownership, local_);
   metrics_.Members(static_cast<int>(view->live_sessions.size()));

@@ -45,6 +45,7 @@ struct MemberConfig {
   absl::Duration drain_deadline;
   absl::Duration connect_timeout;
   bool use_notify = true;
+  // Null: the group's (GroupSettings::assignor).
   std::shared_ptr<const Assignor> assignor;
   RebalanceListener* listener = nullptr;
   // Heartbeats go through it, with those of the process's other members,

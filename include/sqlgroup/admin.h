@@ -60,6 +60,12 @@ struct GroupConfig {
   // order (kKey), or concurrently (kNone). Fixed at creation; checked by
   // every member. Default kKey.
   Ordering ordering = Ordering::kKey;
+  // Which assignor the members use to share out the parts: "lexical"
+  // (contiguous blocks in the lexical order of the sessions) or "sticky"
+  // (balanced, moving only what balance needs; include/sqlgroup/
+  // assignor.h). Stored with the group, so every member assigns alike.
+  // Default "lexical".
+  std::string assignor = "lexical";
 
   // INVALID_ARGUMENT naming the field when a value is out of range.
   absl::Status Validate() const;

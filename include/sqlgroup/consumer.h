@@ -81,8 +81,10 @@ struct ConsumerOptions {
   // Optional; metrics are registered here. Not owned; must outlive the
   // consumer.
   prometheus::Registry* metrics = nullptr;
-  // Optional assignor; default LexicalRangeAssignor. Every member of a
-  // group must use the same one.
+  // Optional assignor, for one of your own. By default a member uses the
+  // group's (`group create --assignor lexical|sticky`, stored with the
+  // group), so every member assigns alike; one set here overrides it, and
+  // every member of the group must then set the same.
   std::shared_ptr<const Assignor> assignor;
 
   // Worker threads, each with one database connection, that serve all

@@ -12,6 +12,7 @@
 #include "cli/subcommands.h"
 #include "dsn.h"
 #include "sqlgroup/admin.h"
+#include "sqlgroup/assignor.h"
 #include "status_macros.h"
 
 namespace sqlgroup::cli {
@@ -63,9 +64,16 @@ absl::Status GroupCreate(const Args& args) {
   config.session_ttl = absl::GetFlag(FLAGS_ttl);
   config.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat);
   config.ordering = *ordering;
+  config.assignor = absl::GetFlag(FLAGS_assignor);
+  const absl::Status valid = config.Validate();
+  if (!valid.ok() && !AssignorNamed(config.assignor)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--assignor=", valid.message()));
+  }
   RETURN_IF_ERROR(admin->CreateGroup(config));
   Print(absl::StrCat("created group ", config.name, " with ", config.parts,
-                     " parts, ordering ", OrderingName(config.ordering), "\n"));
+                     " parts, ordering ", OrderingName(config.ordering),
+                     ", assignor ", config.assignor, "\n"));
   return absl::OkStatus();
 }
 
@@ -138,8 +146,8 @@ const std::map<std::string, Command>& Commands() {
         Grant}},
       {"group create",
        {"group create NAME [--parts 16] [--ttl 5s] [--heartbeat 1s] "
-        "[--ordering key|none]",
-        {"parts", "ttl", "heartbeat", "ordering"},
+        "[--ordering key|none] [--assignor lexical|sticky]",
+        {"parts", "ttl", "heartbeat", "ordering", "assignor"},
         1,
         GroupCreate}},
       {"group alter",

@@ -66,10 +66,10 @@ std::string JsonString(const std::string& s) {
 
 std::string DescriptionText(const GroupDescription& d) {
   std::string out = absl::StrFormat(
-      "GROUP %s  parts=%d  ordering=%s  ttl=%s  heartbeat=%s  members=%d  "
-      "dead_items=%d\n",
+      "GROUP %s  parts=%d  ordering=%s  assignor=%s  ttl=%s  heartbeat=%s  "
+      "members=%d  dead_items=%d\n",
       d.config.name, d.config.parts, OrderingName(d.config.ordering),
-      absl::FormatDuration(d.config.session_ttl),
+      d.config.assignor, absl::FormatDuration(d.config.session_ttl),
       absl::FormatDuration(d.config.heartbeat_interval), d.members.size(),
       d.dead_items);
   out += "\nMEMBERS\n";
@@ -135,6 +135,7 @@ std::string DescriptionJson(const GroupDescription& d) {
       "{\"group\":", JsonString(d.config.name),
       ",\"part_count\":", d.config.parts,
       ",\"ordering\":", JsonString(OrderingName(d.config.ordering)),
+      ",\"assignor\":", JsonString(d.config.assignor),
       ",\"ttl_seconds\":", Seconds(d.config.session_ttl),
       ",\"heartbeat_seconds\":", Seconds(d.config.heartbeat_interval),
       ",\"dead_items\":", d.dead_items, ",\"blocked_keys\":", BlockedKeys(d),
@@ -144,11 +145,12 @@ std::string DescriptionJson(const GroupDescription& d) {
 }
 
 std::string GroupListText(const std::vector<GroupConfig>& groups) {
-  std::string out = absl::StrFormat("%-32s  %6s  %-8s  %10s  %10s\n", "GROUP",
-                                    "PARTS", "ORDERING", "TTL", "HEARTBEAT");
+  std::string out =
+      absl::StrFormat("%-32s  %6s  %-8s  %-8s  %10s  %10s\n", "GROUP", "PARTS",
+                      "ORDERING", "ASSIGNOR", "TTL", "HEARTBEAT");
   for (const GroupConfig& g : groups) {
-    out += absl::StrFormat("%-32s  %6d  %-8s  %10s  %10s\n", g.name, g.parts,
-                           OrderingName(g.ordering),
+    out += absl::StrFormat("%-32s  %6d  %-8s  %-8s  %10s  %10s\n", g.name,
+                           g.parts, OrderingName(g.ordering), g.assignor,
                            absl::FormatDuration(g.session_ttl),
                            absl::FormatDuration(g.heartbeat_interval));
   }
@@ -161,6 +163,7 @@ std::string GroupListJson(const std::vector<GroupConfig>& groups) {
     rows.push_back(absl::StrCat(
         "{\"group\":", JsonString(g.name), ",\"parts\":", g.parts,
         ",\"ordering\":", JsonString(OrderingName(g.ordering)),
+        ",\"assignor\":", JsonString(g.assignor),
         ",\"ttl_seconds\":", Seconds(g.session_ttl),
         ",\"heartbeat_seconds\":", Seconds(g.heartbeat_interval), "}"));
   }

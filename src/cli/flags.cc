@@ -18,6 +18,10 @@ ABSL_FLAG(int32_t, parts, 16, "group create: number of parts P (1..4096)");
 ABSL_FLAG(std::string, ordering, "key",
           "group create: key (the items of a key are handled one at a time, "
           "in enqueue order) or none (items of a key may run concurrently)");
+ABSL_FLAG(std::string, assignor, "lexical",
+          "group create: lexical (contiguous blocks of parts in the lexical "
+          "order of the members) or sticky (balanced, moving only what a "
+          "join or a leave needs)");
 ABSL_FLAG(absl::Duration, ttl, absl::Seconds(5),
           "group create/alter: session TTL, e.g. 5s; a silent member's parts "
           "move after this long");

@@ -20,11 +20,11 @@ constexpr char kAlive[] =
     "s.heartbeated_at > clock_timestamp() - g.session_ttl";
 
 // The group's settings as kSettingsColumns columns, read by SettingsFrom.
-constexpr int kSettingsColumns = 4;
+constexpr int kSettingsColumns = 5;
 const std::string& SettingsColumns() {
-  static const std::string* const kColumns = new std::string(
-      absl::StrCat("g.parts, ", MicrosOf("g.session_ttl"), ", ",
-                   MicrosOf("g.heartbeat_interval"), ", g.ordering = 'key'"));
+  static const std::string* const kColumns = new std::string(absl::StrCat(
+      "g.parts, ", MicrosOf("g.session_ttl"), ", ",
+      MicrosOf("g.heartbeat_interval"), ", g.ordering = 'key', g.assignor"));
   return *kColumns;
 }
 
@@ -34,6 +34,7 @@ GroupSettings SettingsFrom(const pqxx::row& row, int first) {
   s.ttl = absl::Microseconds(row[first + 1].as<int64_t>());
   s.heartbeat = absl::Microseconds(row[first + 2].as<int64_t>());
   s.key_order = row[first + 3].as<bool>();
+  s.assignor = row[first + 4].as<std::string>();
   return s;
 }
 
@@ -84,7 +85,8 @@ std::string WatchedHeartbeatSql() {
           absl::StrCat("s.id, s.group_name, g.session_ttl, g.parts, ",
                        MicrosOf("g.session_ttl"), " AS ttl_us, ",
                        MicrosOf("g.heartbeat_interval"),
-                       " AS heartbeat_us, g.ordering = 'key' AS key_order")),
+                       " AS heartbeat_us, g.ordering = 'key' AS key_order, "
+                       "g.assignor")),
       "), fresh AS (SELECT array_agg(id) AS ids FROM beat), "
       // Per group, not per session: 50 sessions of one group read its rows
       // once (a read per session cost 16x as much).
@@ -99,7 +101,7 @@ std::string WatchedHeartbeatSql() {
       "      x.heartbeated_at > clock_timestamp() - bg.session_ttl) AS newest "
       "    FROM sqlgroup.sessions x WHERE x.group_name = bg.group_name) o) "
       "SELECT beat.id::text, beat.parts, beat.ttl_us, beat.heartbeat_us, "
-      "beat.key_order, ",
+      "beat.key_order, beat.assignor, ",
       MicrosOf("seen.oldest + beat.session_ttl - clock_timestamp()"), ", ",
       Fingerprint("seen.live", "seen.newest"),
       " FROM beat JOIN seen ON seen.group_name = beat.group_name");
@@ -121,8 +123,10 @@ std::string GroupViewSql() {
       ")), (SELECT string_agg(p.part::text || '/' || p.epoch::text, ',') "
       "  FROM sqlgroup.session_parts p "
       "  WHERE p.group_name = g.name AND p.session_id = $2::uuid), "
-      "(SELECT string_agg(p.part::text, ',') FROM sqlgroup.session_parts p "
-      "  WHERE p.group_name = g.name AND p.session_id <> $2::uuid), "
+      "(SELECT string_agg(o.session_id::text || '=' || o.parts, ';') FROM ("
+      "  SELECT p.session_id, string_agg(p.part::text, ',') AS parts "
+      "  FROM sqlgroup.session_parts p WHERE p.group_name = g.name "
+      "  AND p.session_id <> $2::uuid GROUP BY p.session_id) o), "
       "(SELECT ",
       Fingerprint("count(*)", "max(s.created_at)"),
       " FROM sqlgroup.sessions s WHERE s.group_name = g.name AND ", kAlive,
@@ -351,9 +355,15 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
     }
     view->membership = row[kAfter + 4].as<std::string>();
     if (!row[kAfter + 3].is_null()) {
-      for (absl::string_view part :
-           absl::StrSplit(row[kAfter + 3].as<std::string>(), ',')) {
-        view->ownership.others.push_back(std::stoi(std::string(part)));
+      for (absl::string_view owner :
+           absl::StrSplit(row[kAfter + 3].as<std::string>(), ';')) {
+        const std::pair<std::string, std::string> f =
+            absl::StrSplit(owner, '=');
+        for (absl::string_view part : absl::StrSplit(f.second, ',')) {
+          const int p = std::stoi(std::string(part));
+          view->ownership.others.push_back(p);
+          view->ownership.owner_of[p] = f.first;
+        }
       }
     }
   });

@@ -28,6 +28,8 @@ struct GroupSettings {
   // groups.ordering = 'key': a key's items are handed out one at a time,
   // in enqueue order (keyed_claims.cc); 'none': the sweep in key order.
   bool key_order = true;
+  // groups.assignor: the name of the group's assignor (AssignorNamed).
+  std::string assignor = "lexical";
 };
 
 struct Owner {
@@ -37,11 +39,13 @@ struct Owner {
 };
 
 // Who owns what, as one member needs to know it: its own parts with their
-// epochs, and which parts other sessions own (not who: 4,096 session ids
-// per read were most of the read's cost).
+// epochs, and which parts other sessions own and whose they are (read per
+// session, not per part: 4,096 session ids per read were most of the
+// read's cost).
 struct Ownership {
   std::map<int, int64_t> mine;
   std::vector<int> others;
+  std::map<int, std::string> owner_of;  // the parts in `others`
 };
 
 // Live sessions (lexical order) and current ownership, read in one snapshot.

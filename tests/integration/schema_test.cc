@@ -56,7 +56,7 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
       r->applied,
       ElementsAre("001_init.sql", "002_lag_index.sql", "003_ownership_log.sql",
                   "004_hot_heartbeats.sql", "005_take_fenced_claims.sql",
-                  "006_keyed_items.sql"));
+                  "006_keyed_items.sql", "007_group_assignor.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :
