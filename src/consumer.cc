@@ -9,12 +9,12 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "heartbeat_batcher.h"
-#include "member_loop.h"
+#include "member/heartbeat_batcher.h"
+#include "member/member_loop.h"
+#include "member/part_scheduler.h"
+#include "member/part_worker.h"
 #include "metrics.h"
 #include "migrations.h"
-#include "part_scheduler.h"
-#include "part_worker.h"
 #include "spdlog/sinks/null_sink.h"
 #include "spdlog/spdlog.h"
 #include "status_macros.h"

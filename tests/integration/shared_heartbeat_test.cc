@@ -9,7 +9,7 @@
 #include <pqxx/pqxx>
 #include <set>
 
-#include "heartbeat_batcher.h"
+#include "member/heartbeat_batcher.h"
 #include "spdlog/sinks/ringbuffer_sink.h"
 #include "spdlog/spdlog.h"
 #include "support/consumer_fixture.h"

@@ -1,4 +1,4 @@
-#include "part_scheduler.h"
+#include "member/part_scheduler.h"
 
 #include <gtest/gtest.h>
 #include <pthread.h>

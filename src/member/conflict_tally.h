@@ -3,8 +3,8 @@
 // workers of one member, so a handler that conflicts every time is
 // eventually counted as failing instead of being retried forever.
 // Bounded in size. Thread safety: all methods from any thread.
-#ifndef SQLGROUP_CONFLICT_TALLY_H_
-#define SQLGROUP_CONFLICT_TALLY_H_
+#ifndef SQLGROUP_MEMBER_CONFLICT_TALLY_H_
+#define SQLGROUP_MEMBER_CONFLICT_TALLY_H_
 
 #include <map>
 #include <string>
@@ -39,4 +39,4 @@ class ConflictTally {
 
 }  // namespace sqlgroup
 
-#endif  // SQLGROUP_CONFLICT_TALLY_H_
+#endif  // SQLGROUP_MEMBER_CONFLICT_TALLY_H_

@@ -2,17 +2,17 @@
 // items in the part's key range, runs the handler and acknowledges each
 // item exactly once (or releases it for retry, or dead-letters it). Owns one
 // database connection, reconnecting with backoff.
-#ifndef SQLGROUP_PART_WORKER_H_
-#define SQLGROUP_PART_WORKER_H_
+#ifndef SQLGROUP_MEMBER_PART_WORKER_H_
+#define SQLGROUP_MEMBER_PART_WORKER_H_
 
 #include <atomic>
 #include <memory>
 #include <pqxx/connection>
 #include <string>
 
-#include "conflict_tally.h"
+#include "member/conflict_tally.h"
+#include "member/part_scheduler.h"
 #include "metrics.h"
-#include "part_scheduler.h"
 #include "sqlgroup/consumer.h"
 #include "store/connection.h"
 
@@ -154,4 +154,4 @@ class PartWorker {
 
 }  // namespace sqlgroup
 
-#endif  // SQLGROUP_PART_WORKER_H_
+#endif  // SQLGROUP_MEMBER_PART_WORKER_H_

@@ -1,8 +1,8 @@
 // What a member must do to move toward its target parts: a pure function of
 // the assignment, the owners the database reports and the takes the member
 // holds locally. No database, no clock.
-#ifndef SQLGROUP_REBALANCE_PLAN_H_
-#define SQLGROUP_REBALANCE_PLAN_H_
+#ifndef SQLGROUP_MEMBER_REBALANCE_PLAN_H_
+#define SQLGROUP_MEMBER_REBALANCE_PLAN_H_
 
 #include <cstdint>
 #include <map>
@@ -31,4 +31,4 @@ RebalancePlan PlanRebalance(const std::string& me, const Assignment& assignment,
 
 }  // namespace sqlgroup
 
-#endif  // SQLGROUP_REBALANCE_PLAN_H_
+#endif  // SQLGROUP_MEMBER_REBALANCE_PLAN_H_

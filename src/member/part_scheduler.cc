@@ -1,10 +1,10 @@
-#include "part_scheduler.h"
+#include "member/part_scheduler.h"
 
 #include <algorithm>
 
 #include "absl/time/clock.h"
-#include "backoff.h"
 #include "key_placement.h"
+#include "member/backoff.h"
 
 namespace sqlgroup {
 

@@ -1,4 +1,4 @@
-#include "rebalance_plan.h"
+#include "member/rebalance_plan.h"
 
 #include <set>
 

@@ -1,6 +1,6 @@
 // Exponential backoff with jitter, for retries of items and reconnects.
-#ifndef SQLGROUP_BACKOFF_H_
-#define SQLGROUP_BACKOFF_H_
+#ifndef SQLGROUP_MEMBER_BACKOFF_H_
+#define SQLGROUP_MEMBER_BACKOFF_H_
 
 #include <algorithm>
 
@@ -21,4 +21,4 @@ inline absl::Duration Backoff(int attempt, absl::Duration initial,
 
 }  // namespace sqlgroup
 
-#endif  // SQLGROUP_BACKOFF_H_
+#endif  // SQLGROUP_MEMBER_BACKOFF_H_

@@ -7,8 +7,8 @@
 // Member states: kJoining (no session) -> kActive -> kLeaving -> kLeft, and
 // kActive -> kJoining when the session is lost. Thread safety: Run() on one
 // thread; RequestStop() and the accessors from any thread.
-#ifndef SQLGROUP_MEMBER_LOOP_H_
-#define SQLGROUP_MEMBER_LOOP_H_
+#ifndef SQLGROUP_MEMBER_MEMBER_LOOP_H_
+#define SQLGROUP_MEMBER_MEMBER_LOOP_H_
 
 #include <atomic>
 #include <map>
@@ -22,9 +22,9 @@
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "heartbeat_batcher.h"
+#include "member/heartbeat_batcher.h"
+#include "member/part_scheduler.h"
 #include "metrics.h"
-#include "part_scheduler.h"
 #include "sqlgroup/consumer.h"
 #include "store/connection.h"
 #include "store/member_store.h"
@@ -179,4 +179,4 @@ const char* PhaseName(MemberLoop::Phase phase);
 
 }  // namespace sqlgroup
 
-#endif  // SQLGROUP_MEMBER_LOOP_H_
+#endif  // SQLGROUP_MEMBER_MEMBER_LOOP_H_

@@ -11,8 +11,8 @@
 // (ExpectAt). Only what nobody announces waits for the rare poll.
 //
 // Thread safety: all methods are safe to call from any thread.
-#ifndef SQLGROUP_PART_SCHEDULER_H_
-#define SQLGROUP_PART_SCHEDULER_H_
+#ifndef SQLGROUP_MEMBER_PART_SCHEDULER_H_
+#define SQLGROUP_MEMBER_PART_SCHEDULER_H_
 
 #include <deque>
 #include <map>
@@ -208,4 +208,4 @@ class PartScheduler {
 
 }  // namespace sqlgroup
 
-#endif  // SQLGROUP_PART_SCHEDULER_H_
+#endif  // SQLGROUP_MEMBER_PART_SCHEDULER_H_

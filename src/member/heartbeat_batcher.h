@@ -6,8 +6,8 @@
 // statement runs go in the next one.
 //
 // Thread safety: all methods from any thread.
-#ifndef SQLGROUP_HEARTBEAT_BATCHER_H_
-#define SQLGROUP_HEARTBEAT_BATCHER_H_
+#ifndef SQLGROUP_MEMBER_HEARTBEAT_BATCHER_H_
+#define SQLGROUP_MEMBER_HEARTBEAT_BATCHER_H_
 
 #include <memory>
 #include <optional>
@@ -103,4 +103,4 @@ class HeartbeatBatcher : public SharedHeartbeat {
 
 }  // namespace sqlgroup
 
-#endif  // SQLGROUP_HEARTBEAT_BATCHER_H_
+#endif  // SQLGROUP_MEMBER_HEARTBEAT_BATCHER_H_

@@ -1,4 +1,4 @@
-#include "member_loop.h"
+#include "member/member_loop.h"
 
 #include <algorithm>
 #include <pqxx/pqxx>
@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
-#include "backoff.h"
 #include "keyspace.h"
-#include "rebalance_plan.h"
+#include "member/backoff.h"
+#include "member/rebalance_plan.h"
 #include "spdlog/spdlog.h"
 #include "store/connection.h"
 #include "store/errors.h"

@@ -1,4 +1,4 @@
-#include "heartbeat_batcher.h"
+#include "member/heartbeat_batcher.h"
 
 #include <algorithm>
 #include <pqxx/pqxx>
@@ -7,7 +7,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "backoff.h"
+#include "member/backoff.h"
 #include "store/connection.h"
 
 namespace sqlgroup {

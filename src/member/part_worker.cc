@@ -1,4 +1,4 @@
-#include "part_worker.h"
+#include "member/part_worker.h"
 
 #include <pqxx/pqxx>
 #include <set>
@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "backoff.h"
 #include "key_placement.h"
+#include "member/backoff.h"
 #include "spdlog/spdlog.h"
 #include "store/connection.h"
 #include "store/errors.h"
