@@ -255,9 +255,13 @@ def claim_table():
 
 def run_rebalance():
     logdir = tempfile.mkdtemp(prefix="sqlgroup-bench-rebalance-")
-    for notify in (True, False):
+    # Polling only with the default assignor: the assignor changes which
+    # parts move, not how members learn of a change.
+    for notify, assignor in ((True, "lexical"), (True, "sticky"),
+                             (False, "lexical")):
         lines, _ = harness(ARGS.harness, "rebalance", "--cli=" + ARGS.cli,
                            "--notify=%s" % ("true" if notify else "false"),
+                           "--assignor=" + assignor,
                            "--trials=%d" % ARGS.trials,
                            "--members=%d" % ARGS.members,
                            "--ttl=%g" % ARGS.ttl, "--log_dir=" + logdir)
@@ -271,20 +275,24 @@ def rebalance_table():
         return
     print("\n## Rebalance latency (ms from the change; %d members before a "
           "join, 16 parts, TTL %gs)\n" % (ARGS.members, ARGS.ttl))
-    print("| change | wakeup | trials | owned p50 | owned max | "
+    print("| change | wakeup | assignor | trials | owned p50 | owned max | "
           "processing p50 | processing max | join: owned from registration "
           "p50 | parts moved / minimum |")
-    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for notify in (True, False):
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for notify, assignor in ((True, "lexical"), (True, "sticky"),
+                             (False, "lexical")):
         for change in ("join", "leave", "kill"):
             rs = [r for r in rows if r["notify"] == notify and
-                  r["change"] == change]
+                  r["change"] == change and
+                  r.get("assignor", "lexical") == assignor]
             if not rs:
                 continue
             reg = [r["owned_from_register_ms"] for r in rs
                    if r["owned_from_register_ms"] >= 0]
-            print("| %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %s | %d / %d |"
-                  % (change, "NOTIFY" if notify else "polling", len(rs),
+            print("| %s | %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %s | "
+                  "%d / %d |"
+                  % (change, "NOTIFY" if notify else "polling", assignor,
+                     len(rs),
                      median([r["owned_ms"] for r in rs]),
                      max(r["owned_ms"] for r in rs),
                      median([r["processing_ms"] for r in rs]),

@@ -77,6 +77,7 @@ int main(int argc, char** argv) {
       c.notify = flags.Bool("notify", c.notify);
       c.ttl_s = flags.Double("ttl", c.ttl_s);
       c.log_dir = flags.Str("log_dir", c.log_dir);
+      c.assignor = flags.Str("assignor", c.assignor);
       RunRebalance(c);
       return 0;
     }

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <memory>
 #include <pqxx/pqxx>
 #include <random>
 #include <stdexcept>
@@ -69,8 +70,12 @@ struct Snapshot {
 
 class Watcher {
  public:
-  Watcher(const std::string& dsn, const std::string& group, int parts)
-      : conn_(Connect(dsn, "bench-rebalance")), group_(group), parts_(parts) {
+  Watcher(const std::string& dsn, const std::string& group, int parts,
+          std::shared_ptr<const Assignor> assignor)
+      : conn_(Connect(dsn, "bench-rebalance")),
+        group_(group),
+        parts_(parts),
+        assignor_(std::move(assignor)) {
     conn_->prepare(
         "snap",
         "SELECT (SELECT string_agg(s.id::text || '/' || "
@@ -110,14 +115,16 @@ class Watcher {
     return s;
   }
 
-  // Every part owned by its lexical target among the live members, and
-  // `instance` live (present) or not.
+  // Every part owned by its target among the live members, and `instance`
+  // live (present) or not. The sticky target depends on the owners, but
+  // not on how far the members got in moving to it, so it is the target
+  // when the owners match it.
   bool Settled(const Snapshot& s, const std::string& instance,
                bool present) const {
     bool found = false;
     for (const std::string& i : s.instances) found |= i == instance;
     if (found != present || s.live.empty()) return false;
-    const Assignment a = LexicalRangeAssignor().Assign(s.live, parts_);
+    const Assignment a = assignor_->Assign(s.live, parts_, s.owners);
     for (int p = 0; p < parts_; ++p) {
       if (s.owners[p] != a.sessions[a.owner[p]]) return false;
     }
@@ -146,6 +153,7 @@ class Watcher {
   std::unique_ptr<pqxx::connection> conn_;
   const std::string group_;
   const int parts_;
+  const std::shared_ptr<const Assignor> assignor_;
   uint64_t seq_ = 0;
 };
 
@@ -157,19 +165,25 @@ struct Member {
 }  // namespace
 
 void RunRebalance(const RebalanceConfig& c) {
-  const std::string group = c.notify ? "rebalance_notify" : "rebalance_poll";
+  const std::string group = absl::StrCat(
+      c.notify ? "rebalance_notify_" : "rebalance_poll_", c.assignor);
+  std::shared_ptr<const Assignor> assignor = AssignorNamed(c.assignor);
+  if (!assignor) {
+    throw std::invalid_argument("--assignor must be lexical or sticky");
+  }
   {
     auto admin = Admin::Connect({.dsn = c.dsn});
     if (!admin.ok()) throw std::runtime_error(admin.status().ToString());
     (*admin)->DeleteGroup(group).IgnoreError();
-    const absl::Status s = (*admin)->CreateGroup(
-        {.name = group,
-         .parts = c.parts,
-         .session_ttl = absl::Seconds(c.ttl_s),
-         .heartbeat_interval = absl::Seconds(c.ttl_s / 3)});
+    const absl::Status s =
+        (*admin)->CreateGroup({.name = group,
+                               .parts = c.parts,
+                               .session_ttl = absl::Seconds(c.ttl_s),
+                               .heartbeat_interval = absl::Seconds(c.ttl_s / 3),
+                               .assignor = c.assignor});
     if (!s.ok()) throw std::runtime_error(s.ToString());
   }
-  Watcher watcher(c.dsn, group, c.parts);
+  Watcher watcher(c.dsn, group, c.parts, assignor);
   std::vector<Member> members;
   int next_name = 0;
   std::mt19937 rng(42);
@@ -260,6 +274,7 @@ void RunRebalance(const RebalanceConfig& c) {
           .Add("bench", "rebalance")
           .Add("change", kind)
           .Add("notify", c.notify)
+          .Add("assignor", c.assignor)
           .Add("trial", trial)
           .Add("members_before", static_cast<int>(before.live.size()))
           .Add("owned_ms", absl::ToDoubleMilliseconds(owned - t0))

@@ -1,10 +1,11 @@
 // Rebalance latency: `sqlgroup consume` processes in a group of `parts`;
 // repeatedly one joins, one leaves gracefully (SIGTERM), one joins, one is
 // killed (SIGKILL). Each change is timed until every part is owned by its
-// lexical target among the live members ("owned"), and until one new item
-// in every part has been acknowledged after that ("processing"). Also
-// counts the parts that changed owner against the fewest any balanced
-// assignment could move. Prints one JSON line per change.
+// target among the live members under the group's assignor ("owned"), and
+// until one new item in every part has been acknowledged after that
+// ("processing"). Also counts the parts that changed owner against the
+// fewest any balanced assignment could move. Prints one JSON line per
+// change.
 #ifndef SQLGROUP_BENCH_HARNESS_REBALANCE_H_
 #define SQLGROUP_BENCH_HARNESS_REBALANCE_H_
 
@@ -21,6 +22,7 @@ struct RebalanceConfig {
   bool notify = true;  // false: members and the harness poll only
   double ttl_s = 3;    // heartbeat ttl/3
   std::string log_dir = "/tmp";
+  std::string assignor = "lexical";  // the group's: lexical or sticky
 };
 
 void RunRebalance(const RebalanceConfig& config);
