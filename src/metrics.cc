@@ -87,6 +87,14 @@ struct MemberMetrics::Families {
                        .Help("Changes of this member's target parts, by "
                              "reason: join, leave, expiry, lost")
                        .Register(r)),
+        parts_taken(prometheus::BuildCounter()
+                        .Name("sqlgroup_parts_taken_total")
+                        .Help("Parts this member took, by the reason of the "
+                              "change of target that moved them: join, "
+                              "leave, expiry, lost (each take pauses the "
+                              "part; a sticky assignor takes only what "
+                              "balance needs)")
+                        .Register(r)),
         rebalance_seconds(prometheus::BuildHistogram()
                               .Name("sqlgroup_rebalance_duration_seconds")
                               .Help("From a change of target until this "
@@ -129,6 +137,7 @@ struct MemberMetrics::Families {
   Family<Gauge>& blocked_age;
   Family<Counter>& items;
   Family<Counter>& rebalances;
+  Family<Counter>& parts_taken;
   Family<Histogram>& rebalance_seconds;
   Family<Histogram>& heartbeat_seconds;
   Family<Counter>& sessions_lost;
@@ -183,6 +192,7 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
     prometheus::Labels l = base;
     l["reason"] = reason;
     f.rebalances.Add(l);  // present from the start, at 0
+    f.parts_taken.Add(l);
   }
 }
 
@@ -299,6 +309,13 @@ void MemberMetrics::RebalanceStarted(const std::string& reason) {
   families_->rebalances
       .Add({{"group", group_}, {"member", instance_}, {"reason", reason}})
       .Increment();
+}
+
+void MemberMetrics::PartsTaken(int parts, const std::string& reason) {
+  if (!families_) return;
+  families_->parts_taken
+      .Add({{"group", group_}, {"member", instance_}, {"reason", reason}})
+      .Increment(parts);
 }
 
 void MemberMetrics::RebalanceDone(absl::Duration took) {

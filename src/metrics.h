@@ -60,6 +60,8 @@ class MemberMetrics {
   void Members(int live);
   // reason: "join", "leave", "expiry" or "lost".
   void RebalanceStarted(const std::string& reason);
+  // `parts` taken, for the change of target that `reason` started.
+  void PartsTaken(int parts, const std::string& reason);
   void RebalanceDone(absl::Duration took);
   // The session and parts owned now; replaces the owner series.
   void Owned(const std::string& session, const std::map<int, int64_t>& parts);

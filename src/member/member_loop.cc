@@ -508,7 +508,8 @@ void MemberLoop::Rebalance() {
       PlanRebalance(session_, assignment_, view->ownership, local_);
   metrics_.Members(static_cast<int>(view->live_sessions.size()));
   if (plan.target != last_target_) {
-    metrics_.RebalanceStarted(RebalanceReason(view->live_sessions));
+    rebalance_reason_ = RebalanceReason(view->live_sessions);
+    metrics_.RebalanceStarted(rebalance_reason_);
     rejoined_after_loss_ = false;
     rebalance_started_ = now;
     log_->info("group={} session={} {} live member(s); target parts {}",
@@ -573,6 +574,7 @@ void MemberLoop::Rebalance() {
         local_[o.part] = o.epoch;
         parts.push_back(o.part);
       }
+      metrics_.PartsTaken(static_cast<int>(parts.size()), rebalance_reason_);
       log_->info("group={} session={} took parts {}", config_.group, session_,
                  Parts(parts));
       CallListener("OnPartsAssigned", &RebalanceListener::OnPartsAssigned,

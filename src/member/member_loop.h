@@ -152,6 +152,9 @@ class MemberLoop {
   std::string last_membership_;         // GroupView::membership, the same
   bool reaped_since_rebalance_ = false;
   bool rejoined_after_loss_ = false;
+  // Why the target last changed (RebalanceReason): the label of the takes
+  // that follow. "join" until the first change: a new member's own join.
+  std::string rebalance_reason_ = "join";
   std::optional<absl::Time> rebalance_started_;
   absl::Time next_heartbeat_;
   absl::Time next_rebalance_;

@@ -4,6 +4,7 @@
 // a group whose assignor it does not know.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
 
 #include <map>
 #include <memory>
@@ -59,6 +60,22 @@ class StickyFleetTest : public testing::ConsumerFixture {
     return hi - lo <= 1;
   }
 
+  // sqlgroup_parts_taken_total{reason="join"} in `registry`.
+  static double TakenForJoins(prometheus::Registry& registry) {
+    double taken = 0;
+    for (const prometheus::MetricFamily& family : registry.Collect()) {
+      if (family.name != "sqlgroup_parts_taken_total") continue;
+      for (const prometheus::ClientMetric& m : family.metric) {
+        for (const prometheus::ClientMetric::Label& l : m.label) {
+          if (l.name == "reason" && l.value == "join") {
+            taken += m.counter.value;
+          }
+        }
+      }
+    }
+    return taken;
+  }
+
   int64_t Takes() {
     return Count("SELECT count(*) FROM sqlgroup.ownership_log");
   }
@@ -79,11 +96,15 @@ TEST_F(StickyFleetTest, AJoinMovesOnlyTheNewcomersShareAndALeaveOnlyItsParts) {
   const auto before = Owners("g");
   const int64_t takes = Takes();
 
-  members.push_back(Start(Options("g", noop)));
+  prometheus::Registry registry;
+  ConsumerOptions fifth = Options("g", noop);
+  fifth.metrics = &registry;
+  members.push_back(Start(std::move(fifth)));
   live.push_back(members.back().get());
   ASSERT_TRUE(WaitFor([&] { return Balanced(live); }, absl::Seconds(20)));
   absl::SleepFor(absl::Seconds(1));
   const auto joined = Owners("g");
+  EXPECT_EQ(TakenForJoins(registry), kParts / 5);
   int moved = 0;
   for (const auto& [part, owner] : joined) {
     if (owner.first != before.at(part).first) {
