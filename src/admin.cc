@@ -232,6 +232,15 @@ absl::Status Admin::DeleteGroup(const std::string& name) {
   return deleted ? absl::OkStatus() : store::GroupNotFound(name);
 }
 
+absl::Status Admin::LeaveGroup(const std::string& group,
+                               const std::string& instance) {
+  RETURN_IF_ERROR(CheckSchema());
+  ASSIGN_OR_RETURN(store::GroupSettings settings,
+                   store::ReadGroup(*impl_->conn, group));
+  (void)settings;  // the group exists: NOT_FOUND below names the instance
+  return store::LeaveInstance(*impl_->conn, group, instance, /*notify=*/true);
+}
+
 absl::StatusOr<std::vector<GroupConfig>> Admin::ListGroups() {
   RETURN_IF_ERROR(CheckSchema());
   ASSIGN_OR_RETURN(auto groups, store::ListGroups(*impl_->conn));

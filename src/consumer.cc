@@ -5,9 +5,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "member/heartbeat_batcher.h"
 #include "member/member_loop.h"
@@ -33,6 +35,24 @@ absl::Status ConsumerOptions::Validate() const {
     return absl::InvalidArgumentError(absl::StrCat("ConsumerOptions.", what));
   };
   if (group.empty()) return bad("group is required");
+  if (static_timeout < absl::ZeroDuration()) {
+    return bad("static_timeout must not be negative");
+  }
+  if (static_timeout > absl::ZeroDuration()) {
+    const bool named =
+        !instance.empty() && instance.size() <= 128 &&
+        std::all_of(instance.begin(), instance.end(), [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                 c == '_' || c == '.' || c == '-';
+        });
+    if (!named) {
+      return bad(absl::StrCat(
+          "static_timeout needs an instance name of letters, digits and "
+          "\"_.-\" (1..128 characters) that stays the same across restarts, "
+          "got '",
+          instance, "'"));
+    }
+  }
   if (static_cast<bool>(handler) == static_cast<bool>(batch_handler)) {
     return bad("set exactly one of handler and batch_handler");
   }
@@ -144,8 +164,8 @@ class Consumer::Impl {
     MemberConfig member;
     member.dsn = options_.dsn;
     member.group = options_.group;
-    member.session = {HostName(), static_cast<int>(getpid()),
-                      options_.instance};
+    member.session = {HostName(), static_cast<int>(getpid()), options_.instance,
+                      options_.static_timeout};
     member.rebalance_poll = options_.rebalance_poll;
     member.rebalance_poll_listening = options_.rebalance_poll_listening;
     member.drain_deadline = options_.drain_deadline;
@@ -210,6 +230,12 @@ class Consumer::Impl {
     return final_;
   }
 
+  // Before Stop(): a static member leaves for good.
+  void LeaveForGood() {
+    absl::MutexLock lock(&mu_);
+    if (loop_) loop_->LeaveForGood();
+  }
+
   State state() const {
     absl::MutexLock lock(&mu_);
     if (state_ == State::kRunning && loop_ &&
@@ -261,12 +287,26 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
       store::CheckSchemaVersion(*conn, internal::LatestKnownVersion()));
   ASSIGN_OR_RETURN(store::GroupSettings settings,
                    store::ReadGroup(*conn, options.group));
+  if (options.static_timeout > absl::ZeroDuration() &&
+      options.static_timeout < settings.heartbeat) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ConsumerOptions.static_timeout (",
+        absl::FormatDuration(options.static_timeout), ") is below group ",
+        options.group, "'s heartbeat interval (",
+        absl::FormatDuration(settings.heartbeat),
+        "): a restart could never come back in time; use at least the "
+        "interval, typically the time a restart takes plus a margin"));
+  }
   return std::unique_ptr<Consumer>(
       new Consumer(std::make_unique<Impl>(std::move(options), settings)));
 }
 
 absl::Status Consumer::Start() { return impl_->Start(); }
 absl::Status Consumer::Stop() { return impl_->Stop(); }
+absl::Status Consumer::Leave() {
+  impl_->LeaveForGood();
+  return impl_->Stop();
+}
 Consumer::State Consumer::state() const { return impl_->state(); }
 std::string Consumer::session_id() const { return impl_->session_id(); }
 std::vector<int> Consumer::owned_parts() const { return impl_->owned_parts(); }

@@ -164,6 +164,12 @@ class Admin {
   // Deletes the group with its sessions, parts, items and dead items.
   // NOT_FOUND when there is no such group.
   absl::Status DeleteGroup(const std::string& name);
+  // A static member (ConsumerOptions::static_timeout) leaves for good,
+  // running or away: its session is deleted and its parts move at once
+  // (scale-down). A running process with that name stops with an error.
+  // NOT_FOUND when the group has no static member named `instance`.
+  absl::Status LeaveGroup(const std::string& group,
+                          const std::string& instance);
   absl::StatusOr<std::vector<GroupConfig>> ListGroups();
   // Gives each role of `roles` exactly the privileges on the sqlgroup
   // schema that its use needs, taking away any others it had there, in one

@@ -71,6 +71,15 @@ struct ConsumerOptions {
   std::string group;
   // Optional name shown by describe and in metrics (e.g. a pod name).
   std::string instance;
+  // With an instance name (letters, digits and "_.-"), makes the member
+  // static: a new process with the same name takes the place of the old one
+  // at once (the newest wins; the old one, if still running, stops with
+  // FAILED_PRECONDITION naming the instance), and a graceful Stop() keeps
+  // the member's place and its parts, unconsumed, for this long, so a
+  // restart within it moves no part. Leave() instead hands the parts over
+  // at once. Zero (the default): a dynamic member. At least the group's
+  // heartbeat interval.
+  absl::Duration static_timeout = absl::ZeroDuration();
   // Exactly one of the two is required.
   Handler handler;
   BatchHandler batch_handler;
@@ -178,6 +187,10 @@ class Consumer {
   // thread. Idempotent. Returns the error that stopped the member early,
   // if any (e.g. the group was deleted).
   absl::Status Stop();
+  // Stop(), and a static member leaves for good (scale-down): its session
+  // is deleted and its parts move at once. The same as Stop() for a
+  // dynamic member.
+  absl::Status Leave();
 
   State state() const;
   // The current session id; empty before Start() or while re-registering.

@@ -57,6 +57,14 @@ absl::Status GroupCreate(const Args& args) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--ordering=", ordering_flag, ": ", ordering.status().message()));
   }
+  const std::string assignor = absl::GetFlag(FLAGS_assignor);
+  if (!AssignorNamed(assignor)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--assignor=", assignor,
+        ": not an assignor; use lexical (contiguous blocks of parts in the "
+        "lexical order of the members) or sticky (balanced, moving only "
+        "what a join or a leave needs)"));
+  }
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
   GroupConfig config;
   config.name = args[0];
@@ -64,16 +72,24 @@ absl::Status GroupCreate(const Args& args) {
   config.session_ttl = absl::GetFlag(FLAGS_ttl);
   config.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat);
   config.ordering = *ordering;
-  config.assignor = absl::GetFlag(FLAGS_assignor);
-  const absl::Status valid = config.Validate();
-  if (!valid.ok() && !AssignorNamed(config.assignor)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--assignor=", valid.message()));
-  }
+  config.assignor = assignor;
   RETURN_IF_ERROR(admin->CreateGroup(config));
   Print(absl::StrCat("created group ", config.name, " with ", config.parts,
                      " parts, ordering ", OrderingName(config.ordering),
                      ", assignor ", config.assignor, "\n"));
+  return absl::OkStatus();
+}
+
+absl::Status GroupLeave(const Args& args) {
+  const std::string instance = absl::GetFlag(FLAGS_instance);
+  if (instance.empty()) {
+    return absl::InvalidArgumentError(
+        "group leave needs --instance NAME: the static member to remove");
+  }
+  ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
+  RETURN_IF_ERROR(admin->LeaveGroup(args[0], instance));
+  Print(absl::StrCat("instance ", instance, " left group ", args[0],
+                     "; its parts move at once\n"));
   return absl::OkStatus();
 }
 
@@ -156,6 +172,12 @@ const std::map<std::string, Command>& Commands() {
         1,
         GroupAlter}},
       {"group delete", {"group delete NAME", {}, 1, GroupDelete}},
+      {"group leave",
+       {"group leave NAME --instance I  (a static member leaves for good; "
+        "its parts move at once)",
+        {"instance"},
+        1,
+        GroupLeave}},
       {"group list", {"group list [--json]", {"json"}, 0, GroupList}},
       {"group describe",
        {"group describe NAME [--json]", {"json"}, 1, GroupDescribe}},
@@ -168,10 +190,12 @@ const std::map<std::string, Command>& Commands() {
         RunProduce}},
       {"consume",
        {"consume --group NAME [--handler noop|count|record|sleep:D|fail:RATE] "
-        "[--fail_rate R] [--instance NAME] [--workers 4] [--members 1] "
-        "[--batch] [--metrics_addr 127.0.0.1:9464]",
-        {"group", "handler", "fail_rate", "instance", "workers", "members",
-         "claim_batch", "max_attempts", "batch", "notify", "metrics_addr"},
+        "[--fail_rate R] [--instance NAME [--static_timeout D]] "
+        "[--workers 4] [--members 1] [--batch] "
+        "[--metrics_addr 127.0.0.1:9464]",
+        {"group", "handler", "fail_rate", "instance", "static_timeout",
+         "workers", "members", "claim_batch", "max_attempts", "batch", "notify",
+         "metrics_addr"},
         0,
         RunConsume}},
       {"demo", {"demo [--duration 60s]", {"duration"}, 0, RunDemo}},

@@ -85,10 +85,15 @@ absl::Status RunConsume(const Args&) {
   std::vector<std::unique_ptr<Consumer>> consumers;
   for (int i = 0; i < members; ++i) {
     ConsumerOptions o = options;
-    // Empty: host:pid, and host:pid/N for the second and later.
-    o.instance = instance.empty() || members == 1
-                     ? instance
-                     : absl::StrCat(instance, "/", i + 1);
+    o.static_timeout = absl::GetFlag(FLAGS_static_timeout);
+    // Empty: host:pid, and host:pid/N for the second and later (NAME-N for
+    // static members, whose names are plain).
+    o.instance =
+        instance.empty() || members == 1
+            ? instance
+            : absl::StrCat(instance,
+                           o.static_timeout > absl::ZeroDuration() ? "-" : "/",
+                           i + 1);
     ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(o)));
     consumers.push_back(std::move(consumer));
   }

@@ -40,6 +40,10 @@ ABSL_FLAG(double, fail_rate, 0,
           "backoff and dead-lettering");
 ABSL_FLAG(std::string, instance, "",
           "consume: a name for this member, shown by describe and metrics");
+ABSL_FLAG(absl::Duration, static_timeout, absl::ZeroDuration(),
+          "consume: with --instance, a static member: a restart under the "
+          "same name within this long moves no part (its parts wait for "
+          "it); 0: dynamic");
 ABSL_FLAG(int32_t, workers, 4,
           "consume: worker threads (one database connection each)");
 ABSL_FLAG(int32_t, members, 1,

@@ -17,6 +17,7 @@ ABSL_DECLARE_FLAG(std::string, migrations_dir);
 ABSL_DECLARE_FLAG(int32_t, parts);
 ABSL_DECLARE_FLAG(std::string, ordering);
 ABSL_DECLARE_FLAG(std::string, assignor);
+ABSL_DECLARE_FLAG(absl::Duration, static_timeout);
 ABSL_DECLARE_FLAG(absl::Duration, ttl);
 ABSL_DECLARE_FLAG(absl::Duration, heartbeat);
 ABSL_DECLARE_FLAG(bool, json);

@@ -36,6 +36,49 @@ std::vector<int> Keys(const std::map<int, int64_t>& m) {
   return keys;
 }
 
+// The assignment over the live members, by name: a static member is named
+// by its instance ("i/NAME"), which survives its restarts, any other by its
+// session id ("s/ID"), so static members come first, in instance order,
+// and a restarted one gets its place and, under a sticky assignor, its
+// parts back. The assignor also learns who owns each part now. The result
+// names sessions, as the plan needs.
+Assignment AssignMembers(const Assignor& assignor, const store::GroupView& view,
+                         const std::string& me, int parts) {
+  std::map<std::string, std::string> name_of, id_of;
+  std::vector<std::string> names;
+  for (const std::string& id : view.live_sessions) {
+    auto it = view.static_instances.find(id);
+    const std::string name =
+        it != view.static_instances.end() ? "i/" + it->second : "s/" + id;
+    name_of[id] = name;
+    id_of[name] = id;
+    names.push_back(name);
+  }
+  std::vector<std::string> current(parts);
+  auto owned_by = [&](int part, const std::string& session) {
+    auto it = name_of.find(session);
+    if (part < parts && it != name_of.end()) current[part] = it->second;
+  };
+  for (const auto& [part, epoch] : view.ownership.mine) owned_by(part, me);
+  for (const auto& [part, owner] : view.ownership.owner_of) {
+    owned_by(part, owner);
+  }
+  const Assignment by_name = assignor.Assign(names, parts, current);
+  Assignment a;
+  a.sessions = view.live_sessions;
+  std::sort(a.sessions.begin(), a.sessions.end());
+  a.owner.assign(parts, -1);
+  for (int p = 0; p < parts && p < static_cast<int>(by_name.owner.size());
+       ++p) {
+    if (by_name.owner[p] < 0) continue;
+    const std::string& id = id_of.at(by_name.sessions[by_name.owner[p]]);
+    a.owner[p] = static_cast<int>(
+        std::lower_bound(a.sessions.begin(), a.sessions.end(), id) -
+        a.sessions.begin());
+  }
+  return a;
+}
+
 }  // namespace
 
 const char* PhaseName(MemberLoop::Phase phase) {
@@ -298,6 +341,29 @@ void MemberLoop::Handle(const absl::Status& s) {
 }
 
 bool MemberLoop::Join() {
+  if (IsStatic() && rejoined_after_loss_) {
+    // A static member whose session is gone was replaced by a newer process
+    // with its instance name, or expired. Replaced, it must not take the
+    // place back (two processes with one name would flap): it stops.
+    auto holder =
+        store::StaticHolder(*conn_, config_.group, config_.session.instance);
+    if (!holder.ok()) {
+      Handle(holder.status());
+      if (phase() == Phase::kFailed) return false;
+      SleepUnlessStopped(
+          Backoff(++join_failures_, absl::Milliseconds(100), absl::Seconds(5)));
+      return true;
+    }
+    if (holder->has_value()) {
+      Handle(absl::FailedPreconditionError(absl::StrCat(
+          "instance '", config_.session.instance, "' of group ", config_.group,
+          " was taken over by another process (", **holder,
+          "): a static member's name may run in one process at a time, and "
+          "the newest wins. This one stops; give each process its own "
+          "--instance")));
+      return false;
+    }
+  }
   auto id = store::RegisterSession(*conn_, config_.group, config_.session,
                                    config_.use_notify);
   if (!id.ok()) {
@@ -367,6 +433,9 @@ void MemberLoop::Adopt(const store::GroupSettings& settings) {
     config_.ttl_ns->store(absl::ToInt64Nanoseconds(settings_.ttl));
   }
   if (config_.key_order) config_.key_order->store(settings_.key_order);
+  // A new assignor changes the targets: read the group now.
+  if (settings.assignor != assignor_name_) rebalance_now_ = true;
+  assignor_name_ = settings.assignor;
 }
 
 void MemberLoop::Heartbeat() {
@@ -487,6 +556,16 @@ void MemberLoop::Rebalance() {
   std::shared_ptr<const Assignor> assignor = config_.assignor;
   if (!assignor) assignor = AssignorNamed(settings_.assignor);
   if (!assignor) {
+    // Assigning otherwise than the others could take a part another
+    // member is meant to own: leave (the parts move at once), then stop.
+    const absl::Status left = store::LeaveSession(*conn_, config_.group,
+                                                  session_, config_.use_notify);
+    if (!left.ok()) {
+      log_->warn(
+          "group={} session={} could not leave ({}); it expires after "
+          "the TTL",
+          config_.group, session_, std::string(left.message()));
+    }
     Handle(absl::FailedPreconditionError(absl::StrCat(
         "group ", config_.group, " uses the assignor '", settings_.assignor,
         "', which this sqlgroup does not know: run a version that does on "
@@ -494,16 +573,7 @@ void MemberLoop::Rebalance() {
         "knows (lexical, sticky)")));
     return;
   }
-  // Who owns each part now, for an assignor that keeps parts where they
-  // are.
-  std::vector<std::string> current(settings_.parts);
-  for (const auto& [part, epoch] : view->ownership.mine) {
-    if (part < settings_.parts) current[part] = session_;
-  }
-  for (const auto& [part, owner] : view->ownership.owner_of) {
-    if (part < settings_.parts) current[part] = owner;
-  }
-  assignment_ = assignor->Assign(view->live_sessions, settings_.parts, current);
+  assignment_ = AssignMembers(*assignor, *view, session_, settings_.parts);
   const RebalancePlan plan =
       PlanRebalance(session_, assignment_, view->ownership, local_);
   metrics_.Members(static_cast<int>(view->live_sessions.size()));
@@ -712,7 +782,24 @@ void MemberLoop::Leave() {
                  Keys(local_));
   }
   scheduler_.Shutdown();
-  if (!session_.empty() && (conn_ || EnsureConnected())) {
+  if (!session_.empty() && IsStatic() && !leave_for_good_ &&
+      (conn_ || EnsureConnected())) {
+    // Keeps its place and its parts for the static timeout: a restart with
+    // the same name within it moves nothing.
+    absl::Status s = store::StepAway(*conn_, session_);
+    if (s.ok()) {
+      log_->info(
+          "group={} session={} instance={} steps away: its parts wait for it "
+          "for {}",
+          config_.group, session_, config_.session.instance,
+          absl::FormatDuration(config_.session.static_timeout));
+    } else {
+      log_->warn(
+          "group={} session={} could not step away ({}); it expires "
+          "after the TTL",
+          config_.group, session_, std::string(s.message()));
+    }
+  } else if (!session_.empty() && (conn_ || EnsureConnected())) {
     absl::Status s = store::LeaveSession(*conn_, config_.group, session_,
                                          config_.use_notify);
     if (s.ok()) {

@@ -72,6 +72,13 @@ class MemberLoop {
   // cannot go on (see fatal()).
   void Run();
   void RequestStop();
+  // Makes the stop that follows a leave for good: a static member deletes
+  // its session (its parts move at once) instead of stepping away.
+  void LeaveForGood() { leave_for_good_ = true; }
+  bool IsStatic() const {
+    return !config_.session.instance.empty() &&
+           config_.session.static_timeout > absl::ZeroDuration();
+  }
 
   std::string session_id() const;
   std::vector<int> owned_parts() const;
@@ -155,6 +162,7 @@ class MemberLoop {
   // Why the target last changed (RebalanceReason): the label of the takes
   // that follow. "join" until the first change: a new member's own join.
   std::string rebalance_reason_ = "join";
+  std::string assignor_name_;  // the group's, as last adopted
   std::optional<absl::Time> rebalance_started_;
   absl::Time next_heartbeat_;
   absl::Time next_rebalance_;
@@ -170,6 +178,7 @@ class MemberLoop {
   bool rebalance_now_ = true;
 
   Wakeup stop_wakeup_;  // signaled by RequestStop()
+  std::atomic<bool> leave_for_good_{false};
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kJoining;

@@ -574,7 +574,9 @@ PartWorker::Outcome PartWorker::HandleSingly(const store::ClaimRef& ref,
     if (waiting.count(block)) continue;
     const Outcome o = HandleBatch(ref, {item});
     if (!Settled(o)) return o;
-    if (o == Outcome::kReleased && KeyOrder()) waiting.insert(block);
+    if (o == Outcome::kReleased && KeyOrder() && item.key) {
+      waiting.insert(block);
+    }
   }
   return Outcome::kFailed;
 }

@@ -17,7 +17,8 @@ std::string TakeHeld(int session, int part, int epoch, bool hold) {
       "  JOIN sqlgroup.groups g ON g.name = sp.group_name "
       "  WHERE sp.group_name = $1 AND sp.part = $",
       part, " AND sp.session_id = $", session, "::uuid AND sp.epoch = $", epoch,
-      "  AND s.heartbeated_at > clock_timestamp() - g.session_ttl",
+      "  AND (s.heartbeated_at > clock_timestamp() - g.session_ttl "
+      "    OR coalesce(s.away_until, '-infinity') > clock_timestamp())",
       hold ? "  FOR KEY SHARE OF sp)" : ")");
 }
 

@@ -168,13 +168,16 @@ const std::string& ClaimRunsSql() {
       " AS owned) t LEFT JOIN LATERAL ("
       "  SELECT r.*, bool_and(r.not_before <= clock_timestamp() "
       "      AND left(r.id::text, 18) <> ALL($8::text[]) "
-      "      AND (left(r.id::text, 18) <> left($5::text, 18) OR $9 "
-      "        OR NOT EXISTS ("
+      "      AND (r.key IS NULL OR left(r.id::text, 18) <> left($5::text, 18) "
+      "        OR $9 OR NOT EXISTS ("
       "        SELECT 1 FROM sqlgroup.items e WHERE e.group_name = $1 "
       "        AND e.id >= ",
       BlockFirstSql("$5::uuid"),
       "        AND e.id < $5::uuid))) "
-      "    OVER (PARTITION BY left(r.id::text, 18) COLLATE \"C\" "
+      // An unkeyed item is a key of its own, even when its id shares a
+      // block with another's (ids of unkeyed items spread by time).
+      "    OVER (PARTITION BY CASE WHEN r.key IS NULL THEN r.id::text "
+      "      ELSE left(r.id::text, 18) END COLLATE \"C\" "
       "      ORDER BY r.id) AS ok "
       "  FROM (SELECT j.id, j.key, j.payload, j.attempts, j.enqueued_at, "
       "      j.not_before FROM sqlgroup.items j WHERE t.owned "

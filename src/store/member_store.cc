@@ -15,9 +15,13 @@ namespace sqlgroup::store {
 namespace {
 
 // A session is alive while heartbeated_at > clock_timestamp() - its
-// group's TTL. The same predicate guards heartbeats, takes and acks.
+// group's TTL, or, a static member that stopped, until its away_until
+// (schema 8). The same predicate guards heartbeats, takes and acks. The
+// coalesce matters: away_until is NULL for every other session, and
+// NOT (false OR NULL) is NULL, which would never reap it.
 constexpr char kAlive[] =
-    "s.heartbeated_at > clock_timestamp() - g.session_ttl";
+    "(s.heartbeated_at > clock_timestamp() - g.session_ttl "
+    "OR coalesce(s.away_until, '-infinity') > clock_timestamp())";
 
 // The group's settings as kSettingsColumns columns, read by SettingsFrom.
 constexpr int kSettingsColumns = 5;
@@ -93,12 +97,18 @@ std::string WatchedHeartbeatSql() {
       "seen AS (SELECT bg.group_name, o.* "
       "  FROM (SELECT DISTINCT group_name, session_ttl FROM beat) bg, fresh, "
       "  LATERAL (SELECT "
-      "    min(x.heartbeated_at) FILTER (WHERE x.id <> ALL(fresh.ids)) "
-      "      AS oldest, "
+      // An away static member expires at its away_until: as if it had
+      // heartbeated a TTL before.
+      "    min(greatest(x.heartbeated_at, x.away_until - bg.session_ttl)) "
+      "      FILTER (WHERE x.id <> ALL(fresh.ids)) AS oldest, "
       "    count(*) FILTER (WHERE x.id = ANY(fresh.ids) OR x.heartbeated_at > "
-      "      clock_timestamp() - bg.session_ttl) AS live, "
+      "      clock_timestamp() - bg.session_ttl "
+      "      OR coalesce(x.away_until, '-infinity') > clock_timestamp()) AS "
+      "live, "
       "    max(x.created_at) FILTER (WHERE x.id = ANY(fresh.ids) OR "
-      "      x.heartbeated_at > clock_timestamp() - bg.session_ttl) AS newest "
+      "      x.heartbeated_at > clock_timestamp() - bg.session_ttl "
+      "      OR coalesce(x.away_until, '-infinity') > clock_timestamp()) AS "
+      "newest "
       "    FROM sqlgroup.sessions x WHERE x.group_name = bg.group_name) o) "
       "SELECT beat.id::text, beat.parts, beat.ttl_us, beat.heartbeat_us, "
       "beat.key_order, beat.assignor, ",
@@ -114,7 +124,8 @@ std::string WatchedHeartbeatSql() {
 std::string GroupViewSql() {
   return absl::StrCat(
       "SELECT ", SettingsColumns(),
-      ", (SELECT string_agg(s.id::text, ',' ORDER BY s.id) "
+      ", (SELECT string_agg(s.id::text || CASE WHEN s.static_timeout "
+      "  IS NOT NULL THEN '/' || s.instance ELSE '' END, ',' ORDER BY s.id) "
       "  FROM sqlgroup.sessions s WHERE s.group_name = g.name AND ",
       kAlive,
       "), (SELECT count(*) FROM sqlgroup.sessions s "
@@ -226,13 +237,29 @@ absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
                                             const SessionInfo& info,
                                             bool notify) {
   std::string id;
+  const bool is_static =
+      !info.instance.empty() && info.static_timeout > absl::ZeroDuration();
   absl::Status s = Guard("register session", [&] {
     pqxx::work tx(conn);
+    if (is_static) {
+      // The place of the instance: whoever held it, running, away or
+      // expired, is replaced (and fenced: its session is gone).
+      const pqxx::result old = tx.exec_params(
+          "DELETE FROM sqlgroup.sessions WHERE group_name = $1 "
+          "AND instance = $2 AND static_timeout IS NOT NULL RETURNING id::text",
+          group, info.instance);
+      for (const pqxx::row& row : old) {
+        ReleaseSessionHistory(tx, row[0].as<std::string>(), "replaced");
+      }
+    }
     const pqxx::result r = tx.exec_params(
-        "INSERT INTO sqlgroup.sessions (group_name, host, pid, instance) "
-        "SELECT name, $2, $3, nullif($4, '') FROM sqlgroup.groups "
-        "WHERE name = $1 RETURNING id::text",
-        group, info.host, info.pid, info.instance);
+        "INSERT INTO sqlgroup.sessions (group_name, host, pid, instance, "
+        "static_timeout) "
+        "SELECT name, $2, $3, nullif($4, ''), $5::interval "
+        "FROM sqlgroup.groups WHERE name = $1 RETURNING id::text",
+        group, info.host, info.pid, info.instance,
+        is_static ? std::optional<std::string>(ToInterval(info.static_timeout))
+                  : std::nullopt);
     if (r.empty()) return;
     id = r[0][0].as<std::string>();
     if (notify) Notify(tx, MembershipChanged(group));
@@ -342,7 +369,13 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
     view->settings = SettingsFrom(row, 0);
     constexpr int kAfter = kSettingsColumns;
     if (!row[kAfter].is_null()) {
-      view->live_sessions = absl::StrSplit(row[kAfter].as<std::string>(), ',');
+      for (absl::string_view live :
+           absl::StrSplit(row[kAfter].as<std::string>(), ',')) {
+        const std::pair<std::string, std::string> f =
+            absl::StrSplit(live, absl::MaxSplits('/', 1));
+        view->live_sessions.push_back(f.first);
+        if (!f.second.empty()) view->static_instances[f.first] = f.second;
+      }
     }
     view->expired_sessions = row[kAfter + 1].as<int>();
     if (!row[kAfter + 2].is_null()) {
@@ -442,6 +475,64 @@ absl::StatusOr<std::vector<int>> DropParts(
     tx.commit();
     return dropped;
   });
+}
+
+absl::StatusOr<std::optional<std::string>> StaticHolder(
+    pqxx::connection& conn, const std::string& group,
+    const std::string& instance) {
+  return GuardOr<std::optional<std::string>>(
+      "read the instance's session", [&] {
+        pqxx::nontransaction tx(conn);
+        const pqxx::result r = tx.exec_params(
+            absl::StrCat("SELECT s.host || ' pid ' || s.pid "
+                         "FROM sqlgroup.sessions s JOIN sqlgroup.groups g "
+                         "ON g.name = s.group_name WHERE s.group_name = $1 "
+                         "AND s.instance = $2 AND s.static_timeout IS NOT NULL "
+                         "AND ",
+                         kAlive),
+            group, instance);
+        if (r.empty()) return std::optional<std::string>();
+        return std::optional<std::string>(r[0][0].as<std::string>());
+      });
+}
+
+absl::Status StepAway(pqxx::connection& conn, const std::string& session) {
+  return Guard("step away", [&] {
+    pqxx::work tx(conn);
+    tx.exec("SET LOCAL synchronous_commit = on");
+    tx.exec_params(
+        "UPDATE sqlgroup.sessions SET away_until = clock_timestamp() + "
+        "static_timeout WHERE id = $1::uuid AND static_timeout IS NOT NULL",
+        session);
+    tx.commit();
+  });
+}
+
+absl::Status LeaveInstance(pqxx::connection& conn, const std::string& group,
+                           const std::string& instance, bool notify) {
+  bool found = false;
+  absl::Status s = Guard("leave group", [&] {
+    pqxx::work tx(conn);
+    const pqxx::result r = tx.exec_params(
+        "DELETE FROM sqlgroup.sessions WHERE group_name = $1 "
+        "AND instance = $2 AND static_timeout IS NOT NULL RETURNING id::text",
+        group, instance);
+    for (const pqxx::row& row : r) {
+      ReleaseSessionHistory(tx, row[0].as<std::string>(), "leave");
+    }
+    found = !r.empty();
+    if (found && notify) Notify(tx, MembershipChanged(group));
+    tx.commit();
+  });
+  if (!s.ok()) return s;
+  if (!found) {
+    return absl::NotFoundError(absl::StrCat(
+        "group ", group, " has no static member with instance '", instance,
+        "' (static members are started with --instance and "
+        "--static_timeout; `sqlgroup group describe ",
+        group, "` lists the members)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,

@@ -52,6 +52,8 @@ struct Ownership {
 struct GroupView {
   GroupSettings settings;
   std::vector<std::string> live_sessions;
+  // The instance name of each live static member's session (schema 8).
+  std::map<std::string, std::string> static_instances;
   // Sessions of the group that expired and wait to be reaped.
   int expired_sessions = 0;
   // The live sessions' count and newest creation time (see Beat).
@@ -80,6 +82,10 @@ struct SessionInfo {
   std::string host;
   int pid = 0;
   std::string instance;  // empty: none
+  // > 0 (with an instance): a static member (schema 8), which replaces the
+  // session of its instance when it registers and, when it stops, stays
+  // away for this long with its parts instead of leaving.
+  absl::Duration static_timeout = absl::ZeroDuration();
 };
 
 // NOTIFY payloads on channel "sqlgroup", which every member hears.
@@ -117,11 +123,27 @@ absl::StatusOr<std::vector<std::pair<std::string, GroupSettings>>> ListGroups(
 absl::Status GroupNotFound(const std::string& group);
 
 // Inserts a session (database clock) and announces it. NOT_FOUND when the
-// group does not exist.
+// group does not exist. A static member's first deletes the session its
+// instance had, if any (its parts free with it, to be taken back at once).
 absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
                                             const std::string& group,
                                             const SessionInfo& info,
                                             bool notify);
+
+// The live static session of `instance` in `group`, if any: "host pid" of
+// its process, for a message.
+absl::StatusOr<std::optional<std::string>> StaticHolder(
+    pqxx::connection& conn, const std::string& group,
+    const std::string& instance);
+
+// A static member's graceful stop: the session stays, with its parts,
+// until its static timeout from now (by the database clock).
+absl::Status StepAway(pqxx::connection& conn, const std::string& session);
+
+// Deletes the static session of `instance`, running or away, and announces
+// it: its parts move at once (scale-down). NOT_FOUND when there is none.
+absl::Status LeaveInstance(pqxx::connection& conn, const std::string& group,
+                           const std::string& instance, bool notify);
 
 // Refreshes the heartbeat unless the session has expired or is gone; then
 // nullopt: the session is lost for good. `watch` also reads the others'

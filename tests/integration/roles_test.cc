@@ -133,6 +133,7 @@ TEST_F(RolesTest, TheMemberRoleHasExactlyTheGrantedPrivileges) {
       "sessions DELETE",
       "sessions INSERT",
       "sessions SELECT",
+      "sessions.away_until UPDATE",
       "sessions.heartbeated_at UPDATE",
   };
   EXPECT_EQ(Privileges(member_.name()), want);

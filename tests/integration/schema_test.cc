@@ -52,11 +52,11 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->from_version, 0);
   EXPECT_EQ(r->to_version, SchemaVersionKnown());
-  EXPECT_THAT(
-      r->applied,
-      ElementsAre("001_init.sql", "002_lag_index.sql", "003_ownership_log.sql",
-                  "004_hot_heartbeats.sql", "005_take_fenced_claims.sql",
-                  "006_keyed_items.sql", "007_group_assignor.sql"));
+  EXPECT_THAT(r->applied,
+              ElementsAre("001_init.sql", "002_lag_index.sql",
+                          "003_ownership_log.sql", "004_hot_heartbeats.sql",
+                          "005_take_fenced_claims.sql", "006_keyed_items.sql",
+                          "007_group_assignor.sql", "008_static_members.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :
