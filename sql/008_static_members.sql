@@ -16,7 +16,7 @@
 --     until its away_until, whichever is later; after that it is expired and
 --     reaped like any other, and its parts move.
 --   * `sqlgroup group leave GROUP --instance NAME` deletes it at once
---     (scale-down).
+--     (scale-down; its process should be stopped first).
 ALTER TABLE sqlgroup.sessions
   ADD COLUMN IF NOT EXISTS static_timeout interval,
   ADD COLUMN IF NOT EXISTS away_until timestamptz;

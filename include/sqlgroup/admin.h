@@ -166,7 +166,8 @@ class Admin {
   absl::Status DeleteGroup(const std::string& name);
   // A static member (ConsumerOptions::static_timeout) leaves for good,
   // running or away: its session is deleted and its parts move at once
-  // (scale-down). A running process with that name stops with an error.
+  // (scale-down). Stop its process first: one still running under that
+  // name registers again.
   // NOT_FOUND when the group has no static member named `instance`.
   absl::Status LeaveGroup(const std::string& group,
                           const std::string& instance);
