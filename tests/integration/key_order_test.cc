@@ -112,6 +112,25 @@ class KeyOrderTest : public testing::ConsumerFixture {
     }
   }
 
+  // `long_items` items of the key `long_key` and `per_key` of each of `keys`
+  // others, interleaved as one stream would bring them, in one call.
+  void ProduceWithLongKey(const std::string& group, const std::string& long_key,
+                          int long_items, int keys, int per_key) {
+    auto p = Producer::Create({.dsn = db_.dsn(), .group = group});
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<NewItem> items;
+    for (int seq = 0; seq < long_items; ++seq) {
+      items.push_back(
+          {.key = long_key, .payload = absl::StrCat(long_key, ":", seq)});
+      if (seq >= per_key) continue;
+      for (int k = 0; k < keys; ++k) {
+        const std::string key = absl::StrCat("key-", k);
+        items.push_back({.key = key, .payload = absl::StrCat(key, ":", seq)});
+      }
+    }
+    ASSERT_TRUE((*p)->Enqueue(items).ok());
+  }
+
   // Records the item in `acks` inside the acknowledging transaction.
   static void RecordAck(const Item& item, AckTransaction& ack) {
     const Seq s = ParsePayload(item.payload);
@@ -354,20 +373,7 @@ TEST_F(KeyOrderTest, ABatchHandlerGivesALongKeyTurnsWithTheOtherKeys) {
   for (int k = 0; k < kKeys; ++k) {
     ASSERT_LT(KeyBlock(hot), KeyBlock(absl::StrCat("key-", k)));
   }
-  {
-    auto p = Producer::Create({.dsn = db_.dsn(), .group = "g"});
-    ASSERT_TRUE(p.ok()) << p.status();
-    std::vector<NewItem> items;
-    for (int seq = 0; seq < kHot; ++seq) {
-      items.push_back({.key = hot, .payload = absl::StrCat(hot, ":", seq)});
-      if (seq >= kPerKey) continue;
-      for (int k = 0; k < kKeys; ++k) {
-        const std::string key = absl::StrCat("key-", k);
-        items.push_back({.key = key, .payload = absl::StrCat(key, ":", seq)});
-      }
-    }
-    ASSERT_TRUE((*p)->Enqueue(items).ok());
-  }
+  ProduceWithLongKey("g", hot, kHot, kKeys, kPerKey);
   ConsumerOptions o = Options("g", nullptr);
   o.handler = nullptr;
   o.claim_batch = 20;
@@ -392,20 +398,7 @@ TEST_F(KeyOrderTest, ABatchHandlerGivesALongKeyTurnsWithTheOtherKeys) {
 TEST_F(KeyOrderTest, AKeyWithManyItemsGoesOnAtItsHandlersPace) {
   CreateGroup("g", 1);
   constexpr int kKeys = 200, kPerKey = 2, kHot = 400;
-  {
-    auto p = Producer::Create({.dsn = db_.dsn(), .group = "g"});
-    ASSERT_TRUE(p.ok()) << p.status();
-    std::vector<NewItem> items;
-    for (int seq = 0; seq < kHot; ++seq) {
-      items.push_back({.key = "hot", .payload = absl::StrCat("hot:", seq)});
-      if (seq >= kPerKey) continue;
-      for (int k = 0; k < kKeys; ++k) {
-        const std::string key = absl::StrCat("key-", k);
-        items.push_back({.key = key, .payload = absl::StrCat(key, ":", seq)});
-      }
-    }
-    ASSERT_TRUE((*p)->Enqueue(items).ok());
-  }
+  ProduceWithLongKey("g", "hot", kHot, kKeys, kPerKey);
   // One worker, so the turns are the worker's alone: a claim offers each
   // key's head once per pass over the part's 201 keys, and the other keys
   // are done after two passes. One item of "hot" per pass would leave it
