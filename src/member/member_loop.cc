@@ -36,49 +36,6 @@ std::vector<int> Keys(const std::map<int, int64_t>& m) {
   return keys;
 }
 
-// The assignment over the live members, by name: a static member is named
-// by its instance ("i/NAME"), which survives its restarts, any other by its
-// session id ("s/ID"), so static members come first, in instance order,
-// and a restarted one gets its place and, under a sticky assignor, its
-// parts back. The assignor also learns who owns each part now. The result
-// names sessions, as the plan needs.
-Assignment AssignMembers(const Assignor& assignor, const store::GroupView& view,
-                         const std::string& me, int parts) {
-  std::map<std::string, std::string> name_of, id_of;
-  std::vector<std::string> names;
-  for (const std::string& id : view.live_sessions) {
-    auto it = view.static_instances.find(id);
-    const std::string name =
-        it != view.static_instances.end() ? "i/" + it->second : "s/" + id;
-    name_of[id] = name;
-    id_of[name] = id;
-    names.push_back(name);
-  }
-  std::vector<std::string> current(parts);
-  auto owned_by = [&](int part, const std::string& session) {
-    auto it = name_of.find(session);
-    if (part < parts && it != name_of.end()) current[part] = it->second;
-  };
-  for (const auto& [part, epoch] : view.ownership.mine) owned_by(part, me);
-  for (const auto& [part, owner] : view.ownership.owner_of) {
-    owned_by(part, owner);
-  }
-  const Assignment by_name = assignor.Assign(names, parts, current);
-  Assignment a;
-  a.sessions = view.live_sessions;
-  std::sort(a.sessions.begin(), a.sessions.end());
-  a.owner.assign(parts, -1);
-  for (int p = 0; p < parts && p < static_cast<int>(by_name.owner.size());
-       ++p) {
-    if (by_name.owner[p] < 0) continue;
-    const std::string& id = id_of.at(by_name.sessions[by_name.owner[p]]);
-    a.owner[p] = static_cast<int>(
-        std::lower_bound(a.sessions.begin(), a.sessions.end(), id) -
-        a.sessions.begin());
-  }
-  return a;
-}
-
 }  // namespace
 
 const char* PhaseName(MemberLoop::Phase phase) {

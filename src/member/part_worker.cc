@@ -381,9 +381,8 @@ absl::StatusOr<std::vector<Item>> PartWorker::ClaimKeyHeads(
                                config_.claim_batch, task.busy_keys,
                                task.turn > 0 && *from == task.cursor)
             : store::ClaimHeads(*conn_, task.ref, *from, task.range.last,
-                                config_.claim_batch, 1,
-                                MaxBlocks(config_.claim_batch), task.busy_keys,
-                                config_.claim_batch);
+                                config_.claim_batch,
+                                MaxBlocks(config_.claim_batch), task.busy_keys);
     if (!claim.ok()) return claim.status();
     if (!claim->items.empty()) return std::move(claim->items);
     if (scheduler_.ShouldYield(task.ref.part, task.ref.epoch)) {

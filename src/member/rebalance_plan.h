@@ -23,6 +23,16 @@ struct RebalancePlan {
   bool converged = false;        // owned == target, nothing to drop or take
 };
 
+// The assignment over the live members of `view`, by name: a static member
+// is named by its instance, which survives its restarts, any other by its
+// session id, so static members come first, in instance order, and a
+// restarted one gets its place and, under a sticky assignor, its parts
+// back. The assignor also learns who owns each part now (`me` for
+// view.ownership.mine). The result names session ids, as PlanRebalance
+// needs.
+Assignment AssignMembers(const Assignor& assignor, const store::GroupView& view,
+                         const std::string& me, int parts);
+
 // `ownership` is what the database says; `local` maps the parts this member
 // runs to their epochs.
 RebalancePlan PlanRebalance(const std::string& me, const Assignment& assignment,

@@ -116,7 +116,7 @@ absl::StatusOr<ProbeResult> ProbeParts(pqxx::connection& conn,
 // block is its key's head: only heads are handed out, and a head that is
 // not due (in backoff, delayed) holds back its own key and no other.
 struct HeadClaim {
-  std::vector<Item> items;  // key order; at most `per_key` of one key
+  std::vector<Item> items;  // key order
   // Where the next claim of the sweep starts: the block after the last one
   // this claim handed out (or, with none, walked past).
   Uuid128 resume = 0;
@@ -125,20 +125,17 @@ struct HeadClaim {
   bool exhausted = false;
 };
 
-// Walks from `from` over the heads of the keys in [from, last], one index
-// probe per key, until it found `heads` due heads (an unkeyed item counts
-// as one) or walked `max_blocks` keys; returns up to `limit` items: the due
-// heads, each with up to `per_key` of its key's items that follow it and
-// are due (a run a batch handler acknowledges together), and no more than
-// an even share of `limit` per key. Keys of `pass_over` (blocks: keys with
-// a handler already) are stepped over like keys whose head is not due.
-// Writes nothing. ABORTED as ClaimItems.
+// The claim of a handler of single items under per-key order: walks from
+// `from` over the heads of the keys in [from, last], one index probe per
+// key, until it found `limit` due heads (a run of unkeyed items counts as
+// one) or walked `max_blocks` keys, and returns the due heads, one item
+// per key (a run of unkeyed items whole). Keys of `pass_over` (blocks: keys
+// with a handler already) are stepped over like keys whose head is not
+// due. Writes nothing. ABORTED as ClaimItems.
 absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
                                      const ClaimRef& ref, Uuid128 from,
-                                     Uuid128 last, int limit, int per_key,
-                                     int max_blocks,
-                                     const std::vector<uint64_t>& pass_over,
-                                     int heads);
+                                     Uuid128 last, int limit, int max_blocks,
+                                     const std::vector<uint64_t>& pass_over);
 
 // The batch handler's claim under per-key order: reads up to `limit` items
 // along [from, last] in key order, as ClaimItems does, and returns of each

@@ -77,10 +77,10 @@ std::string StepFrom(const std::string& x) {
 // wanted (an unkeyed item counts as one). The walk goes from the cursor
 // one key at a time (a run of unkeyed items counts as one step) until it
 // saw $11 due heads or walked $9 steps; each due head brings
-// the run of its key's items that are due, up to $8 (a batch handler
-// acknowledges a run together; one at a time otherwise) and up to an even
-// share of $7 among the heads found, so that one claim reads about $7
-// items however many keys it found. Returns, on every row: owned, the item
+// the run of its key's items that are due, up to $8 and up to an even
+// share of $7 among the heads found (ClaimHeads passes $8 = 1: a handler
+// of single items takes one item per key; batch handlers claim with
+// kClaimRuns). Returns, on every row: owned, the item
 // columns (NULL when none), then the steps walked, the due heads seen and
 // where the walk's last step ended, so that the caller knows where to go
 // on. Writes nothing, like the sweep's claim.
@@ -311,16 +311,15 @@ void PrepareKeyedStatements(pqxx::connection& conn) {
 
 absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
                                      const ClaimRef& ref, Uuid128 from,
-                                     Uuid128 last, int limit, int per_key,
-                                     int max_blocks,
-                                     const std::vector<uint64_t>& pass_over,
-                                     int heads) {
+                                     Uuid128 last, int limit, int max_blocks,
+                                     const std::vector<uint64_t>& pass_over) {
   return GuardOr<HeadClaim>("claim items", [&]() -> absl::StatusOr<HeadClaim> {
     pqxx::nontransaction tx(conn);
     const pqxx::result r =
         tx.exec_prepared(kClaimHeads, ref.group, ref.session, ref.part,
                          ref.epoch, FormatUuid(from), FormatUuid(last), limit,
-                         per_key, max_blocks, BlockPrefixes(pass_over), heads);
+                         /*per_key=*/1, max_blocks, BlockPrefixes(pass_over),
+                         /*heads=*/limit);
     absl::StatusOr<std::vector<Item>> items = ClaimedItems(r, 0, ref);
     if (!items.ok()) return items.status();
     HeadClaim out;
@@ -329,7 +328,7 @@ absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
     const int steps = row[6].is_null() ? 0 : row[6].as<int>();
     const int due = row[7].is_null() ? 0 : row[7].as<int>();
     // The walk ran out of blocks before either bound stopped it.
-    out.exhausted = steps < max_blocks && due < heads;
+    out.exhausted = steps < max_blocks && due < limit;
     // The next walk starts after the last block this one passed.
     Uuid128 after_block = 0;
     bool wraps = true;

@@ -76,5 +76,53 @@ TEST(RebalancePlan, PartsBeyondThePartCountAreDropped) {
   EXPECT_THAT(p.drop, ElementsAre(5));
 }
 
+// A view of live sessions `ids`, of which `statics` (id -> instance) are
+// static members, and who owns which part.
+store::GroupView View(std::vector<std::string> ids,
+                      std::map<std::string, std::string> statics,
+                      std::map<int, std::string> owners = {}) {
+  store::GroupView v;
+  v.live_sessions = std::move(ids);
+  v.static_instances = std::move(statics);
+  for (const auto& [part, owner] : owners) {
+    v.ownership.others.push_back(part);
+    v.ownership.owner_of[part] = owner;
+  }
+  return v;
+}
+
+TEST(AssignMembersTest, StaticMembersComeFirstInInstanceOrder) {
+  // Session ids sort c < d < e; the instances put e before c.
+  const Assignment a = AssignMembers(
+      LexicalRangeAssignor(),
+      View({"c", "d", "e"}, {{"c", "web-2"}, {"e", "web-1"}}), "d", 6);
+  EXPECT_THAT(a.sessions, ElementsAre("c", "d", "e"));
+  EXPECT_THAT(a.parts_of("e"), ElementsAre(0, 1));  // i/web-1
+  EXPECT_THAT(a.parts_of("c"), ElementsAre(2, 3));  // i/web-2
+  EXPECT_THAT(a.parts_of("d"), ElementsAre(4, 5));  // s/d
+}
+
+TEST(AssignMembersTest, ARestartedStaticMemberGetsItsPlaceBack) {
+  // "old" held web-1's place; "new" is the same instance after a restart,
+  // with a session id that sorts elsewhere.
+  const auto before = AssignMembers(
+      LexicalRangeAssignor(), View({"m", "old"}, {{"old", "web-1"}}), "m", 4);
+  const auto after = AssignMembers(LexicalRangeAssignor(),
+                                   View({"a", "m"}, {{"a", "web-1"}}), "m", 4);
+  EXPECT_EQ(before.parts_of("old"), after.parts_of("a"));
+  EXPECT_EQ(before.parts_of("m"), after.parts_of("m"));
+}
+
+TEST(AssignMembersTest, TheStickyAssignorSeesWhoOwnsWhat) {
+  // "x" owns parts 2 and 3 and keeps them; an owner that is not live counts
+  // as none, so part 5 is free. The free parts go in ascending order to the
+  // members short of 3: one to "x", the rest to "y".
+  const Assignment a = AssignMembers(
+      StickyAssignor(), View({"x", "y"}, {}, {{2, "x"}, {3, "x"}, {5, "gone"}}),
+      "y", 6);
+  EXPECT_THAT(a.parts_of("x"), ElementsAre(0, 2, 3));
+  EXPECT_THAT(a.parts_of("y"), ElementsAre(1, 4, 5));
+}
+
 }  // namespace
 }  // namespace sqlgroup
