@@ -335,8 +335,12 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
              "SELECT s.id::text, coalesce(s.instance, ''), s.host, s.pid, "
              "  (extract(epoch from s.created_at) * 1000000)::bigint, " +
                  MicrosOf("clock_timestamp() - s.heartbeated_at") +
-                 ", s.heartbeated_at < clock_timestamp() - g.session_ttl "
-                 "FROM sqlgroup.sessions s "
+                 ", s.heartbeated_at <= clock_timestamp() - g.session_ttl "
+                 "  AND coalesce(s.away_until, '-infinity') <= "
+                 "clock_timestamp(), " +
+                 MicrosOf("s.static_timeout") + ", " +
+                 MicrosOf("s.away_until - clock_timestamp()") +
+                 " FROM sqlgroup.sessions s "
                  "JOIN sqlgroup.groups g ON g.name = s.group_name "
                  "WHERE s.group_name = $1 ORDER BY s.id",
              name)) {
@@ -348,6 +352,12 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
       m.created_at = absl::FromUnixMicros(row[4].as<int64_t>());
       m.since_heartbeat = absl::Microseconds(row[5].as<int64_t>());
       m.expired = row[6].as<bool>();
+      if (!row[7].is_null()) {
+        m.static_timeout = absl::Microseconds(row[7].as<int64_t>());
+      }
+      if (!row[8].is_null() && row[8].as<int64_t>() > 0) {
+        m.away_left = absl::Microseconds(row[8].as<int64_t>());
+      }
       d.members.push_back(std::move(m));
     }
     for (const pqxx::row& row : tx.exec_params(

@@ -85,16 +85,31 @@ struct MemberMetrics::Families {
         rebalances(prometheus::BuildCounter()
                        .Name("sqlgroup_rebalances_total")
                        .Help("Changes of this member's target parts, by "
-                             "reason: join, leave, expiry, lost")
+                             "reason: join, leave, expiry, lost, return (a "
+                             "static member back in its place)")
                        .Register(r)),
         parts_taken(prometheus::BuildCounter()
                         .Name("sqlgroup_parts_taken_total")
                         .Help("Parts this member took, by the reason of the "
                               "change of target that moved them: join, "
-                              "leave, expiry, lost (each take pauses the "
-                              "part; a sticky assignor takes only what "
-                              "balance needs)")
+                              "leave, expiry, lost, return (a static member "
+                              "taking back its parts after a restart; each "
+                              "take pauses the part; a sticky assignor "
+                              "takes only what balance needs)")
                         .Register(r)),
+        static_away(prometheus::BuildGauge()
+                        .Name("sqlgroup_static_members_away")
+                        .Help("Static members that stopped and keep their "
+                              "place and parts until their static timeout, "
+                              "as this member last read the group")
+                        .Register(r)),
+        static_away_until(
+            prometheus::BuildGauge()
+                .Name("sqlgroup_static_member_away_until_seconds")
+                .Help("When an away static member's parts move to the "
+                      "others unless it is back (Unix time, database "
+                      "clock; label static_member is its instance)")
+                .Register(r)),
         rebalance_seconds(prometheus::BuildHistogram()
                               .Name("sqlgroup_rebalance_duration_seconds")
                               .Help("From a change of target until this "
@@ -138,6 +153,8 @@ struct MemberMetrics::Families {
   Family<Counter>& items;
   Family<Counter>& rebalances;
   Family<Counter>& parts_taken;
+  Family<Gauge>& static_away;
+  Family<Gauge>& static_away_until;
   Family<Histogram>& rebalance_seconds;
   Family<Histogram>& heartbeat_seconds;
   Family<Counter>& sessions_lost;
@@ -147,6 +164,7 @@ struct MemberMetrics::Families {
 
   // Fixed series, labelled group and instance.
   Gauge* members_gauge = nullptr;
+  Gauge* away_gauge = nullptr;
   Counter* claimed = nullptr;
   Counter* acked = nullptr;
   Counter* failed = nullptr;
@@ -175,6 +193,7 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
     return l;
   };
   f.members_gauge = &f.members.Add(base);
+  f.away_gauge = &f.static_away.Add(base);
   f.claimed = &f.items.Add(with("claimed"));
   f.acked = &f.items.Add(with("acked"));
   f.failed = &f.items.Add(with("failed"));
@@ -188,7 +207,7 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
   f.claim = &f.claim_seconds.Add(base, LatencyBuckets());
   f.carried = &f.carried_claims.Add(base);
   f.ack = &f.ack_seconds.Add(base, LatencyBuckets());
-  for (const char* reason : {"join", "leave", "expiry", "lost"}) {
+  for (const char* reason : {"join", "leave", "expiry", "lost", "return"}) {
     prometheus::Labels l = base;
     l["reason"] = reason;
     f.rebalances.Add(l);  // present from the start, at 0
@@ -211,6 +230,7 @@ MemberMetrics::~MemberMetrics() {
     f.blocked_age.Remove(g.second);
   }
   if (owned_ != nullptr) f.owned_parts.Remove(owned_);
+  for (auto& [name, g] : away_) f.static_away_until.Remove(g);
 }
 
 void MemberMetrics::Claimed(int64_t items, absl::Duration took, bool carried) {
@@ -301,6 +321,34 @@ void MemberMetrics::SessionLost() {
 
 void MemberMetrics::Members(int live) {
   if (families_) families_->members_gauge->Set(live);
+}
+
+void MemberMetrics::StaticAway(
+    const std::map<std::string, absl::Time>& away_until) {
+  if (!families_) return;
+  Families& f = *families_;
+  absl::MutexLock lock(&mu_);
+  f.away_gauge->Set(static_cast<double>(away_until.size()));
+  for (auto it = away_.begin(); it != away_.end();) {
+    if (away_until.count(it->first)) {
+      ++it;
+    } else {
+      f.static_away_until.Remove(it->second);
+      it = away_.erase(it);
+    }
+  }
+  for (const auto& [name, until] : away_until) {
+    auto it = away_.find(name);
+    if (it == away_.end()) {
+      it = away_
+               .emplace(name,
+                        &f.static_away_until.Add({{"group", group_},
+                                                  {"member", instance_},
+                                                  {"static_member", name}}))
+               .first;
+    }
+    it->second->Set(absl::ToDoubleSeconds(until - absl::UnixEpoch()));
+  }
 }
 
 void MemberMetrics::RebalanceStarted(const std::string& reason) {

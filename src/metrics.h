@@ -58,7 +58,10 @@ class MemberMetrics {
   void Heartbeat(absl::Duration round_trip);
   void SessionLost();
   void Members(int live);
-  // reason: "join", "leave", "expiry" or "lost".
+  // Static members away (instance -> when their parts move), as the last
+  // membership read showed them; replaces the previous set.
+  void StaticAway(const std::map<std::string, absl::Time>& away_until);
+  // reason: "join", "leave", "expiry", "lost" or "return".
   void RebalanceStarted(const std::string& reason);
   // `parts` taken, for the change of target that `reason` started.
   void PartsTaken(int parts, const std::string& reason);
@@ -86,6 +89,7 @@ class MemberMetrics {
       ABSL_GUARDED_BY(mu_);
   std::map<int, std::pair<prometheus::Gauge*, prometheus::Gauge*>> blocked_
       ABSL_GUARDED_BY(mu_);
+  std::map<std::string, prometheus::Gauge*> away_ ABSL_GUARDED_BY(mu_);
   prometheus::Gauge* owned_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string owner_session_ ABSL_GUARDED_BY(mu_);
 };

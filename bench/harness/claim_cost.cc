@@ -65,8 +65,10 @@ void RunClaimCost(const ClaimCostConfig& config) {
   // PostgreSQL planned each claim of a large table afresh (session 8: p50
   // 0.36-0.37 against 0.13-0.15 ms at 1M waiting items).
   store::PrepareItemStatements(*conn);
-  const std::string session = Must(store::RegisterSession(
-      *conn, group, {"bench", 0, "claim-cost"}, /*notify=*/false));
+  const std::string session =
+      Must(store::RegisterSession(*conn, group, {"bench", 0, "claim-cost"},
+                                  /*notify=*/false))
+          .session;
   std::vector<int> all(config.parts);
   for (int p = 0; p < config.parts; ++p) all[p] = p;
   std::map<int, int64_t> epochs;

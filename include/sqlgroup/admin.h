@@ -96,8 +96,15 @@ struct MemberInfo {
   int pid = 0;
   absl::Time created_at;
   absl::Duration since_heartbeat;  // by the database clock
+  // Neither heartbeating within the TTL nor away (waits to be reaped).
   bool expired = false;
   std::vector<int> parts;  // owned now, ascending
+  // A static member (ConsumerOptions::static_timeout): its timeout; zero
+  // for a dynamic member.
+  absl::Duration static_timeout;
+  // A static member that stopped and keeps its place and parts: how long
+  // until they move to the others unless it is back; nullopt otherwise.
+  std::optional<absl::Duration> away_left;
 };
 
 struct PartInfo {

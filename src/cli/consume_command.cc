@@ -10,6 +10,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "cli/flags.h"
 #include "cli/handlers.h"
 #include "cli/signals.h"
@@ -38,6 +39,21 @@ absl::Status RequireGroupFlag() {
     return absl::InvalidArgumentError("--group is required");
   }
   return absl::OkStatus();
+}
+
+// The library names ConsumerOptions fields; a person at the command line
+// set flags. Fields with a flag of the same name are renamed; the rest of
+// the message stays as it was.
+absl::Status InFlagTerms(const absl::Status& s) {
+  if (s.ok()) return s;
+  std::string text(s.message());
+  for (const char* field : {"static_timeout", "instance", "workers",
+                            "claim_batch", "max_attempts", "group"}) {
+    absl::StrReplaceAll(
+        {{absl::StrCat("ConsumerOptions.", field), absl::StrCat("--", field)}},
+        &text);
+  }
+  return absl::Status(s.code(), text);
 }
 
 absl::Status RunConsume(const Args&) {
@@ -94,8 +110,9 @@ absl::Status RunConsume(const Args&) {
             : absl::StrCat(instance,
                            o.static_timeout > absl::ZeroDuration() ? "-" : "/",
                            i + 1);
-    ASSIGN_OR_RETURN(auto consumer, Consumer::Create(std::move(o)));
-    consumers.push_back(std::move(consumer));
+    auto consumer = Consumer::Create(std::move(o));
+    if (!consumer.ok()) return InFlagTerms(consumer.status());
+    consumers.push_back(std::move(*consumer));
   }
   // Only once the schema and the group are known good: bad input changes
   // nothing.

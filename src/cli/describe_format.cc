@@ -32,6 +32,20 @@ absl::Duration OldestBlocked(const GroupDescription& d) {
   return oldest;
 }
 
+// live, static (a static member running), away (a static member that
+// stopped and keeps its place and parts for a while) or expired.
+const char* StateName(const MemberInfo& m) {
+  if (m.expired) return "expired";
+  if (m.away_left) return "away";
+  return m.static_timeout > absl::ZeroDuration() ? "static" : "live";
+}
+
+// The state, with the seconds an away member has left.
+std::string MemberState(const MemberInfo& m) {
+  if (m.expired || !m.away_left) return StateName(m);
+  return absl::StrFormat("away %.1fs", absl::ToDoubleSeconds(*m.away_left));
+}
+
 }  // namespace
 
 std::string JsonString(const std::string& s) {
@@ -73,17 +87,18 @@ std::string DescriptionText(const GroupDescription& d) {
       absl::FormatDuration(d.config.heartbeat_interval), d.members.size(),
       d.dead_items);
   out += "\nMEMBERS\n";
-  out += absl::StrFormat("%-36s  %-16s  %-20s  %7s  %9s  %s\n", "SESSION",
-                         "INSTANCE", "HOST", "PID", "HEARTBEAT", "PARTS");
+  // STATE: see StateName; "away 12.5s" says how long the parts still wait.
+  out +=
+      absl::StrFormat("%-36s  %-16s  %-20s  %7s  %9s  %-13s  %s\n", "SESSION",
+                      "INSTANCE", "HOST", "PID", "HEARTBEAT", "STATE", "PARTS");
   if (d.members.empty()) out += "(none)\n";
   for (const MemberInfo& m : d.members) {
     std::vector<std::string> parts;
     for (int p : m.parts) parts.push_back(absl::StrCat(p));
-    out +=
-        absl::StrFormat("%-36s  %-16s  %-20s  %7d  %8ss  %s%s\n", m.session_id,
-                        m.instance.empty() ? "-" : m.instance, m.host, m.pid,
-                        Seconds(m.since_heartbeat), absl::StrJoin(parts, ","),
-                        m.expired ? "  (expired)" : "");
+    out += absl::StrFormat("%-36s  %-16s  %-20s  %7d  %8ss  %-13s  %s\n",
+                           m.session_id, m.instance.empty() ? "-" : m.instance,
+                           m.host, m.pid, Seconds(m.since_heartbeat),
+                           MemberState(m), absl::StrJoin(parts, ","));
   }
   out += "\nPARTS\n";
   // BLOCKED: keys whose head waits for a retry, holding back the key's
@@ -116,8 +131,12 @@ std::string DescriptionJson(const GroupDescription& d) {
         ",\"host\":", JsonString(m.host), ",\"pid\":", m.pid,
         ",\"created_at\":", JsonString(absl::FormatTime(m.created_at)),
         ",\"seconds_since_heartbeat\":", Seconds(m.since_heartbeat),
-        ",\"expired\":", m.expired ? "true" : "false", ",\"parts\":[",
-        absl::StrJoin(m.parts, ","), "]}"));
+        ",\"expired\":", m.expired ? "true" : "false",
+        ",\"state\":", JsonString(StateName(m)), ",\"static_timeout_seconds\":",
+        m.static_timeout > absl::ZeroDuration() ? Seconds(m.static_timeout)
+                                                : "null",
+        ",\"away_seconds_left\":", m.away_left ? Seconds(*m.away_left) : "null",
+        ",\"parts\":[", absl::StrJoin(m.parts, ","), "]}"));
   }
   std::vector<std::string> parts;
   for (const PartInfo& p : d.parts) {

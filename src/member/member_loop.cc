@@ -331,7 +331,8 @@ bool MemberLoop::Join() {
     return true;
   }
   join_failures_ = 0;
-  session_ = *id;
+  session_ = id->session;
+  returned_ = id->replaced;
   const absl::Time now = absl::Now();
   last_heartbeat_ok_ = now;
   next_heartbeat_ =
@@ -474,15 +475,23 @@ void MemberLoop::Reap() {
 }
 
 // Why the target changed: this member rejoined after losing its session,
-// someone joined, someone was reaped (expired), or someone left.
-std::string MemberLoop::RebalanceReason(
-    const std::vector<std::string>& live) const {
+// a static member came back to its place (this one or another), someone
+// joined, someone was reaped (expired), or someone left.
+std::string MemberLoop::RebalanceReason(const store::GroupView& view) const {
   if (rejoined_after_loss_) return "lost";
-  for (const std::string& s : live) {
-    if (!std::binary_search(last_live_.begin(), last_live_.end(), s)) {
-      return "join";
+  if (returned_) return "return";
+  bool joined = false;
+  for (const std::string& s : view.live_sessions) {
+    if (std::binary_search(last_live_.begin(), last_live_.end(), s)) continue;
+    auto it = view.static_instances.find(s);
+    if (it != view.static_instances.end() &&
+        std::any_of(last_static_.begin(), last_static_.end(),
+                    [&](const auto& e) { return e.second == it->second; })) {
+      return "return";
     }
+    joined = true;
   }
+  if (joined) return "join";
   return reaped_since_rebalance_ ? "expiry" : "leave";
 }
 
@@ -535,9 +544,10 @@ void MemberLoop::Rebalance() {
       PlanRebalance(session_, assignment_, view->ownership, local_);
   metrics_.Members(static_cast<int>(view->live_sessions.size()));
   if (plan.target != last_target_) {
-    rebalance_reason_ = RebalanceReason(view->live_sessions);
+    rebalance_reason_ = RebalanceReason(*view);
     metrics_.RebalanceStarted(rebalance_reason_);
     rejoined_after_loss_ = false;
+    returned_ = false;
     rebalance_started_ = now;
     log_->info("group={} session={} {} live member(s); target parts {}",
                config_.group, session_, view->live_sessions.size(),
@@ -545,7 +555,9 @@ void MemberLoop::Rebalance() {
     last_target_ = plan.target;
   }
   last_live_ = view->live_sessions;
+  last_static_ = view->static_instances;
   last_membership_ = view->membership;
+  metrics_.StaticAway(view->away_until);
   reaped_since_rebalance_ = false;
   if (!plan.lost.empty()) {
     for (int part : plan.lost) {
@@ -743,7 +755,8 @@ void MemberLoop::Leave() {
       (conn_ || EnsureConnected())) {
     // Keeps its place and its parts for the static timeout: a restart with
     // the same name within it moves nothing.
-    absl::Status s = store::StepAway(*conn_, session_);
+    absl::Status s =
+        store::StepAway(*conn_, config_.group, session_, config_.use_notify);
     if (s.ok()) {
       log_->info(
           "group={} session={} instance={} steps away: its parts wait for it "

@@ -111,7 +111,7 @@ class MemberLoop {
   // no reap query on every heartbeat.
   void Reap();
   void Rebalance();
-  std::string RebalanceReason(const std::vector<std::string>& live) const;
+  std::string RebalanceReason(const store::GroupView& view) const;
   void FinishDrains(bool force);
   void LoseSession(const std::string& why);
   void Leave();
@@ -159,6 +159,9 @@ class MemberLoop {
   std::string last_membership_;         // GroupView::membership, the same
   bool reaped_since_rebalance_ = false;
   bool rejoined_after_loss_ = false;
+  // This session took the place of its instance's earlier one (static).
+  bool returned_ = false;
+  std::map<std::string, std::string> last_static_;  // of the last rebalance
   // Why the target last changed (RebalanceReason): the label of the takes
   // that follow. "join" until the first change: a new member's own join.
   std::string rebalance_reason_ = "join";

@@ -141,7 +141,11 @@ std::string GroupViewSql() {
       "(SELECT ",
       Fingerprint("count(*)", "max(s.created_at)"),
       " FROM sqlgroup.sessions s WHERE s.group_name = g.name AND ", kAlive,
-      ") FROM sqlgroup.groups g WHERE g.name = $1");
+      "), (SELECT string_agg(s.instance || '=' || ",
+      MicrosOf("s.away_until - 'epoch'::timestamptz"),
+      ", ',') FROM sqlgroup.sessions s WHERE s.group_name = g.name "
+      "  AND s.away_until > clock_timestamp()) "
+      "FROM sqlgroup.groups g WHERE g.name = $1");
 }
 
 // Stamps the end of every open take of `session` in the ownership log. Run
@@ -232,11 +236,12 @@ absl::StatusOr<GroupSettings> ReadGroup(pqxx::connection& conn,
   return *found;
 }
 
-absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
-                                            const std::string& group,
-                                            const SessionInfo& info,
-                                            bool notify) {
+absl::StatusOr<Registered> RegisterSession(pqxx::connection& conn,
+                                           const std::string& group,
+                                           const SessionInfo& info,
+                                           bool notify) {
   std::string id;
+  bool replaced = false;
   const bool is_static =
       !info.instance.empty() && info.static_timeout > absl::ZeroDuration();
   absl::Status s = Guard("register session", [&] {
@@ -251,6 +256,7 @@ absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
       for (const pqxx::row& row : old) {
         ReleaseSessionHistory(tx, row[0].as<std::string>(), "replaced");
       }
+      replaced = !old.empty();
     }
     const pqxx::result r = tx.exec_params(
         "INSERT INTO sqlgroup.sessions (group_name, host, pid, instance, "
@@ -267,7 +273,7 @@ absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
   });
   if (!s.ok()) return s;
   if (id.empty()) return GroupNotFound(group);
-  return id;
+  return Registered{id, replaced};
 }
 
 absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
@@ -387,6 +393,14 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
       }
     }
     view->membership = row[kAfter + 4].as<std::string>();
+    if (!row[kAfter + 5].is_null()) {
+      for (absl::string_view away :
+           absl::StrSplit(row[kAfter + 5].as<std::string>(), ',')) {
+        const std::pair<std::string, std::string> f =
+            absl::StrSplit(away, absl::MaxSplits('=', 1));
+        view->away_until[f.first] = absl::FromUnixMicros(std::stoll(f.second));
+      }
+    }
     if (!row[kAfter + 3].is_null()) {
       for (absl::string_view owner :
            absl::StrSplit(row[kAfter + 3].as<std::string>(), ';')) {
@@ -496,14 +510,19 @@ absl::StatusOr<std::optional<std::string>> StaticHolder(
       });
 }
 
-absl::Status StepAway(pqxx::connection& conn, const std::string& session) {
+absl::Status StepAway(pqxx::connection& conn, const std::string& group,
+                      const std::string& session, bool notify) {
   return Guard("step away", [&] {
     pqxx::work tx(conn);
     tx.exec("SET LOCAL synchronous_commit = on");
-    tx.exec_params(
-        "UPDATE sqlgroup.sessions SET away_until = clock_timestamp() + "
-        "static_timeout WHERE id = $1::uuid AND static_timeout IS NOT NULL",
-        session);
+    const bool away =
+        !tx.exec_params(
+               "UPDATE sqlgroup.sessions SET away_until = clock_timestamp() + "
+               "static_timeout WHERE id = $1::uuid "
+               "AND static_timeout IS NOT NULL RETURNING id",
+               session)
+             .empty();
+    if (away && notify) Notify(tx, MembershipChanged(group));
     tx.commit();
   });
 }

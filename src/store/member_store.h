@@ -54,6 +54,9 @@ struct GroupView {
   std::vector<std::string> live_sessions;
   // The instance name of each live static member's session (schema 8).
   std::map<std::string, std::string> static_instances;
+  // Static members that stopped and keep their place: instance -> when
+  // their parts move (database clock).
+  std::map<std::string, absl::Time> away_until;
   // Sessions of the group that expired and wait to be reaped.
   int expired_sessions = 0;
   // The live sessions' count and newest creation time (see Beat).
@@ -122,13 +125,19 @@ absl::StatusOr<std::vector<std::pair<std::string, GroupSettings>>> ListGroups(
 // NOT_FOUND for `group`, saying how to create one.
 absl::Status GroupNotFound(const std::string& group);
 
+struct Registered {
+  std::string session;
+  // A static member took the place of an earlier session of its instance.
+  bool replaced = false;
+};
+
 // Inserts a session (database clock) and announces it. NOT_FOUND when the
 // group does not exist. A static member's first deletes the session its
 // instance had, if any (its parts free with it, to be taken back at once).
-absl::StatusOr<std::string> RegisterSession(pqxx::connection& conn,
-                                            const std::string& group,
-                                            const SessionInfo& info,
-                                            bool notify);
+absl::StatusOr<Registered> RegisterSession(pqxx::connection& conn,
+                                           const std::string& group,
+                                           const SessionInfo& info,
+                                           bool notify);
 
 // The live static session of `instance` in `group`, if any: "host pid" of
 // its process, for a message.
@@ -137,8 +146,10 @@ absl::StatusOr<std::optional<std::string>> StaticHolder(
     const std::string& instance);
 
 // A static member's graceful stop: the session stays, with its parts,
-// until its static timeout from now (by the database clock).
-absl::Status StepAway(pqxx::connection& conn, const std::string& session);
+// until its static timeout from now (by the database clock). Announced,
+// so the others' metrics show it away.
+absl::Status StepAway(pqxx::connection& conn, const std::string& group,
+                      const std::string& session, bool notify);
 
 // Deletes the static session of `instance`, running or away, and announces
 // it: its parts move at once (scale-down). NOT_FOUND when there is none.

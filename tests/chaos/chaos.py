@@ -13,6 +13,15 @@ restart, and failover to the standby (the primary killed, the standby
 promoted, a new standby built). The short profile injects each once; the
 long one adds random faults until --minutes have passed.
 
+With --static_timeout D the members are static (consume --static_timeout):
+a graceful restart keeps a member's place and parts, and two more faults
+run: kill -9 with an immediate restart under the same name, and a zombie
+(a member SIGSTOPped, a second process started under its name, which takes
+its place at once, then the first SIGCONTed: it must stop with an error
+naming the instance, its acknowledgements refused by the fence). Rolling
+restarts and both of these must take no part from a member that was not
+restarted (bystander_takes, from the ownership log).
+
 Members run the `record` handler behind `--fail_rate` (default 0.05): that
 share of deliveries fails before the handler writes, so retries, backoff
 and the key blocked behind its failed head run throughout.
@@ -42,6 +51,7 @@ from workload import Member, Producer  # noqa: E402
 
 KINDS = ["kill9", "sigstop", "pg_restart", "terminate", "stall", "rolling",
          "failover"]
+STATIC_KINDS = ["kill9_return", "zombie"]  # with --static_timeout only
 GROUP_TTL_S = 2.0
 RECOVERY_LIMIT_S = 30.0
 
@@ -62,6 +72,8 @@ class ChaosRun:
         self.members = []
         self.producer = None
         self.faults = []  # one dict per injected fault
+        self.kinds = KINDS + (STATIC_KINDS if args.static_timeout else [])
+        self.twins = 0  # zombie faults so far (names their logs)
 
     # --- the database ----------------------------------------------------
     def query(self, sql, **kw):
@@ -87,7 +99,7 @@ class ChaosRun:
         for i in range(self.args.members):
             m = Member(self.args.cli, f"m{i}", [n.port for n in self.nodes],
                        self.log_dir, "chaos_member", "record", 2,
-                       self.args.fail_rate)
+                       self.args.fail_rate, self.args.static_timeout)
             m.start()
             self.members.append(m)
         self.wait("every part owned", lambda: self.owned_by_live([]))
@@ -153,11 +165,23 @@ class ChaosRun:
             time.sleep(0.1)
         raise RuntimeError(f"timed out waiting for {what}")
 
-    def recover(self, kind, target, t0, excluded, db_back_s=None):
+    def bystander_takes(self, member, t0, excluded):
+        """Takes since t0 by sessions other than `member`'s, old
+        (`excluded`) or new: what a static member's restart must not cause."""
+        mine = excluded + self.sessions_of(member)
+        return int(self.query(
+            "SELECT count(*) FROM sqlgroup.ownership_log "
+            "WHERE group_name = 'chaos' "
+            f"AND acquired_at > to_timestamp({t0}) AND session_id::text <> "
+            f"ALL('{{{','.join(mine)}}}'::text[])")[0][0])
+
+    def recover(self, kind, target, t0, excluded, db_back_s=None,
+                member=None):
         """Times from t0 until every part is owned by a live session not in
         `excluded`, and until every part has acknowledged an item again.
         `db_back_s`: when the database itself was down, how long it took to
-        accept connections again (crash recovery or promotion)."""
+        accept connections again (crash recovery or promotion). `member`: a
+        static member restarted; counts the takes by the others meanwhile."""
         owned = resumed = None
         deadline = t0 + RECOVERY_LIMIT_S
         while time.time() < deadline and (owned is None or resumed is None):
@@ -170,6 +194,9 @@ class ChaosRun:
         fault = {"seed": self.seed, "kind": kind, "target": target,
                  "owned_s": owned, "resumed_s": resumed,
                  "db_back_s": db_back_s}
+        if member is not None:
+            fault["bystander_takes"] = self.bystander_takes(member, t0,
+                                                            excluded)
         self.faults.append(fault)
         print(json.dumps({"chaos_fault": fault}), flush=True)
         if owned is None or resumed is None:
@@ -237,7 +264,44 @@ class ChaosRun:
             if m.stop() != 0:
                 raise RuntimeError(f"{m.name} did not stop cleanly on SIGTERM")
             m.start()
-            self.recover("rolling", m.name, t0, excluded)
+            self.recover("rolling", m.name, t0, excluded,
+                         member=m if self.args.static_timeout else None)
+
+    def fault_kill9_return(self):
+        """A static member killed and restarted at once: the new process
+        takes the place of the killed one's session before its TTL."""
+        m = self.pick_member()
+        excluded = self.sessions_of(m)
+        t0 = time.time()
+        m.kill()
+        m.start()
+        self.recover("kill9_return", m.name, t0, excluded, member=m)
+
+    def fault_zombie(self):
+        """Two processes under one static name: the newer takes the place
+        at once; the older, resumed, must stop (not register again) with an
+        error naming the instance, and the fence refuses its acks."""
+        old = self.pick_member()
+        excluded = self.sessions_of(old)
+        old.signal(signal.SIGSTOP)
+        self.twins += 1
+        new = old.twin(self.log_dir, f"{old.name}-twin{self.twins}")
+        t0 = time.time()
+        new.start()
+        self.recover("zombie", old.name, t0, excluded, member=old)
+        old.signal(signal.SIGCONT)
+        try:
+            code = old.proc.wait(timeout=RECOVERY_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"the replaced process of {old.name} still "
+                               "runs after SIGCONT: a zombie was not fenced")
+        with open(old.log_path, errors="replace") as f:
+            said = f.read()
+        if code == 0 or f"'{old.name}'" not in said:
+            raise RuntimeError(f"the replaced process of {old.name} exited "
+                               f"{code} without an error naming the instance")
+        self.members[self.members.index(old)] = new
+        old.close()
 
     def fault_failover(self):
         old = self.primary
@@ -262,14 +326,14 @@ class ChaosRun:
 
     # --- the run ---------------------------------------------------------
     def schedule(self):
-        kinds = list(KINDS)
+        kinds = list(self.kinds)
         self.rng.shuffle(kinds)
         for kind in kinds:
             yield kind
         if self.args.profile == "long":
             end = time.time() + self.args.minutes * 60
             while time.time() < end:
-                yield self.rng.choice(KINDS)
+                yield self.rng.choice(self.kinds)
 
     def run(self):
         log(f"seed {self.seed}: setting up in {self.root}")
@@ -304,6 +368,9 @@ class ChaosRun:
         numbered = int(self.query(
             "SELECT count(*) FROM sqlgroup_demo.results "
             "WHERE encode(payload, 'escape') ~ '^[0-9]'")[0][0])
+        if self.args.static_timeout:
+            found["bystander_takes"] = sum(f.get("bystander_takes", 0)
+                                           for f in self.faults)
         summary = {"seed": self.seed, "processed": processed, "dead": dead,
                    "numbered": numbered,
                    "handler_failures": self.handler_failures(),
@@ -338,9 +405,10 @@ class ChaosRun:
 def report(faults, runs):
     print("\n| fault | injected | database back (s) p50 / max | "
           "all parts owned again (s) p50 / max | "
-          "every part processing again (s) p50 / max |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for kind in KINDS:
+          "every part processing again (s) p50 / max | "
+          "takes by bystanders |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for kind in KINDS + STATIC_KINDS:
         mine = [f for f in faults if f["kind"] == kind]
         if not mine:
             continue
@@ -349,8 +417,10 @@ def report(faults, runs):
         back = [f["db_back_s"] for f in mine if f["db_back_s"] is not None]
         fmt = (lambda xs: f"{statistics.median(xs):.2f} / {max(xs):.2f}"
                if xs else "-")
+        takes = [f["bystander_takes"] for f in mine
+                 if "bystander_takes" in f]
         print(f"| {kind} | {len(mine)} | {fmt(back)} | {fmt(owned)} | "
-              f"{fmt(resumed)} |")
+              f"{fmt(resumed)} | {sum(takes) if takes else '-'} |")
     print(f"\nTTL {GROUP_TTL_S:g} s, heartbeat 0.4 s. Per seed:")
     for r in runs:
         print("  " + ", ".join(f"{k} {v}" for k, v in r.items()
@@ -372,6 +442,9 @@ def main():
     ap.add_argument("--fail_rate", type=float, default=0.05,
                     help="share of deliveries the members' handler fails "
                     "(consume --fail_rate)")
+    ap.add_argument("--static_timeout", default=None,
+                    help="run static members (consume --static_timeout), "
+                    "e.g. 10s, and add the kill9_return and zombie faults")
     ap.add_argument("--keep", action="store_true", help="keep logs and data")
     args = ap.parse_args()
     seeds = ([int(s) for s in args.seeds.split(",")] if args.seeds else
@@ -384,11 +457,14 @@ def main():
             summary = run.run()
             runs.append(summary)
             broken = [k for k in summary if k in
-                      checker.NAMES
+                      checker.NAMES + ["bystander_takes"]
                       and summary[k] != 0]
             for k in broken:
+                meaning = ("parts taken by members that were not restarted "
+                           "during static members' restarts"
+                           if k == "bystander_takes" else checker.meaning(k))
                 log(f"INVARIANT BROKEN (seed {seed}): {k} = {summary[k]}: "
-                    f"{checker.meaning(k)}")
+                    f"{meaning}")
             ok = not broken
         except Exception as e:  # a failed run keeps its logs for a look
             log(f"seed {seed} FAILED: {e}")

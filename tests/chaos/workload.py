@@ -18,11 +18,14 @@ class Member:
     failover path users would configure."""
 
     def __init__(self, cli, name, slots, log_dir, user, handler, workers,
-                 fail_rate=0.0):
+                 fail_rate=0.0, static_timeout=None, log_name=None):
         self.cli, self.name, self.user = cli, name, user
         self.handler, self.workers = handler, workers
         self.fail_rate = fail_rate
-        self.log_path = os.path.join(log_dir, f"{name}.log")
+        # A static member (--static_timeout) keeps its place through a
+        # restart; None: a dynamic one.
+        self.static_timeout = static_timeout
+        self.log_path = os.path.join(log_dir, f"{log_name or name}.log")
         self.proxies = [StallableProxy(port) for port in slots]
         self.proc = None
 
@@ -38,9 +41,20 @@ class Member:
             [self.cli, "consume", "--dsn", self.dsn(), "--group", "chaos",
              "--handler", self.handler, "--workers", str(self.workers),
              "--fail_rate", str(self.fail_rate),
-             "--instance", self.name, "--metrics_addr", ""],
+             "--instance", self.name, "--metrics_addr", ""] +
+            (["--static_timeout", self.static_timeout]
+             if self.static_timeout else []),
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
+
+    def twin(self, log_dir, log_name):
+        """A second process under the same instance name, through proxies
+        of its own (a misconfigured replica, or a restart while the old
+        process still lives)."""
+        return Member(self.cli, self.name,
+                      [p.upstream_port for p in self.proxies], log_dir,
+                      self.user, self.handler, self.workers, self.fail_rate,
+                      self.static_timeout, log_name)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None

@@ -5,7 +5,10 @@
 // leave for good hands the parts over at once.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
 
+#include <csignal>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <pqxx/pqxx>
@@ -16,6 +19,8 @@
 #include "sqlgroup/admin.h"
 #include "sqlgroup/consumer.h"
 #include "support/consumer_fixture.h"
+#include "support/metric_reader.h"
+#include "support/subprocess.h"
 #include "support/wait.h"
 
 namespace sqlgroup {
@@ -63,7 +68,10 @@ class StaticMemberTest : public testing::ConsumerFixture {
 
 TEST_F(StaticMemberTest, ARestartWithTheSameNameMovesNothingElse) {
   CreateGroup("g", kParts);
-  auto m0 = Start(Static("m0"));
+  prometheus::Registry registry0, registry1b;
+  ConsumerOptions o0 = Static("m0");
+  o0.metrics = &registry0;
+  auto m0 = Start(o0);
   auto m1 = Start(Static("m1"));
   auto m2 = Start(Static("m2"));
   ASSERT_TRUE(WaitFor([&] { return OwnedByName(); }, absl::Seconds(20)));
@@ -77,10 +85,37 @@ TEST_F(StaticMemberTest, ARestartWithTheSameNameMovesNothingElse) {
   absl::SleepFor(absl::Seconds(2));
   EXPECT_TRUE(OwnedByName());
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.ownership_log"), log);
+  // Shown away, with the time its parts still wait, by describe and by
+  // the others' metrics.
+  auto d = admin_->DescribeGroup("g", /*count_lag=*/false);
+  ASSERT_TRUE(d.ok()) << d.status();
+  for (const MemberInfo& m : d->members) {
+    EXPECT_EQ(m.static_timeout, absl::Seconds(30)) << m.instance;
+    EXPECT_FALSE(m.expired) << m.instance;
+    if (m.instance == "m1") {
+      ASSERT_TRUE(m.away_left.has_value());
+      EXPECT_GT(*m.away_left, absl::Seconds(25));
+      EXPECT_LE(*m.away_left, absl::Seconds(30));
+    } else {
+      EXPECT_FALSE(m.away_left.has_value()) << m.instance;
+    }
+  }
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return testing::MetricSum(registry0, "sqlgroup_static_members_away") ==
+               1;
+      },
+      absl::Seconds(5)));
+  const double until =
+      testing::MetricSum(registry0, "sqlgroup_static_member_away_until_seconds",
+                         {{"static_member", "m1"}});
+  EXPECT_GT(until, absl::ToDoubleSeconds(absl::Now() - absl::UnixEpoch()) + 25);
 
   // Back under the same name: it takes its own parts, nobody else moves.
   const absl::Time back = absl::Now();
-  auto m1b = Start(Static("m1"));
+  ConsumerOptions o1b = Static("m1");
+  o1b.metrics = &registry1b;
+  auto m1b = Start(o1b);
   ASSERT_TRUE(WaitFor(
       [&] {
         return !m1b->session_id().empty() && OwnedByName() &&
@@ -97,7 +132,82 @@ TEST_F(StaticMemberTest, ARestartWithTheSameNameMovesNothingElse) {
                          m0->session_id(), "', '", m2->session_id(),
                          "') AND released_at > '", settled, "'")),
       0);
+  EXPECT_EQ(testing::MetricSum(registry1b, "sqlgroup_parts_taken_total",
+                               {{"reason", "return"}}),
+            4);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return testing::MetricSum(registry0, "sqlgroup_static_members_away") ==
+               0;
+      },
+      absl::Seconds(5)));
   for (auto* c : {m0.get(), m1b.get(), m2.get()}) EXPECT_TRUE(c->Leave().ok());
+}
+
+// The crash of a static member restarted at once (as systemd or Kubernetes
+// would): the new process takes the killed one's place and parts from its
+// session at once, long before the TTL reaps it, and nobody else moves.
+TEST_F(StaticMemberTest, AKilledMemberRestartedAtOnceIsBackBeforeTheTtl) {
+  CreateGroup("g", kParts, /*ttl=*/absl::Seconds(20));
+  const std::filesystem::path logs =
+      std::filesystem::temp_directory_path() / "static_member_test";
+  std::filesystem::create_directories(logs);
+  auto process = [&](const std::string& log) {
+    return std::make_unique<testing::ChildProcess>(
+        std::vector<std::string>{testing::CliPath(), "consume", "--dsn",
+                                 member_dsn_, "--group", "g", "--handler",
+                                 "noop", "--instance", "m1", "--static_timeout",
+                                 "30s", "--metrics_addr", ""},
+        (logs / log).string());
+  };
+  auto m0 = Start(Static("m0"));
+  auto m1 = process("m1.log");
+  auto m2 = Start(Static("m2"));
+  ASSERT_TRUE(WaitFor([&] { return OwnedByName(); }, absl::Seconds(20)))
+      << m1->Log();
+  const std::string settled = pqxx::nontransaction(*conn_)
+                                  .exec1("SELECT clock_timestamp()::text")[0]
+                                  .as<std::string>();
+  const std::string killed_session =
+      pqxx::nontransaction(*conn_)
+          .exec1(
+              "SELECT id::text FROM sqlgroup.sessions "
+              "WHERE instance = 'm1'")[0]
+          .as<std::string>();
+
+  const absl::Time t0 = absl::Now();
+  m1->Signal(SIGKILL);
+  m1->Wait(absl::Seconds(5));
+  auto m1b = process("m1b.log");
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return OwnedByName() &&
+               Count(absl::StrCat("SELECT count(*) FROM sqlgroup.session_parts "
+                                  "p JOIN sqlgroup.sessions s ON s.id = "
+                                  "p.session_id WHERE s.instance = 'm1' AND "
+                                  "s.id <> '",
+                                  killed_session, "'")) == kParts / 3;
+      },
+      absl::Seconds(10)))
+      << m1b->Log();
+  // Well within the 20 s TTL (about 0.4 s measured): the new process took
+  // the place, nobody waited for the killed session to expire.
+  EXPECT_LT(absl::Now() - t0, absl::Seconds(10));
+  EXPECT_EQ(
+      Count(absl::StrCat("SELECT count(*) FROM sqlgroup.ownership_log "
+                         "WHERE session_id = '",
+                         killed_session, "' AND released_by = 'replaced'")),
+      kParts / 3);
+  EXPECT_EQ(
+      Count(absl::StrCat("SELECT count(*) FROM sqlgroup.ownership_log WHERE "
+                         "session_id IN ('",
+                         m0->session_id(), "', '", m2->session_id(),
+                         "') AND (released_at > '", settled,
+                         "' OR acquired_at > '", settled, "')")),
+      0);
+  m1b->Signal(SIGTERM);
+  EXPECT_EQ(m1b->Wait(absl::Seconds(20)), 0) << m1b->Log();
+  for (auto* c : {m0.get(), m2.get()}) EXPECT_TRUE(c->Leave().ok());
 }
 
 TEST_F(StaticMemberTest, AnAwayMembersPartsMoveAfterItsStaticTimeout) {

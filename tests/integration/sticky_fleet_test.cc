@@ -16,6 +16,7 @@
 #include "sqlgroup/admin.h"
 #include "sqlgroup/consumer.h"
 #include "support/consumer_fixture.h"
+#include "support/metric_reader.h"
 #include "support/wait.h"
 
 namespace sqlgroup {
@@ -60,22 +61,6 @@ class StickyFleetTest : public testing::ConsumerFixture {
     return hi - lo <= 1;
   }
 
-  // sqlgroup_parts_taken_total{reason="join"} in `registry`.
-  static double TakenForJoins(prometheus::Registry& registry) {
-    double taken = 0;
-    for (const prometheus::MetricFamily& family : registry.Collect()) {
-      if (family.name != "sqlgroup_parts_taken_total") continue;
-      for (const prometheus::ClientMetric& m : family.metric) {
-        for (const prometheus::ClientMetric::Label& l : m.label) {
-          if (l.name == "reason" && l.value == "join") {
-            taken += m.counter.value;
-          }
-        }
-      }
-    }
-    return taken;
-  }
-
   int64_t Takes() {
     return Count("SELECT count(*) FROM sqlgroup.ownership_log");
   }
@@ -104,7 +89,9 @@ TEST_F(StickyFleetTest, AJoinMovesOnlyTheNewcomersShareAndALeaveOnlyItsParts) {
   ASSERT_TRUE(WaitFor([&] { return Balanced(live); }, absl::Seconds(20)));
   absl::SleepFor(absl::Seconds(1));
   const auto joined = Owners("g");
-  EXPECT_EQ(TakenForJoins(registry), kParts / 5);
+  EXPECT_EQ(testing::MetricSum(registry, "sqlgroup_parts_taken_total",
+                               {{"reason", "join"}}),
+            kParts / 5);
   int moved = 0;
   for (const auto& [part, owner] : joined) {
     if (owner.first != before.at(part).first) {
