@@ -253,15 +253,23 @@ def claim_table():
 
 # ---------------------------------------------------------------- rebalance
 
+# (NOTIFY, assignor, static members): how members learn of a change, who
+# gets which parts, and whether a restart keeps its place. Polling only with
+# the default assignor: the assignor changes which parts move, not how
+# members learn of a change.
+REBALANCE_MODES = ((True, "lexical", False), (True, "sticky", False),
+                   (True, "lexical", True), (False, "lexical", False))
+STATIC_TIMEOUT_S = 10
+
+
 def run_rebalance():
     logdir = tempfile.mkdtemp(prefix="sqlgroup-bench-rebalance-")
-    # Polling only with the default assignor: the assignor changes which
-    # parts move, not how members learn of a change.
-    for notify, assignor in ((True, "lexical"), (True, "sticky"),
-                             (False, "lexical")):
+    for notify, assignor, static in REBALANCE_MODES:
         lines, _ = harness(ARGS.harness, "rebalance", "--cli=" + ARGS.cli,
                            "--notify=%s" % ("true" if notify else "false"),
                            "--assignor=" + assignor,
+                           "--static_timeout=%g" % (STATIC_TIMEOUT_S
+                                                    if static else 0),
                            "--trials=%d" % ARGS.trials,
                            "--members=%d" % ARGS.members,
                            "--ttl=%g" % ARGS.ttl, "--log_dir=" + logdir)
@@ -274,29 +282,35 @@ def rebalance_table():
     if not rows:
         return
     print("\n## Rebalance latency (ms from the change; %d members before a "
-          "join, 16 parts, TTL %gs)\n" % (ARGS.members, ARGS.ttl))
-    print("| change | wakeup | assignor | trials | owned p50 | owned max | "
-          "processing p50 | processing max | join: owned from registration "
-          "p50 | parts moved / minimum |")
-    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for notify, assignor in ((True, "lexical"), (True, "sticky"),
-                             (False, "lexical")):
-        for change in ("join", "leave", "kill"):
+          "join, 16 parts, TTL %gs; static members: --static_timeout %ds)\n"
+          % (ARGS.members, ARGS.ttl, STATIC_TIMEOUT_S))
+    print("| change | wakeup | members | trials | owned p50 | owned max | "
+          "processing p50 | processing max | longest part pause p50 | "
+          "longest part pause max | join: owned from registration p50 | "
+          "parts moved / minimum |")
+    print("| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+          "| ---: | ---: |")
+    for notify, assignor, static in REBALANCE_MODES:
+        for change in ("join", "leave", "kill", "restart", "kill_restart"):
             rs = [r for r in rows if r["notify"] == notify and
                   r["change"] == change and
-                  r.get("assignor", "lexical") == assignor]
+                  r.get("assignor", "lexical") == assignor and
+                  r.get("static", False) == static]
             if not rs:
                 continue
             reg = [r["owned_from_register_ms"] for r in rs
                    if r["owned_from_register_ms"] >= 0]
-            print("| %s | %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %s | "
-                  "%d / %d |"
-                  % (change, "NOTIFY" if notify else "polling", assignor,
-                     len(rs),
+            pause = [r["max_pause_ms"] for r in rs if "max_pause_ms" in r]
+            print("| %s | %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %s | %s "
+                  "| %s | %d / %d |"
+                  % (change, "NOTIFY" if notify else "polling",
+                     assignor + (", static" if static else ""), len(rs),
                      median([r["owned_ms"] for r in rs]),
                      max(r["owned_ms"] for r in rs),
                      median([r["processing_ms"] for r in rs]),
                      max(r["processing_ms"] for r in rs),
+                     "%.0f" % median(pause) if pause else "-",
+                     "%.0f" % max(pause) if pause else "-",
                      "%.0f" % median(reg) if reg else "-",
                      sum(r["moved"] for r in rs),
                      sum(r["min_moved"] for r in rs)))

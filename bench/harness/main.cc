@@ -78,6 +78,7 @@ int main(int argc, char** argv) {
       c.ttl_s = flags.Double("ttl", c.ttl_s);
       c.log_dir = flags.Str("log_dir", c.log_dir);
       c.assignor = flags.Str("assignor", c.assignor);
+      c.static_timeout_s = flags.Double("static_timeout", c.static_timeout_s);
       RunRebalance(c);
       return 0;
     }

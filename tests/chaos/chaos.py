@@ -357,6 +357,12 @@ class ChaosRun:
         # entries of the ownership log have takes to match.
         found = checker.check(self.query, self.args.parts)
         codes = {m.name: m.stop() for m in self.members}
+        if self.args.static_timeout:
+            # Stopped static members keep their places and parts: scaling
+            # down is `group leave`, which closes their takes.
+            for m in self.members:
+                self.run_cli("group", "leave", "chaos", "--instance", m.name,
+                             "--dsn", self.node_dsn())
         found.update(checker.check_after_leave(self.query))
         found["unclean_exits"] = sum(c != 0 for c in codes.values())
         processed = int(self.query(

@@ -2,7 +2,7 @@
 """The dashboard against a live fleet scraped by a real Prometheus.
 
 Starts a private PostgreSQL (`sqlgroup postgres`), three `sqlgroup consume`
-members and a producer, and the Debian `prometheus` on loopback with ports
+members (and a static one that stops, to be away) and a producer, and the Debian `prometheus` on loopback with ports
 chosen by the OS. Then: kills one member and checks that the ownership
 metrics show its parts moving to the others within TTL + a rebalance
 period; evaluates every PromQL expression of dashboards/sqlgroup.json through
@@ -176,6 +176,16 @@ class DashboardTest(unittest.TestCase):
         moved = wait_for(lambda: len(cls.owners()) == 8 and
                          "m2" not in cls.owners().values(), 30, every=0.1)
         cls.move_seconds = time.monotonic() - killed if moved else None
+        # A static member that joins and stops: away, keeping its parts,
+        # for the panel of static members away.
+        f.spawn("s1", [ARGS.cli, "consume", "--dsn", f.dsn, "--group", "obs",
+                       "--handler", "count", "--instance", "s1",
+                       "--static_timeout", "600s", "--metrics_addr", ""])
+        joined = wait_for(lambda: re.search(r"target parts \[?\d",
+                                            f.log("s1")), 30)
+        assert joined, "the static member never joined:\n" + f.log("s1")
+        f.procs["s1"].send_signal(signal.SIGTERM)
+        assert f.procs["s1"].wait(30) == 0, f.log("s1")
         # Data for the rate()-based panels.
         time.sleep(5)
 
