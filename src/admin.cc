@@ -213,6 +213,61 @@ absl::Status Admin::AlterGroup(
   return updated ? absl::OkStatus() : store::GroupNotFound(name);
 }
 
+absl::StatusOr<PartsChange> Admin::AlterParts(const std::string& name,
+                                              int parts) {
+  if (parts < 1 || parts > 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("parts must be between 1 and 4096, got ", parts,
+                     "; nothing was changed"));
+  }
+  RETURN_IF_ERROR(CheckSchema());
+  std::optional<PartsChange> change;
+  int in_progress_from = 0, still_owned = 0;
+  RETURN_IF_ERROR(Guard("change the part count", [&] {
+    pqxx::work tx(*impl_->conn);
+    tx.exec("SET LOCAL lock_timeout = '10s'");
+    // Waits for every take and drop in flight and holds new ones until this
+    // commits: no take of the old count can commit after the change (see
+    // sql/009). Acks hold their takes FOR KEY SHARE, which this does not
+    // block.
+    tx.exec("LOCK TABLE sqlgroup.session_parts IN SHARE MODE");
+    const pqxx::result g = tx.exec_params(
+        "SELECT parts, (extract(epoch from clock_timestamp()) * 1000000)"
+        "::bigint FROM sqlgroup.groups WHERE name = $1 FOR UPDATE",
+        name);
+    if (g.empty()) return;
+    change.emplace();
+    change->from_parts = g[0][0].as<int>();
+    change->to_parts = parts;
+    change->at = absl::FromUnixMicros(g[0][1].as<int64_t>());
+    const pqxx::row old = tx.exec_params1(
+        "SELECT count(*), coalesce(min(parts_of), 0) "
+        "FROM sqlgroup.session_parts WHERE group_name = $1 AND parts_of <> $2",
+        name, change->from_parts);
+    still_owned = old[0].as<int>();
+    in_progress_from = old[1].as<int>();
+    if (still_owned > 0 || parts == change->from_parts) return;
+    tx.exec_params(
+        "UPDATE sqlgroup.groups SET parts = $2, previous_parts = parts, "
+        "parts_changed_at = clock_timestamp() WHERE name = $1",
+        name, parts);
+    store::Notify(tx, store::MembershipChanged(name));
+    tx.commit();
+  }));
+  if (!change) return store::GroupNotFound(name);
+  if (still_owned > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "group ", name, " is still changing its part count from ",
+        in_progress_from, " to ", change->from_parts, ": ", still_owned,
+        " part(s) of the ", in_progress_from,
+        "-part layout are still owned while their members drain them (a dead "
+        "member's go when its session expires). Nothing was changed; run "
+        "this again once `sqlgroup group describe ",
+        name, "` no longer shows the change in progress"));
+  }
+  return *change;
+}
+
 absl::Status Admin::DeleteGroup(const std::string& name) {
   RETURN_IF_ERROR(CheckSchema());
   bool deleted = false;
@@ -360,12 +415,23 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
       }
       d.members.push_back(std::move(m));
     }
+    const pqxx::row change = tx.exec_params1(
+        "SELECT g.previous_parts, (extract(epoch from g.parts_changed_at) * "
+        "1000000)::bigint, (SELECT count(*) FROM sqlgroup.session_parts p "
+        "  WHERE p.group_name = g.name AND p.parts_of <> g.parts) "
+        "FROM sqlgroup.groups g WHERE g.name = $1",
+        name);
+    if (!change[0].is_null()) {
+      d.last_parts_change = PartsChange{
+          change[0].as<int>(), parts,
+          absl::FromUnixMicros(change[1].as<int64_t>()), change[2].as<int>()};
+    }
     for (const pqxx::row& row : tx.exec_params(
              "SELECT part, session_id::text, epoch FROM sqlgroup.session_parts "
-             "WHERE group_name = $1 ORDER BY part",
-             name)) {
+             "WHERE group_name = $1 AND parts_of = $2 ORDER BY part",
+             name, parts)) {
       const int p = row[0].as<int>();
-      if (p < 0 || p >= parts) continue;  // left over from a larger P
+      if (p < 0 || p >= parts) continue;
       PartInfo& info = d.parts[p];
       info.owner_session = row[1].as<std::string>();
       info.epoch = row[2].as<int64_t>();

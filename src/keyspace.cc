@@ -95,4 +95,9 @@ std::optional<Uuid128> ParseUuid(std::string_view text) {
   return value;
 }
 
+bool RangesOverlap(int a, int a_parts, int b, int b_parts) {
+  const int64_t A = a_parts, B = b_parts;
+  return a * B < (b + 1) * A && b * A < (a + 1) * B;
+}
+
 }  // namespace sqlgroup

@@ -34,6 +34,13 @@ int PartOf(Uuid128 key, int parts);
 // The keys of the parts [first_part, last_part] together (contiguous).
 KeyRange PartsRange(int first_part, int last_part, int parts);
 
+// Whether part a of a_parts and part b of b_parts share any key: exactly
+// when a/A < (b+1)/B and b/B < (a+1)/A, so in integers (the floors of the
+// bounds cannot reorder them: 2^128 / (A * B) > 1). The take of a part
+// checks the same in SQL (store::RangesOverlap) against the parts of
+// another part count still owned during a change of it.
+bool RangesOverlap(int a, int a_parts, int b, int b_parts);
+
 // "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", lowercase.
 std::string FormatUuid(Uuid128 key);
 // Accepts the canonical form above in either case; nullopt otherwise.

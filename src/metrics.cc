@@ -38,6 +38,11 @@ struct MemberMetrics::Families {
                     .Help("Live sessions in the group, as this member last "
                           "read them")
                     .Register(r)),
+        group_parts(prometheus::BuildGauge()
+                        .Name("sqlgroup_group_parts")
+                        .Help("The group's part count, as this member last "
+                              "read it (group alter --parts changes it live)")
+                        .Register(r)),
         owned_parts(prometheus::BuildGauge()
                         .Name("sqlgroup_owned_parts")
                         .Help("Parts this member owns now")
@@ -86,14 +91,16 @@ struct MemberMetrics::Families {
                        .Name("sqlgroup_rebalances_total")
                        .Help("Changes of this member's target parts, by "
                              "reason: join, leave, expiry, lost, return (a "
-                             "static member back in its place)")
+                             "static member back in its place), parts (the "
+                             "group's part count changed)")
                        .Register(r)),
         parts_taken(prometheus::BuildCounter()
                         .Name("sqlgroup_parts_taken_total")
                         .Help("Parts this member took, by the reason of the "
                               "change of target that moved them: join, "
                               "leave, expiry, lost, return (a static member "
-                              "taking back its parts after a restart; each "
+                              "taking back its parts after a restart), parts "
+                              "(a change of the part count; each "
                               "take pauses the part; a sticky assignor "
                               "takes only what balance needs)")
                         .Register(r)),
@@ -144,6 +151,7 @@ struct MemberMetrics::Families {
                         .Register(r)) {}
 
   Family<Gauge>& members;
+  Family<Gauge>& group_parts;
   Family<Gauge>& owned_parts;
   Family<Gauge>& part_owner;
   Family<Gauge>& lag_items;
@@ -164,6 +172,7 @@ struct MemberMetrics::Families {
 
   // Fixed series, labelled group and instance.
   Gauge* members_gauge = nullptr;
+  Gauge* parts_gauge = nullptr;
   Gauge* away_gauge = nullptr;
   Counter* claimed = nullptr;
   Counter* acked = nullptr;
@@ -193,6 +202,7 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
     return l;
   };
   f.members_gauge = &f.members.Add(base);
+  f.parts_gauge = &f.group_parts.Add(base);
   f.away_gauge = &f.static_away.Add(base);
   f.claimed = &f.items.Add(with("claimed"));
   f.acked = &f.items.Add(with("acked"));
@@ -207,7 +217,8 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
   f.claim = &f.claim_seconds.Add(base, LatencyBuckets());
   f.carried = &f.carried_claims.Add(base);
   f.ack = &f.ack_seconds.Add(base, LatencyBuckets());
-  for (const char* reason : {"join", "leave", "expiry", "lost", "return"}) {
+  for (const char* reason :
+       {"join", "leave", "expiry", "lost", "return", "parts"}) {
     prometheus::Labels l = base;
     l["reason"] = reason;
     f.rebalances.Add(l);  // present from the start, at 0
@@ -321,6 +332,10 @@ void MemberMetrics::SessionLost() {
 
 void MemberMetrics::Members(int live) {
   if (families_) families_->members_gauge->Set(live);
+}
+
+void MemberMetrics::Parts(int parts) {
+  if (families_) families_->parts_gauge->Set(parts);
 }
 
 void MemberMetrics::StaticAway(

@@ -58,10 +58,12 @@ class MemberMetrics {
   void Heartbeat(absl::Duration round_trip);
   void SessionLost();
   void Members(int live);
+  // The group's part count, as this member last read it.
+  void Parts(int parts);
   // Static members away (instance -> when their parts move), as the last
   // membership read showed them; replaces the previous set.
   void StaticAway(const std::map<std::string, absl::Time>& away_until);
-  // reason: "join", "leave", "expiry", "lost" or "return".
+  // reason: "join", "leave", "expiry", "lost", "return" or "parts".
   void RebalanceStarted(const std::string& reason);
   // `parts` taken, for the change of target that `reason` started.
   void PartsTaken(int parts, const std::string& reason);

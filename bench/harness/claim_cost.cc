@@ -73,7 +73,7 @@ void RunClaimCost(const ClaimCostConfig& config) {
   for (int p = 0; p < config.parts; ++p) all[p] = p;
   std::map<int, int64_t> epochs;
   for (const store::Owner& o :
-       Must(store::TakeParts(*conn, group, session, all))) {
+       Must(store::TakeParts(*conn, group, session, all, config.parts))) {
     epochs[o.part] = o.epoch;
   }
   if (static_cast<int>(epochs.size()) != config.parts) {

@@ -135,8 +135,21 @@ struct RoleGrants {
   std::string producer_role;
 };
 
+// A change of a group's part count (Admin::AlterParts).
+struct PartsChange {
+  int from_parts = 0;
+  int to_parts = 0;
+  absl::Time at;  // database clock
+  // Parts of the old count still owned: the change is in progress while
+  // any are (their members drain and drop them; a dead member's go with
+  // its session after the TTL). Items never move.
+  int old_parts_owned = 0;
+};
+
 struct GroupDescription {
   GroupConfig config;
+  // The last change of the part count, if the group has had one.
+  std::optional<PartsChange> last_parts_change;
   std::vector<MemberInfo> members;  // lexical order of session id
   std::vector<PartInfo> parts;      // part order
   int64_t dead_items = 0;
@@ -168,6 +181,16 @@ class Admin {
   absl::Status AlterGroup(const std::string& name,
                           std::optional<absl::Duration> session_ttl,
                           std::optional<absl::Duration> heartbeat_interval);
+  // Changes a live group's part count to `parts` (1..4096), up or down:
+  // no item moves. Running members drain and drop their parts of the old
+  // count, then take the new ones; the database refuses any take whose
+  // range overlaps a part of the other count still owned, so no two
+  // members ever run overlapping key ranges, and every key stays in one
+  // part (its place in the key space does not depend on the count).
+  // Returns the change (from == to: nothing to do). INVALID_ARGUMENT (out
+  // of range), NOT_FOUND, FAILED_PRECONDITION while an earlier change is
+  // still in progress (saying how many of its old parts are still owned).
+  absl::StatusOr<PartsChange> AlterParts(const std::string& name, int parts);
   // Deletes the group with its sessions, parts, items and dead items.
   // NOT_FOUND when there is no such group.
   absl::Status DeleteGroup(const std::string& name);

@@ -97,13 +97,36 @@ absl::Status GroupAlter(const Args& args) {
   std::optional<absl::Duration> ttl, heartbeat;
   if (FlagGiven("ttl")) ttl = absl::GetFlag(FLAGS_ttl);
   if (FlagGiven("heartbeat")) heartbeat = absl::GetFlag(FLAGS_heartbeat);
-  if (!ttl && !heartbeat) {
+  const bool resize = FlagGiven("parts");
+  const int parts = absl::GetFlag(FLAGS_parts);
+  if (!ttl && !heartbeat && !resize) {
     return absl::InvalidArgumentError(
-        "group alter needs --ttl and/or --heartbeat");
+        "group alter needs --parts, --ttl and/or --heartbeat");
+  }
+  if (resize && (parts < 1 || parts > 4096)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--parts must be between 1 and 4096, got ", parts,
+                     "; nothing was changed"));
   }
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
-  RETURN_IF_ERROR(admin->AlterGroup(args[0], ttl, heartbeat));
-  Print(absl::StrCat("altered group ", args[0], "\n"));
+  if (ttl || heartbeat) {
+    RETURN_IF_ERROR(admin->AlterGroup(args[0], ttl, heartbeat));
+    Print(absl::StrCat("altered group ", args[0], "\n"));
+  }
+  if (resize) {
+    ASSIGN_OR_RETURN(PartsChange change, admin->AlterParts(args[0], parts));
+    if (change.from_parts == change.to_parts) {
+      Print(absl::StrCat("group ", args[0], " already has ", parts,
+                         " parts; nothing to change\n"));
+    } else {
+      Print(absl::StrCat(
+          "group ", args[0], ": parts ", change.from_parts, " -> ",
+          change.to_parts,
+          ". Running members drain and drop their old parts, then take the "
+          "new ones; no item moves. `sqlgroup group describe ",
+          args[0], "` shows the change until it is done\n"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -167,8 +190,9 @@ const std::map<std::string, Command>& Commands() {
         1,
         GroupCreate}},
       {"group alter",
-       {"group alter NAME [--ttl D] [--heartbeat D]",
-        {"ttl", "heartbeat"},
+       {"group alter NAME [--parts P] [--ttl D] [--heartbeat D]  (--parts "
+        "changes a live group's part count, up or down; no item moves)",
+        {"parts", "ttl", "heartbeat"},
         1,
         GroupAlter}},
       {"group delete", {"group delete NAME", {}, 1, GroupDelete}},

@@ -46,6 +46,16 @@ std::string MemberState(const MemberInfo& m) {
   return absl::StrFormat("away %.1fs", absl::ToDoubleSeconds(*m.away_left));
 }
 
+// The last change of the part count, or null.
+std::string PartsChangeJson(const std::optional<PartsChange>& c) {
+  if (!c) return "null";
+  return absl::StrCat(
+      "{\"from\":", c->from_parts, ",\"to\":", c->to_parts,
+      ",\"at\":", JsonString(absl::FormatTime(c->at)),
+      ",\"old_parts_owned\":", c->old_parts_owned,
+      ",\"in_progress\":", c->old_parts_owned > 0 ? "true" : "false", "}");
+}
+
 }  // namespace
 
 std::string JsonString(const std::string& s) {
@@ -86,6 +96,18 @@ std::string DescriptionText(const GroupDescription& d) {
       d.config.assignor, absl::FormatDuration(d.config.session_ttl),
       absl::FormatDuration(d.config.heartbeat_interval), d.members.size(),
       d.dead_items);
+  if (const auto& c = d.last_parts_change) {
+    const std::string at =
+        absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", c->at, absl::UTCTimeZone());
+    out += c->old_parts_owned > 0
+               ? absl::StrFormat(
+                     "PARTS CHANGING %d -> %d since %s: %d part(s) of the "
+                     "%d-part layout still owned, draining\n",
+                     c->from_parts, c->to_parts, at, c->old_parts_owned,
+                     c->from_parts)
+               : absl::StrFormat("parts changed %d -> %d at %s\n",
+                                 c->from_parts, c->to_parts, at);
+  }
   out += "\nMEMBERS\n";
   // STATE: see StateName; "away 12.5s" says how long the parts still wait.
   out +=
@@ -155,6 +177,7 @@ std::string DescriptionJson(const GroupDescription& d) {
       ",\"part_count\":", d.config.parts,
       ",\"ordering\":", JsonString(OrderingName(d.config.ordering)),
       ",\"assignor\":", JsonString(d.config.assignor),
+      ",\"parts_change\":", PartsChangeJson(d.last_parts_change),
       ",\"ttl_seconds\":", Seconds(d.config.session_ttl),
       ",\"heartbeat_seconds\":", Seconds(d.config.heartbeat_interval),
       ",\"dead_items\":", d.dead_items, ",\"blocked_keys\":", BlockedKeys(d),

@@ -386,13 +386,15 @@ void MemberLoop::Adopt(const store::GroupSettings& settings) {
     config_.shared_heartbeat->Attach(settings.ttl);
     config_.shared_heartbeat->Detach(settings_.ttl);
   }
+  const bool resized = settings.parts != settings_.parts;
   settings_ = settings;
   if (config_.ttl_ns) {
     config_.ttl_ns->store(absl::ToInt64Nanoseconds(settings_.ttl));
   }
   if (config_.key_order) config_.key_order->store(settings_.key_order);
-  // A new assignor changes the targets: read the group now.
+  // A new assignor or part count changes the targets: read the group now.
   if (settings.assignor != assignor_name_) rebalance_now_ = true;
+  if (resized) rebalance_now_ = true;
   assignor_name_ = settings.assignor;
 }
 
@@ -475,10 +477,12 @@ void MemberLoop::Reap() {
 }
 
 // Why the target changed: this member rejoined after losing its session,
-// a static member came back to its place (this one or another), someone
-// joined, someone was reaped (expired), or someone left.
+// the group's part count changed, a static member came back to its place (this
+// one or another), someone joined, someone was reaped (expired), or someone
+// left.
 std::string MemberLoop::RebalanceReason(const store::GroupView& view) const {
   if (rejoined_after_loss_) return "lost";
+  if (resizing_) return "parts";
   if (returned_) return "return";
   bool joined = false;
   for (const std::string& s : view.live_sessions) {
@@ -539,16 +543,27 @@ void MemberLoop::Rebalance() {
         "knows (lexical, sticky)")));
     return;
   }
+  if (layout_parts_ != settings_.parts) {
+    if (!local_.empty()) {
+      ChangeLayout(*view, now);
+      return;
+    }
+    resizing_ = layout_parts_ != 0;
+    layout_parts_ = settings_.parts;
+  }
   assignment_ = AssignMembers(*assignor, *view, session_, settings_.parts);
   const RebalancePlan plan =
       PlanRebalance(session_, assignment_, view->ownership, local_);
   metrics_.Members(static_cast<int>(view->live_sessions.size()));
+  metrics_.Parts(settings_.parts);
   if (plan.target != last_target_) {
     rebalance_reason_ = RebalanceReason(*view);
     metrics_.RebalanceStarted(rebalance_reason_);
     rejoined_after_loss_ = false;
     returned_ = false;
-    rebalance_started_ = now;
+    // A part-count change is timed from when its drain began.
+    if (!resizing_ || !rebalance_started_) rebalance_started_ = now;
+    resizing_ = false;
     log_->info("group={} session={} {} live member(s); target parts {}",
                config_.group, session_, view->live_sessions.size(),
                Parts(plan.target));
@@ -571,7 +586,7 @@ void MemberLoop::Rebalance() {
   }
   for (const auto& [part, epoch] : plan.adopt) {
     scheduler_.Add({config_.group, session_, part, epoch},
-                   PartRange(part, settings_.parts));
+                   PartRange(part, layout_parts_));
     local_[part] = epoch;
   }
   const std::set<int> target(plan.target.begin(), plan.target.end());
@@ -597,19 +612,21 @@ void MemberLoop::Rebalance() {
   if (!HeartbeatIfDue()) return;
   if (!drop_now.empty()) {
     Handle(store::DropParts(*conn_, config_.group, session_, drop_now,
-                            config_.use_notify, TargetsOf(drop_now))
+                            layout_parts_, config_.use_notify,
+                            TargetsOf(drop_now))
                .status());
   }
   if (!HeartbeatIfDue()) return;
   if (!plan.take.empty()) {
-    auto taken = store::TakeParts(*conn_, config_.group, session_, plan.take);
+    auto taken = store::TakeParts(*conn_, config_.group, session_, plan.take,
+                                  layout_parts_);
     if (!taken.ok()) {
       Handle(taken.status());
     } else if (!taken->empty()) {
       std::vector<int> parts;
       for (const store::Owner& o : *taken) {
         scheduler_.Add({config_.group, session_, o.part, o.epoch},
-                       PartRange(o.part, settings_.parts));
+                       PartRange(o.part, layout_parts_));
         local_[o.part] = o.epoch;
         parts.push_back(o.part);
       }
@@ -641,8 +658,52 @@ void MemberLoop::Rebalance() {
   PublishOwned();
 }
 
+// The group's part count changed (group alter --parts): every part this
+// member runs stands for a range of the old layout. It drains and drops
+// them all before it takes any of the new layout (whose numbers mean other
+// ranges); the database refuses a new take while an overlapping old one
+// exists, so members that see the change at different times never run
+// overlapping ranges. Wakes every member when it drops: any of them may be
+// waiting for these ranges.
+void MemberLoop::ChangeLayout(const store::GroupView& view, absl::Time now) {
+  if (!resizing_) {
+    resizing_ = true;
+    rebalance_started_ = now;
+    last_target_.clear();
+    log_->info(
+        "group={} session={} the group's part count changed from {} to {}: "
+        "draining parts {} of the old layout before taking new ones",
+        config_.group, session_, layout_parts_, settings_.parts,
+        Parts(Keys(local_)));
+  }
+  last_live_ = view.live_sessions;
+  last_static_ = view.static_instances;
+  last_membership_ = view.membership;
+  for (const auto& [part, epoch] : local_) {
+    if (revoking_.count(part)) continue;
+    scheduler_.Revoke(part);
+    revoking_[part] = now + config_.drain_deadline;
+  }
+  if (!HeartbeatIfDue()) return;
+  FinishDrains(false);
+  if (local_.empty()) {
+    rebalance_now_ = true;  // take the new layout's parts at once
+  } else {
+    next_rebalance_ =
+        std::min(next_rebalance_, absl::Now() + config_.rebalance_poll / 5);
+  }
+}
+
 std::vector<std::string> MemberLoop::TargetsOf(
     const std::vector<int>& parts) const {
+  if (layout_parts_ != settings_.parts) {
+    // Old-layout parts: whoever is meant to run their ranges now.
+    std::vector<std::string> others;
+    for (const std::string& s : last_live_) {
+      if (s != session_) others.push_back(s);
+    }
+    return others;
+  }
   std::set<std::string> targets;
   for (int part : parts) {
     if (part < static_cast<int>(assignment_.owner.size())) {
@@ -681,8 +742,9 @@ void MemberLoop::FinishDrains(bool force) {
   }
   if (ready.empty()) return;
   CallListener("OnPartsRevoked", &RebalanceListener::OnPartsRevoked, ready);
-  auto dropped = store::DropParts(*conn_, config_.group, session_, ready,
-                                  config_.use_notify, TargetsOf(ready));
+  auto dropped =
+      store::DropParts(*conn_, config_.group, session_, ready, layout_parts_,
+                       config_.use_notify, TargetsOf(ready));
   if (!dropped.ok()) {
     Handle(dropped.status());
     return;

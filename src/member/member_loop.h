@@ -112,6 +112,7 @@ class MemberLoop {
   void Reap();
   void Rebalance();
   std::string RebalanceReason(const store::GroupView& view) const;
+  void ChangeLayout(const store::GroupView& view, absl::Time now);
   void FinishDrains(bool force);
   void LoseSession(const std::string& why);
   void Leave();
@@ -150,7 +151,11 @@ class MemberLoop {
   int join_failures_ = 0;
   std::string session_;
   absl::Time last_heartbeat_ok_;
-  std::map<int, int64_t> local_;        // parts run, with epochs
+  std::map<int, int64_t> local_;  // parts run, with epochs
+  // The part count local_'s parts are numbered under: the group's, except
+  // while a change of it drains them (ChangeLayout).
+  int layout_parts_ = 0;
+  bool resizing_ = false;  // a part-count change since the last target
   std::map<int, absl::Time> revoking_;  // part -> drain deadline
   Assignment assignment_;               // of the last membership read
   absl::BitGen jitter_;                 // spreads the safety re-reads

@@ -133,10 +133,12 @@ std::string GroupViewSql() {
       kAlive,
       ")), (SELECT string_agg(p.part::text || '/' || p.epoch::text, ',') "
       "  FROM sqlgroup.session_parts p "
-      "  WHERE p.group_name = g.name AND p.session_id = $2::uuid), "
+      "  WHERE p.group_name = g.name AND p.parts_of = g.parts "
+      "  AND p.session_id = $2::uuid), "
       "(SELECT string_agg(o.session_id::text || '=' || o.parts, ';') FROM ("
       "  SELECT p.session_id, string_agg(p.part::text, ',') AS parts "
       "  FROM sqlgroup.session_parts p WHERE p.group_name = g.name "
+      "  AND p.parts_of = g.parts "
       "  AND p.session_id <> $2::uuid GROUP BY p.session_id) o), "
       "(SELECT ",
       Fingerprint("count(*)", "max(s.created_at)"),
@@ -146,6 +148,15 @@ std::string GroupViewSql() {
       ", ',') FROM sqlgroup.sessions s WHERE s.group_name = g.name "
       "  AND s.away_until > clock_timestamp()) "
       "FROM sqlgroup.groups g WHERE g.name = $1");
+}
+
+// SQL true when part `a` of `a_parts` and part `b` of `b_parts` share a
+// key: sqlgroup::RangesOverlap (keyspace.h), in SQL.
+std::string RangesOverlapSql(const std::string& a, const std::string& a_parts,
+                             const std::string& b, const std::string& b_parts) {
+  return absl::StrCat("(", a, " * ", b_parts, " < (", b, " + 1) * ", a_parts,
+                      " AND ", b, " * ", a_parts, " < (", a, " + 1) * ",
+                      b_parts, ")");
 }
 
 // Stamps the end of every open take of `session` in the ownership log. Run
@@ -422,23 +433,28 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
 absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
                                              const std::string& group,
                                              const std::string& session,
-                                             const std::vector<int>& parts) {
+                                             const std::vector<int>& parts,
+                                             int parts_of) {
   return GuardOr<std::vector<Owner>>("take parts", [&] {
     pqxx::work tx(conn);
     std::vector<Owner> taken;
     std::vector<int> taken_parts;
     std::vector<int64_t> taken_epochs;
     for (const pqxx::row& row : tx.exec_params(
-             absl::StrCat("INSERT INTO sqlgroup.session_parts "
-                          "  (group_name, part, session_id) "
-                          "SELECT $1, p, $2::uuid FROM unnest($3::int[]) AS p "
-                          "WHERE EXISTS (SELECT 1 FROM sqlgroup.sessions s "
-                          "  JOIN sqlgroup.groups g ON g.name = s.group_name "
-                          "  WHERE s.id = $2::uuid AND ",
-                          kAlive,
-                          ") ON CONFLICT (group_name, part) DO NOTHING "
-                          "RETURNING part, epoch"),
-             group, session, SqlArray(parts))) {
+             absl::StrCat(
+                 "INSERT INTO sqlgroup.session_parts "
+                 "  (group_name, part, session_id, parts_of) "
+                 "SELECT $1, p, $2::uuid, $4 FROM unnest($3::int[]) AS p "
+                 "WHERE EXISTS (SELECT 1 FROM sqlgroup.sessions s "
+                 "  JOIN sqlgroup.groups g ON g.name = s.group_name "
+                 "  WHERE s.id = $2::uuid AND g.parts = $4 AND ",
+                 kAlive,
+                 ") AND NOT EXISTS (SELECT 1 FROM sqlgroup.session_parts o "
+                 "  WHERE o.group_name = $1 AND o.parts_of <> $4 AND ",
+                 RangesOverlapSql("o.part", "o.parts_of", "p", "$4"),
+                 ") ON CONFLICT (group_name, parts_of, part) DO NOTHING "
+                 "RETURNING part, epoch"),
+             group, session, SqlArray(parts), parts_of)) {
       taken.push_back({row[0].as<int>(), session, row[1].as<int64_t>()});
       taken_parts.push_back(taken.back().part);
       taken_epochs.push_back(taken.back().epoch);
@@ -448,10 +464,11 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
       // insert above has waited out any release of these parts.
       tx.exec_params(
           "INSERT INTO sqlgroup.ownership_log "
-          "  (group_name, part, epoch, session_id) "
-          "SELECT $1, t.part, t.epoch, $2::uuid "
+          "  (group_name, part, epoch, session_id, parts_of) "
+          "SELECT $1, t.part, t.epoch, $2::uuid, $5 "
           "FROM unnest($3::int[], $4::bigint[]) AS t(part, epoch)",
-          group, session, SqlArray(taken_parts), SqlArray(taken_epochs));
+          group, session, SqlArray(taken_parts), SqlArray(taken_epochs),
+          parts_of);
     }
     tx.commit();
     return taken;
@@ -460,8 +477,8 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
 
 absl::StatusOr<std::vector<int>> DropParts(
     pqxx::connection& conn, const std::string& group,
-    const std::string& session, const std::vector<int>& parts, bool notify,
-    const std::vector<std::string>& wake) {
+    const std::string& session, const std::vector<int>& parts, int parts_of,
+    bool notify, const std::vector<std::string>& wake) {
   return GuardOr<std::vector<int>>("drop parts", [&] {
     pqxx::work tx(conn);
     std::vector<int> dropped;
@@ -469,8 +486,8 @@ absl::StatusOr<std::vector<int>> DropParts(
     for (const pqxx::row& row : tx.exec_params(
              "DELETE FROM sqlgroup.session_parts WHERE group_name = $1 "
              "AND session_id = $2::uuid AND part = ANY($3::int[]) "
-             "RETURNING part, epoch",
-             group, session, SqlArray(parts))) {
+             "AND parts_of = $4 RETURNING part, epoch",
+             group, session, SqlArray(parts), parts_of)) {
       dropped.push_back(row[0].as<int>());
       epochs.push_back(row[1].as<int64_t>());
     }

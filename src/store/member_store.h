@@ -183,22 +183,29 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
                                         const std::string& group,
                                         const std::string& session);
 
-// Takes those of `parts` that are free, only while `session` is alive; never
-// overwrites another owner. Returns the parts taken with their new epochs.
-// Announces nothing: a take frees nothing anyone waits for.
+// Takes those of `parts` (numbered under `parts_of`, the part count the
+// member runs under) that are free, only while `session` is alive and the
+// group's part count is still `parts_of`, and only those whose range no
+// take of another part count overlaps (schema 9: the old layout still
+// draining after a change); never overwrites another owner. Returns the
+// parts taken with their new epochs. Announces nothing: a take frees
+// nothing anyone waits for.
 absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
                                              const std::string& group,
                                              const std::string& session,
-                                             const std::vector<int>& parts);
+                                             const std::vector<int>& parts,
+                                             int parts_of);
 
-// Releases those of `parts` that `session` owns (every claim under them
-// goes with the take: acks fenced on it delete nothing from then on) and
-// returns them. With `notify`, wakes the sessions in `wake` (those that
-// should take the parts) on their own channels.
+// Releases those of `parts` (numbered under `parts_of`) that `session`
+// owns (every claim under them goes with the take: acks fenced on it
+// delete nothing from then on) and returns them. With `notify`, wakes the
+// sessions in `wake` (those that should take the parts) on their own
+// channels.
 absl::StatusOr<std::vector<int>> DropParts(
     pqxx::connection& conn, const std::string& group,
-    const std::string& session, const std::vector<int>& parts, bool notify,
-    const std::vector<std::string>& wake);
+    const std::string& session, const std::vector<int>& parts, int parts_of,
+    bool notify, const std::vector<std::string>& wake);
+
 
 // Deletes the session: a graceful leave, its parts free at once.
 absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,

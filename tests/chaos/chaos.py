@@ -9,9 +9,13 @@ design.md checked from the final database state and the ownership log.
 Faults: kill -9 of a member (then restarted), SIGSTOP past the TTL (then
 SIGCONT), an immediate PostgreSQL restart, pg_terminate_backend of members'
 connections, a member's network stalled past the TTL, a graceful rolling
-restart, and failover to the standby (the primary killed, the standby
-promoted, a new standby built). The short profile injects each once; the
-long one adds random faults until --minutes have passed.
+restart, failover to the standby (the primary killed, the standby
+promoted, a new standby built), and changes of the part count (group alter
+--parts: 16 -> 40 -> 8 -> 16, a member killed and restarted during the
+middle one). The short profile injects each once; the long one adds random
+faults until --minutes have passed. While the group recovers from each, the
+current owners are sampled for overlapping key ranges (overlapping_samples).
+
 
 With --static_timeout D the members are static (consume --static_timeout):
 a graceful restart keeps a member's place and parts, and two more faults
@@ -50,7 +54,10 @@ from pgnode import PgNode, make_root, psql  # noqa: E402
 from workload import Member, Producer  # noqa: E402
 
 KINDS = ["kill9", "sigstop", "pg_restart", "terminate", "stall", "rolling",
-         "failover"]
+         "failover", "resize"]
+# One resize fault: the part count 16 -> 40 -> 8 -> 16 (from --parts: x2.5,
+# /5, x2), a member killed and restarted during the middle change.
+RESIZE_FACTORS = [2.5, 0.2, 2.0]
 STATIC_KINDS = ["kill9_return", "zombie"]  # with --static_timeout only
 GROUP_TTL_S = 2.0
 HEARTBEAT_S = 0.4
@@ -73,6 +80,12 @@ class ChaosRun:
         self.members = []
         self.producer = None
         self.faults = []  # one dict per injected fault
+        self.parts = args.parts  # the group's part count now
+        self.key_parts = {}  # part count -> parts_with_keys()
+        # Samples of the current owners' ranges taken during recoveries,
+        # and how many showed two overlapping (must stay 0).
+        self.overlap_samples = 0
+        self.overlapping_samples = 0
         self.kinds = KINDS + (STATIC_KINDS if args.static_timeout else [])
         self.twins = 0  # zombie faults so far (names their logs)
 
@@ -148,16 +161,44 @@ class ChaosRun:
             "SELECT count(*) FROM sqlgroup.session_parts sp "
             "JOIN sqlgroup.sessions s ON s.id = sp.session_id "
             "JOIN sqlgroup.groups g ON g.name = s.group_name "
-            "WHERE sp.group_name = 'chaos' "
+            "WHERE sp.group_name = 'chaos' AND sp.parts_of = g.parts "
             "AND s.heartbeated_at > clock_timestamp() - g.session_ttl"
             + not_in, check=False, timeout=3)
-        return n is not None and int(n[0][0]) == self.args.parts
+        return n is not None and int(n[0][0]) == self.parts
 
     def parts_acked_since(self, t0):
-        n = self.query("SELECT count(DISTINCT part) FROM sqlgroup_demo.results "
-                       f"WHERE acked_at > to_timestamp({t0})", check=False,
-                       timeout=3)
-        return 0 if n is None else int(n[0][0])
+        """Parts of the current count with an item acknowledged since t0."""
+        rows = self.query("SELECT DISTINCT r.part FROM "
+                          "sqlgroup_demo.results r JOIN "
+                          "sqlgroup.ownership_log l ON l.group_name = 'chaos' "
+                          f"AND l.epoch = r.epoch WHERE r.acked_at > "
+                          f"to_timestamp({t0}) AND l.parts_of = {self.parts}",
+                          check=False, timeout=3)
+        return {int(r[0]) for r in rows or []}
+
+    def parts_with_keys(self):
+        """Parts of the current count that hold one of the producer's keys
+        (a key's items all lie in one part; some parts may hold none)."""
+        if self.parts not in self.key_parts:
+            rows = self.query("SELECT min(item_id::text) FROM "
+                              "sqlgroup_demo.results WHERE key IS NOT NULL "
+                              "GROUP BY key")
+            parts = {checker.part_of(r[0], self.parts) for r in rows}
+            if len(rows) < self.producer.keys:  # not every key seen yet
+                return parts
+            self.key_parts[self.parts] = parts
+        return self.key_parts[self.parts]
+
+    def sample_overlaps(self):
+        """Whether two current owners run overlapping key ranges (any part
+        counts): the database must make it impossible at every instant."""
+        n = self.query(checker.OVERLAPPING_NOW, check=False, timeout=3)
+        if n is None:
+            return
+        self.overlap_samples += 1
+        if int(n[0][0]) > 0:
+            self.overlapping_samples += 1
+            log(f"seed {self.seed}: {n[0][0]} overlapping owner pair(s) now")
 
     def wait(self, what, cond, timeout=RECOVERY_LIMIT_S):
         deadline = time.time() + timeout
@@ -180,17 +221,19 @@ class ChaosRun:
     def recover(self, kind, target, t0, excluded, db_back_s=None,
                 member=None):
         """Times from t0 until every part is owned by a live session not in
-        `excluded`, and until every part has acknowledged an item again.
+        `excluded`, and until every part holding keys has acknowledged an
+        item again.
         `db_back_s`: when the database itself was down, how long it took to
         accept connections again (crash recovery or promotion). `member`: a
         static member restarted; counts the takes by the others meanwhile."""
         owned = resumed = None
         deadline = t0 + RECOVERY_LIMIT_S
         while time.time() < deadline and (owned is None or resumed is None):
+            self.sample_overlaps()
             if owned is None and self.owned_by_live(excluded):
                 owned = time.time() - t0
             if resumed is None and \
-                    self.parts_acked_since(t0) == self.args.parts:
+                    self.parts_acked_since(t0) >= self.parts_with_keys():
                 resumed = time.time() - t0
             time.sleep(0.1)
         fault = {"seed": self.seed, "kind": kind, "target": target,
@@ -319,6 +362,23 @@ class ChaosRun:
         self.members[self.members.index(old)] = new
         old.close()
 
+    def fault_resize(self):
+        """Changes the part count under load (group alter --parts), through
+        RESIZE_FACTORS, each change recovered before the next; a member is
+        killed and restarted at once during the middle one."""
+        for i, factor in enumerate(RESIZE_FACTORS):
+            old = self.parts
+            new = max(1, min(4096, round(old * factor)))
+            t0 = time.time()
+            self.run_cli("group", "alter", "chaos", "--parts", str(new),
+                         "--dsn", self.node_dsn())
+            self.parts = new
+            if i == 1:
+                m = self.pick_member()
+                m.kill()
+                m.start()
+            self.recover("resize", f"{old}->{new}", t0, [])
+
     def fault_failover(self):
         old = self.primary
         new = self.nodes[1] if old is self.nodes[0] else self.nodes[0]
@@ -371,7 +431,8 @@ class ChaosRun:
             log(f"seed {self.seed}: {e}; the checker counts what is left")
         # Checked while the members still own their parts, so the open
         # entries of the ownership log have takes to match.
-        found = checker.check(self.query, self.args.parts)
+        found = checker.check(self.query)
+        found["overlapping_samples"] = self.overlapping_samples
         codes = {m.name: m.stop() for m in self.members}
         if self.args.static_timeout:
             # Stopped static members keep their places and parts: scaling
@@ -395,6 +456,7 @@ class ChaosRun:
                                            for f in self.faults)
         summary = {"seed": self.seed, "processed": processed, "dead": dead,
                    "numbered": numbered,
+                   "overlap_samples": self.overlap_samples,
                    "handler_failures": self.handler_failures(),
                    "producer_restarts": self.producer.failures,
                    "member_exit_codes": codes, **found}
@@ -485,12 +547,16 @@ def main():
             summary = run.run()
             runs.append(summary)
             broken = [k for k in summary if k in
-                      checker.NAMES + ["bystander_takes"]
+                      checker.NAMES + ["bystander_takes",
+                                       "overlapping_samples"]
                       and summary[k] != 0]
             for k in broken:
-                meaning = ("parts taken by members that were not restarted "
-                           "during static members' restarts"
-                           if k == "bystander_takes" else checker.meaning(k))
+                meaning = {
+                    "bystander_takes": "parts taken by members that were not "
+                    "restarted during static members' restarts",
+                    "overlapping_samples": "samples of the current owners "
+                    "that showed two overlapping key ranges"}.get(
+                        k) or checker.meaning(k)
                 log(f"INVARIANT BROKEN (seed {seed}): {k} = {summary[k]}: "
                     f"{meaning}")
             ok = not broken

@@ -10,6 +10,18 @@ members write in the transactions that change session_parts.
 # numbers each key's items 1, 2, 3, ... in enqueue order.
 _SEQ = "substring(encode({}, 'escape') FROM '^[0-9]+')::numeric"
 
+# Part {x}.part of {x}.parts_of and part {y}.part of {y}.parts_of share a key.
+_OVERLAP = ("{x}.part * {y}.parts_of < ({y}.part + 1) * {x}.parts_of "
+            "AND {y}.part * {x}.parts_of < ({x}.part + 1) * {y}.parts_of")
+
+# Current takes of overlapping ranges: impossible while the database
+# refuses them; chaos.py samples it while faults and part-count changes run.
+OVERLAPPING_NOW = (
+    "SELECT count(*) FROM sqlgroup.session_parts x "
+    "JOIN sqlgroup.session_parts y ON x.group_name = y.group_name "
+    "AND x.epoch < y.epoch AND " + _OVERLAP.format(x="x", y="y") +
+    " WHERE x.group_name = 'chaos'")
+
 # Each check: (name, SQL returning one count of violations, what it means).
 CHECKS = [
     ("duplicates",
@@ -39,14 +51,21 @@ CHECKS = [
     ("left_in_queue",
      "SELECT count(*) FROM sqlgroup.items WHERE group_name = 'chaos'",
      "items still waiting after the drain"),
+    # Takes of any part counts (the group's changes over time) whose key
+    # ranges overlap: part a of A and part b of B share a key exactly when
+    # a * B < (b + 1) * A and b * A < (a + 1) * B (src/keyspace.h).
     ("overlapping_ownership",
      "SELECT count(*) FROM sqlgroup.ownership_log x "
      "JOIN sqlgroup.ownership_log y ON x.group_name = y.group_name "
-     "AND x.part = y.part AND x.epoch < y.epoch "
+     "AND x.epoch < y.epoch AND " + _OVERLAP.format(x="x", y="y") + " "
      "WHERE x.group_name = 'chaos' "
      "AND y.acquired_at < coalesce(x.released_at, 'infinity') "
      "AND x.acquired_at < coalesce(y.released_at, 'infinity')",
-     "pairs of takes of one part whose ownership intervals overlap"),
+     "pairs of takes of overlapping key ranges (one part, or parts of two "
+     "part counts) whose ownership intervals overlap"),
+    ("overlapping_ranges_now", OVERLAPPING_NOW,
+     "pairs of current owners whose key ranges overlap (sampled throughout "
+     "a run, and at the end)"),
     ("ack_outside_ownership",
      "SELECT count(*) FROM sqlgroup_demo.results r WHERE NOT EXISTS ("
      "  SELECT 1 FROM sqlgroup.ownership_log l WHERE l.group_name = 'chaos' "
@@ -114,16 +133,19 @@ def part_of(uuid_text, parts):
     return p
 
 
-def check(query, parts):
+def check(query):
     """Runs every check; returns {name: count}, plus 'wrong_part' (results
-    acknowledged under a part whose range does not hold the item)."""
+    acknowledged under a part whose range, under the part count of its
+    take, does not hold the item)."""
     found = {}
     for name, sql, _ in CHECKS:
         found[name] = int(query(sql)[0][0])
     wrong = 0
-    for item_id, part in query(
-            "SELECT item_id::text, part FROM sqlgroup_demo.results"):
-        wrong += part_of(item_id, parts) != int(part)
+    for item_id, part, parts in query(
+            "SELECT r.item_id::text, r.part, l.parts_of "
+            "FROM sqlgroup_demo.results r JOIN sqlgroup.ownership_log l "
+            "ON l.group_name = 'chaos' AND l.epoch = r.epoch"):
+        wrong += part_of(item_id, int(parts)) != int(part)
     found["wrong_part"] = wrong
     return found
 

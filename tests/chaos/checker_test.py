@@ -27,12 +27,12 @@ DEAD = "cccccccc-0000-4000-8000-000000000000"
 
 CLEAN = f"""
 INSERT INTO sqlgroup.sessions (id, group_name) VALUES ('{A}', 'chaos');
-INSERT INTO sqlgroup.session_parts (group_name, part, session_id, epoch)
-  VALUES ('chaos', 0, '{A}', 1);
+INSERT INTO sqlgroup.session_parts (group_name, part, session_id, epoch,
+  parts_of) VALUES ('chaos', 0, '{A}', 1, 2);
 INSERT INTO sqlgroup.ownership_log (group_name, part, epoch, session_id,
-  acquired_at, released_at, released_by) VALUES
-  ('chaos', 0, 1, '{A}', now() - interval '1 hour', NULL, NULL),
-  ('chaos', 1, 2, '{B}', now() - interval '1 hour', now(), 'reap');
+  acquired_at, released_at, released_by, parts_of) VALUES
+  ('chaos', 0, 1, '{A}', now() - interval '1 hour', NULL, NULL, 2),
+  ('chaos', 1, 2, '{B}', now() - interval '1 hour', now(), 'reap', 2);
 INSERT INTO sqlgroup_demo.produced VALUES ('k', 2);
 INSERT INTO sqlgroup_demo.results (item_id, key, session_id, part, epoch,
   acked_at, payload) VALUES
@@ -53,6 +53,11 @@ def with_dead_second(died):
 
 # States that break nothing, beyond the plain one.
 CLEAN_TOO = [
+    ("clean: part 2 of 4 (the third quarter) taken after part 1 of 2 ended",
+     f"INSERT INTO sqlgroup.ownership_log (group_name, part, epoch, "
+     f"session_id, acquired_at, released_at, released_by, parts_of) VALUES "
+     f"('chaos', 2, 3, '{A}', now() + interval '1 second', "
+     f"now() + interval '2 seconds', 'drop', 4)"),
     ("clean: a dead-lettered item releases the next one of its key",
      with_dead_second("now() - interval '90 seconds'")),
     ("clean: results without a numbered payload have no order to check",
@@ -61,7 +66,8 @@ CLEAN_TOO = [
      f"SET payload = 'x' WHERE item_id = '{HIGH}'"),
 ]
 
-# Each: the check it must trip, and SQL that breaks only that invariant.
+# Each: the check it must trip ("a+b": both), and SQL that breaks only
+# that invariant.
 VIOLATIONS = [
     ("duplicates",
      f"INSERT INTO sqlgroup_demo.results SELECT * FROM sqlgroup_demo.results "
@@ -76,8 +82,24 @@ VIOLATIONS = [
      "INSERT INTO sqlgroup.items (group_name) VALUES ('chaos')"),
     ("overlapping_ownership",
      f"INSERT INTO sqlgroup.ownership_log (group_name, part, epoch, "
-     f"session_id, acquired_at, released_at, released_by) VALUES "
-     f"('chaos', 1, 3, '{A}', now() - interval '2 minutes', now(), 'drop')"),
+     f"session_id, acquired_at, released_at, released_by, parts_of) VALUES "
+     f"('chaos', 1, 3, '{A}', now() - interval '2 minutes', now(), 'drop', "
+     f"2)"),
+    # Part 1 of 4 (the second quarter) lies in part 0 of 2, held by A.
+    ("overlapping_ownership",
+     f"INSERT INTO sqlgroup.ownership_log (group_name, part, epoch, "
+     f"session_id, acquired_at, released_at, released_by, parts_of) VALUES "
+     f"('chaos', 1, 3, '{B}', now() - interval '2 minutes', now(), 'drop', "
+     f"4)"),
+    # The same, still owned now: both the history and the current owners
+    # show it.
+    ("overlapping_ownership+overlapping_ranges_now",
+     f"INSERT INTO sqlgroup.sessions (id, group_name) VALUES ('{B}', "
+     f"'chaos'); INSERT INTO sqlgroup.session_parts (group_name, part, "
+     f"session_id, epoch, parts_of) VALUES ('chaos', 1, '{B}', 3, 4); "
+     f"INSERT INTO sqlgroup.ownership_log (group_name, part, epoch, "
+     f"session_id, acquired_at, parts_of) VALUES ('chaos', 1, 3, '{B}', "
+     f"now() - interval '1 minute', 4)"),
     ("ack_outside_ownership",
      f"UPDATE sqlgroup_demo.results SET acked_at = now() + interval '1 hour' "
      f"WHERE item_id = '{HIGH}'"),
@@ -120,9 +142,9 @@ def main():
                  "sqlgroup.dead_items, sqlgroup.items, sqlgroup_demo.results, "
                  "sqlgroup_demo.produced; DELETE FROM sqlgroup.sessions;"
                  + CLEAN + breaking)
-            found = checker.check(query, 2)
+            found = checker.check(query)
             tripped = sorted(k for k, v in found.items() if v != 0)
-            want = [] if name.startswith("clean") else [name]
+            want = [] if name.startswith("clean") else name.split("+")
             status = "ok" if tripped == want else "WRONG"
             print(f"{status}: {name}: tripped {tripped}")
             if tripped != want:

@@ -126,8 +126,9 @@ TEST_F(AdminTest, DescribeShowsMembersOwnersAndLagPerPart) {
         "'h1', 42, 'worker-1')");
     tx.exec(
         "INSERT INTO sqlgroup.session_parts (group_name, part, "
-        "session_id) VALUES ('g', 2, "
-        "'11111111-0000-4000-8000-000000000000')");
+        "session_id, parts_of) SELECT 'g', 2, "
+        "'11111111-0000-4000-8000-000000000000', parts "
+        "FROM sqlgroup.groups WHERE name = 'g'");
     // Two items in part 0, one in part 3 (enqueued a minute ago), and one in
     // another group that must not count.
     tx.exec_params(

@@ -56,8 +56,8 @@ class ClaimFenceTest : public ::testing::Test {
     const int64_t epoch =
         tx.exec_params1(
               "INSERT INTO sqlgroup.session_parts (group_name, "
-              "part, session_id) VALUES ($1, $2, $3) "
-              "RETURNING epoch",
+              "part, session_id, parts_of) SELECT $1, $2, $3, parts "
+              "FROM sqlgroup.groups WHERE name = $1 RETURNING epoch",
               kGroup, part, kSession)[0]
             .as<int64_t>();
     tx.commit();

@@ -63,8 +63,8 @@ std::string Utf8(uint32_t code_point) {
 // (control characters but NUL included, which text cannot hold) and
 // random UTF-8 from every sequence length.
 std::vector<std::string> SampleKeys(int count) {
-  std::vector<std::string> keys = {"", "user-7", "ключ", "鍵", "🔑", " ",
-                                   "a\tb\nc"};
+  std::vector<std::string> keys = {"",  "user-7", "ключ",   "鍵",
+                                   "🔑", " ",      "a\tb\nc"};
   absl::BitGen gen;
   while (static_cast<int>(keys.size()) < count) {
     std::string key;
@@ -142,9 +142,9 @@ std::vector<Uuid128> EnqueueBulk(
 Uuid128 EnqueueOne(pqxx::transaction_base& tx, const std::string& group,
                    const std::optional<std::string>& key,
                    const std::string& payload) {
-  return ParsedId(tx.exec_params1(
-      "SELECT sqlgroup.enqueue($1, $2::text, $3::bytea)::text", group, key,
-      pqxx::binarystring(payload))[0]);
+  return ParsedId(
+      tx.exec_params1("SELECT sqlgroup.enqueue($1, $2::text, $3::bytea)::text",
+                      group, key, pqxx::binarystring(payload))[0]);
 }
 
 class EnqueueFunctionTest : public ::testing::Test {
@@ -175,9 +175,9 @@ TEST_F(EnqueueFunctionTest, SqlKeyBlockEqualsTheCppOneForTwoThousandKeys) {
     for (size_t i = start; i < std::min(keys.size(), start + 500); ++i) {
       rows.push_back(absl::StrCat("(", i, ",", tx.quote(keys[i]), ")"));
     }
-    for (const pqxx::row& row : tx.exec(absl::StrCat(
-             "SELECT i, sqlgroup.key_block(k)::text FROM (VALUES ",
-             absl::StrJoin(rows, ","), ") v(i, k)"))) {
+    for (const pqxx::row& row : tx.exec(
+             absl::StrCat("SELECT i, sqlgroup.key_block(k)::text FROM (VALUES ",
+                          absl::StrJoin(rows, ","), ") v(i, k)"))) {
       const std::string& key = keys[row[0].as<size_t>()];
       EXPECT_EQ(row[1].as<std::string>(), std::to_string(KeyBlock(key)))
           << "key '" << key << "' (" << key.size() << " bytes)";
@@ -197,9 +197,10 @@ TEST_F(EnqueueFunctionTest, SqlSplitTestAgreesWithTheCppOneOnBoundaryBlocks) {
     bool split;
   };
   std::vector<Case> cases;
-  std::vector<int> part_counts = {2, 3, 4, 5, 7, 12, 16, 40, 255, 1000,
-                                  4095, 4096};
-  for (int i = 0; i < 40; ++i) part_counts.push_back(absl::Uniform(gen, 2, 4097));
+  std::vector<int> part_counts = {2,  3,  4,   5,    7,    12,
+                                  16, 40, 255, 1000, 4095, 4096};
+  for (int i = 0; i < 40; ++i)
+    part_counts.push_back(absl::Uniform(gen, 2, 4097));
   for (int parts : part_counts) {
     for (int n = 0; n < 8; ++n) {
       const int p = absl::Uniform(gen, 1, parts);
@@ -231,9 +232,9 @@ TEST_F(EnqueueFunctionTest, SqlSplitTestAgreesWithTheCppOneOnBoundaryBlocks) {
     rows.push_back(absl::StrCat("(", i, ",", cases[i].block, "::numeric)"));
   }
   size_t checked = 0;
-  for (const pqxx::row& row : tx.exec(absl::StrCat(
-           "SELECT i, sqlgroup.block_is_split(b) FROM (VALUES ",
-           absl::StrJoin(rows, ","), ") v(i, b)"))) {
+  for (const pqxx::row& row : tx.exec(
+           absl::StrCat("SELECT i, sqlgroup.block_is_split(b) FROM (VALUES ",
+                        absl::StrJoin(rows, ","), ") v(i, b)"))) {
     const Case& c = cases[row[0].as<size_t>()];
     EXPECT_EQ(row[1].as<bool>(), c.split) << "block " << c.block;
     ++checked;
@@ -266,7 +267,8 @@ TEST_F(EnqueueFunctionTest, EveryItemOfAKeyLandsInItsKeysBlockAndOnePart) {
     const std::vector<Uuid128> got =
         EnqueueBulk(tx, kGroup, bulk_keys, payloads);
     ASSERT_EQ(got.size(), bulk_keys.size());
-    for (size_t i = 0; i < got.size(); ++i) ids[*bulk_keys[i]].push_back(got[i]);
+    for (size_t i = 0; i < got.size(); ++i)
+      ids[*bulk_keys[i]].push_back(got[i]);
     tx.commit();
   }
   const uint64_t now = static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
@@ -318,9 +320,9 @@ TEST_F(EnqueueFunctionTest, IdsOfAKeyIncreaseOverCallsAndTransactions) {
   // come in call order.
   pqxx::nontransaction tx(*conn_);
   int expected = 0;
-  for (const pqxx::row& row : tx.exec(
-           "SELECT convert_from(payload, 'UTF8') FROM sqlgroup.items "
-           "WHERE key = 'k' ORDER BY id LIMIT 202")) {
+  for (const pqxx::row& row :
+       tx.exec("SELECT convert_from(payload, 'UTF8') FROM sqlgroup.items "
+               "WHERE key = 'k' ORDER BY id LIMIT 202")) {
     EXPECT_EQ(row[0].as<std::string>(), absl::StrCat(expected++));
   }
 }
@@ -386,9 +388,9 @@ TEST_F(EnqueueFunctionTest, TheBulkFormKeepsArrayOrderPerKeyAndPayloads) {
         "SELECT key, convert_from(payload, 'UTF8'), not_before = '-infinity' "
         "FROM sqlgroup.items WHERE group_name = $1 AND id = $2::uuid",
         kGroup, FormatUuid(ids[i]));
-    EXPECT_EQ(row[0].is_null() ? std::nullopt
-                               : std::optional<std::string>(
-                                     row[0].as<std::string>()),
+    EXPECT_EQ(row[0].is_null()
+                  ? std::nullopt
+                  : std::optional<std::string>(row[0].as<std::string>()),
               keys[i]);
     EXPECT_EQ(row[1].as<std::string>(), *payloads[i]);
     EXPECT_TRUE(row[2].as<bool>());
@@ -509,9 +511,9 @@ TEST_F(EnqueueFunctionTest, AProducerRoleEnqueuesFromPlainSqlAfterGrant) {
     pqxx::work tx(conn);
     EXPECT_EQ(absl::Uint128High64(EnqueueOne(tx, kGroup, "key", "one")),
               KeyBlock("key"));
-    EXPECT_EQ(EnqueueBulk(tx, kGroup, {"key", std::nullopt}, {"two", "three"})
-                  .size(),
-              2u);
+    EXPECT_EQ(
+        EnqueueBulk(tx, kGroup, {"key", std::nullopt}, {"two", "three"}).size(),
+        2u);
     tx.commit();
   }
   pqxx::connection check(db.dsn());
@@ -520,8 +522,7 @@ TEST_F(EnqueueFunctionTest, AProducerRoleEnqueuesFromPlainSqlAfterGrant) {
   // Neither the helpers nor, for a member, enqueue itself.
   const std::vector<std::pair<std::string, std::string>> refused = {
       {producer.Dsn(db.name()), "SELECT sqlgroup.key_block('k')"},
-      {producer.Dsn(db.name()),
-       "SELECT sqlgroup.unkeyed_id(0, 1, 0)"},
+      {producer.Dsn(db.name()), "SELECT sqlgroup.unkeyed_id(0, 1, 0)"},
       {member.Dsn(db.name()), "SELECT sqlgroup.enqueue('g', 'k', 'x'::bytea)"},
       {member.Dsn(db.name()),
        "SELECT sqlgroup.enqueue_many('g', ARRAY['k'], ARRAY['x'::bytea])"},

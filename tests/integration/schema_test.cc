@@ -52,11 +52,12 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->from_version, 0);
   EXPECT_EQ(r->to_version, SchemaVersionKnown());
-  EXPECT_THAT(r->applied,
-              ElementsAre("001_init.sql", "002_lag_index.sql",
-                          "003_ownership_log.sql", "004_hot_heartbeats.sql",
-                          "005_take_fenced_claims.sql", "006_keyed_items.sql",
-                          "007_group_assignor.sql", "008_static_members.sql"));
+  EXPECT_THAT(
+      r->applied,
+      ElementsAre("001_init.sql", "002_lag_index.sql", "003_ownership_log.sql",
+                  "004_hot_heartbeats.sql", "005_take_fenced_claims.sql",
+                  "006_keyed_items.sql", "007_group_assignor.sql",
+                  "008_static_members.sql", "009_part_count_change.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :
@@ -198,7 +199,7 @@ class OwnershipTest : public ::testing::Test {
         kA, kB);
     epoch_ = tx.exec_params1(
                    "INSERT INTO sqlgroup.session_parts (group_name, "
-                   "part, session_id) VALUES ('g', 0, $1) "
+                   "part, session_id, parts_of) VALUES ('g', 0, $1, 8) "
                    "RETURNING epoch",
                    kA)[0]
                  .as<int64_t>();
@@ -223,8 +224,8 @@ TEST_F(OwnershipTest, ReapingTheSessionDropsItsParts) {
 TEST_F(OwnershipTest, TheDatabaseRefusesASecondOwnerOfAPart) {
   pqxx::work tx(*conn_);
   EXPECT_THROW(tx.exec_params("INSERT INTO sqlgroup.session_parts "
-                              "(group_name, part, session_id) VALUES "
-                              "('g', 0, $1)",
+                              "(group_name, part, session_id, parts_of) "
+                              "VALUES ('g', 0, $1, 8)",
                               kB),
                pqxx::unique_violation);
 }
@@ -235,7 +236,7 @@ TEST_F(OwnershipTest, RetakingAPartGivesAFreshEpoch) {
   const int64_t again =
       tx.exec_params1(
             "INSERT INTO sqlgroup.session_parts (group_name, part, "
-            "session_id) VALUES ('g', 0, $1) RETURNING epoch",
+            "session_id, parts_of) VALUES ('g', 0, $1, 8) RETURNING epoch",
             kA)[0]
           .as<int64_t>();
   EXPECT_GT(again, epoch_);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
 
 namespace sqlgroup {
@@ -81,6 +82,46 @@ TEST(Keyspace, RandomKeysLandInTheRangeOfTheirPart) {
     const KeyRange r = PartRange(p, parts);
     ASSERT_LE(r.first, key);
     ASSERT_GE(r.last, key);
+  }
+}
+
+// The reference: two inclusive ranges share a key.
+bool ReferenceOverlap(int a, int a_parts, int b, int b_parts) {
+  const KeyRange x = PartRange(a, a_parts), y = PartRange(b, b_parts);
+  return x.first <= y.last && y.first <= x.last;
+}
+
+TEST(Keyspace, RangesOverlapExactlyWhenTheirKeysDo) {
+  // Every pair of parts for part counts up to 24, both ways round.
+  for (int A = 1; A <= 24; ++A) {
+    for (int B = 1; B <= 24; ++B) {
+      for (int a = 0; a < A; ++a) {
+        for (int b = 0; b < B; ++b) {
+          ASSERT_EQ(RangesOverlap(a, A, b, B), ReferenceOverlap(a, A, b, B))
+              << a << "/" << A << " vs " << b << "/" << B;
+        }
+      }
+    }
+  }
+  // Random pairs up to 4096, and neighbours, where an off-by-one shows.
+  std::mt19937 rng(11);
+  for (int i = 0; i < 200000; ++i) {
+    const int A = 1 + static_cast<int>(rng() % kMaxParts);
+    const int B = 1 + static_cast<int>(rng() % kMaxParts);
+    const int a = static_cast<int>(rng() % A);
+    // The parts of B around the start of part a.
+    const int near = static_cast<int>(static_cast<int64_t>(a) * B / A);
+    for (int b = std::max(0, near - 1); b <= std::min(B - 1, near + 1); ++b) {
+      ASSERT_EQ(RangesOverlap(a, A, b, B), ReferenceOverlap(a, A, b, B))
+          << a << "/" << A << " vs " << b << "/" << B;
+    }
+  }
+  // A part of any count overlaps itself under the same count only.
+  EXPECT_TRUE(RangesOverlap(3, 16, 3, 16));
+  EXPECT_FALSE(RangesOverlap(3, 16, 4, 16));
+  // 16 -> 64: part 1 of 16 is parts 4..7 of 64.
+  for (int b = 0; b < 64; ++b) {
+    EXPECT_EQ(RangesOverlap(1, 16, b, 64), b >= 4 && b <= 7) << b;
   }
 }
 
