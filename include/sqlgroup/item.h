@@ -19,6 +19,7 @@
 #include <pqxx/connection>
 #include <pqxx/transaction>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -75,6 +76,15 @@ class AckTransaction {
 // the transaction is rolled back and the item retried after a backoff, or
 // moved to dead_items after max_attempts, with the message as last_error.
 using Handler = std::function<absl::Status(const Item&, AckTransaction&)>;
+
+// A handler's verdict that retrying cannot help (a payload that will never
+// parse, an order that no longer exists): returned instead of a plain
+// error, the item goes to dead_items at once, with `why` as its
+// last_error, instead of after max_attempts. From a BatchHandler it counts
+// for a batch of one item only (a failed batch is retried item by item).
+absl::Status DeadLetterVerdict(std::string_view why);
+// True for a status made by DeadLetterVerdict.
+bool IsDeadLetterVerdict(const absl::Status& status);
 
 // Acknowledges all `items` (same part, key order) in one transaction: the
 // biggest throughput lever. On failure the items are retried one by one

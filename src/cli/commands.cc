@@ -213,11 +213,12 @@ const std::map<std::string, Command>& Commands() {
         0,
         RunProduce}},
       {"consume",
-       {"consume --group NAME [--handler noop|count|record|sleep:D|fail:RATE] "
+       {"consume --group NAME [--handler sql:STATEMENT|exec:CMD|http://URL|"
+        "noop|count|record|sleep:D|fail:RATE] [--handler_timeout 30s] "
         "[--fail_rate R] [--instance NAME [--static_timeout D]] "
         "[--workers 4] [--members 1] [--batch] "
         "[--metrics_addr 127.0.0.1:9464]",
-        {"group", "handler", "fail_rate", "instance", "static_timeout",
+        {"group", "handler", "handler_timeout", "fail_rate", "instance", "static_timeout",
          "workers", "members", "claim_batch", "max_attempts", "batch", "notify",
          "metrics_addr"},
         0,

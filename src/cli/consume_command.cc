@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "cli/flags.h"
-#include "cli/handlers.h"
+#include "cli/handlers/handler_spec.h"
 #include "cli/signals.h"
 #include "cli/subcommands.h"
 #include "dsn.h"
@@ -78,15 +78,23 @@ absl::Status RunConsume(const Args&) {
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.use_notify = absl::GetFlag(FLAGS_notify);
   options.logger = CliLogger();
-  Handler handler = WithInjectedFailures(MakeHandler(spec), fail_rate);
-  if (absl::GetFlag(FLAGS_batch)) {
-    options.batch_handler = [handler](const std::vector<Item>& items,
-                                      AckTransaction& ack) {
-      for (const Item& item : items) RETURN_IF_ERROR(handler(item, ack));
-      return absl::OkStatus();
-    };
-  } else {
-    options.handler = handler;
+  {
+    const HandlerContext context{
+        .dsn = options.dsn,
+        .batch = absl::GetFlag(FLAGS_batch),
+        .timeout = absl::GetFlag(FLAGS_handler_timeout),
+        .fail_rate = fail_rate,
+        .logger = CliLogger()};
+    if (context.timeout <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--handler_timeout must be more than 0, got ",
+                       absl::FormatDuration(context.timeout)));
+    }
+    // Checked (a SQL statement on the database) before any member starts:
+    // a bad handler claims nothing.
+    ASSIGN_OR_RETURN(Handlers handlers, BuildHandlers(spec, context));
+    options.handler = std::move(handlers.handler);
+    options.batch_handler = std::move(handlers.batch_handler);
   }
   // The consumers are checked (schema, group) before the port is taken, so
   // a wrong database is reported as such.

@@ -21,7 +21,7 @@
 #include "absl/time/clock.h"
 #include "cli/flags.h"
 #include "cli/fleet.h"
-#include "cli/handlers.h"
+#include "cli/handlers/handler_spec.h"
 #include "cli/numbered_items.h"
 #include "cli/signals.h"
 #include "cli/subcommands.h"

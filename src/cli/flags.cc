@@ -32,8 +32,17 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
           "demo: how long the demo runs");
 ABSL_FLAG(std::string, group, "", "produce/consume: the consumer group");
 ABSL_FLAG(std::string, handler, "noop",
-          "consume: noop, count[:DURATION], record[:DURATION], "
-          "sleep:DURATION or fail:RATE");
+          "consume: the work each item gets: sql:STATEMENT or sql:FUNCTION "
+          "(in the acknowledging transaction, $1 key, $2 payload, $3 id), "
+          "exec:'CMD ARGS' (a long-lived process, one JSON item per line in, "
+          "ok|retry REASON|dead REASON out), http(s)://HOST:PORT/PATH (POST "
+          "per item), or a demo handler: noop, count[:DURATION], "
+          "record[:DURATION], sleep:DURATION, fail:RATE. See "
+          "docs/HANDLERS.md");
+ABSL_FLAG(absl::Duration, handler_timeout, absl::Seconds(30),
+          "consume: how long an exec or http handler may take for one item "
+          "before the attempt fails (the process is restarted, the request "
+          "abandoned)");
 ABSL_FLAG(double, fail_rate, 0,
           "consume: the probability (0..1) that a delivery fails before the "
           "handler writes anything, whatever the handler: exercises retries, "

@@ -1,5 +1,7 @@
 // `sqlgroup`: the command-line front end of the library. Exit codes: 0 ok,
 // 1 the operation failed, 2 the command line was wrong.
+#include <signal.h>
+
 #include <cstdio>
 
 #include "absl/flags/flag.h"
@@ -7,9 +9,14 @@
 #include "absl/flags/usage.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/handlers/http_handler.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
+  // A handler process that exits or an endpoint that hangs up is an error
+  // to report on that item, not a signal that ends sqlgroup.
+  signal(SIGPIPE, SIG_IGN);
+  sqlgroup::cli::InitHttpClient();  // before any thread
   absl::SetProgramUsageMessage(sqlgroup::cli::UsageText());
   sqlgroup::cli::RecordGivenFlags(argc, argv);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);

@@ -8,7 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "cli/flags.h"
-#include "cli/handlers.h"
+#include "cli/handlers/handler_spec.h"
 #include "cli/numbered_items.h"
 #include "cli/subcommands.h"
 #include "dsn.h"

@@ -556,7 +556,8 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
                std::string(verdict.message()));
     return HandleSingly(ref, items);
   }
-  return Fail(ref, items.front(), std::string(verdict.message()));
+  return Fail(ref, items.front(), std::string(verdict.message()),
+              IsDeadLetterVerdict(verdict));
 }
 
 PartWorker::Outcome PartWorker::HandleSingly(const store::ClaimRef& ref,
@@ -638,11 +639,11 @@ PartWorker::Outcome PartWorker::ReleaseAfterConflict(
 }
 
 PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
-                                     const Item& item,
-                                     const std::string& error) {
+                                     const Item& item, const std::string& error,
+                                     bool dead_now) {
   metrics_.Failed();
   config_.conflicts->Forget({item.id});  // "in a row" starts over
-  const bool dead = item.attempt >= config_.max_attempts;
+  const bool dead = dead_now || item.attempt >= config_.max_attempts;
   const absl::Duration delay =
       Backoff(item.attempt, config_.backoff_initial, config_.backoff_max);
   absl::StatusOr<bool> done;
@@ -669,8 +670,10 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
   if (!*done) return Outcome::kLost;
   if (dead) {
     metrics_.DeadLettered();
-    log_->warn("part={} epoch={} item={} dead-lettered after {} attempts: {}",
-               ref.part, ref.epoch, item.id, item.attempt, error);
+    log_->warn("part={} epoch={} item={} dead-lettered {} {} attempt(s): {}",
+               ref.part, ref.epoch, item.id,
+               dead_now ? "by its handler after" : "after", item.attempt,
+               error);
   } else {
     metrics_.Retried();
     scheduler_.ExpectAt(absl::Now() + delay);

@@ -135,9 +135,10 @@ class PartWorker {
   Outcome ReleaseAfterConflict(const store::ClaimRef& ref,
                                const std::vector<Item>& items, int in_a_row,
                                const std::string& error);
-  // The handler failed on `item`: retry later or dead-letter.
+  // The handler failed on `item`: retry later or dead-letter (at once when
+  // `dead_now`: the handler said so, see DeadLetterVerdict).
   Outcome Fail(const store::ClaimRef& ref, const Item& item,
-               const std::string& error);
+               const std::string& error, bool dead_now = false);
   void Disconnect(const absl::Status& why);
   void SleepBackoff();
 

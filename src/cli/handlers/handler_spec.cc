@@ -1,4 +1,4 @@
-#include "cli/handlers.h"
+#include "cli/handlers/handler_spec.h"
 
 #include <pqxx/pqxx>
 #include <thread>
@@ -6,7 +6,11 @@
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "cli/handlers/exec_handler.h"
+#include "cli/handlers/http_handler.h"
+#include "cli/handlers/sql_handler.h"
 #include "cli/numbered_items.h"
+#include "status_macros.h"
 #include "store/connection.h"
 
 namespace sqlgroup::cli {
@@ -61,15 +65,33 @@ constexpr char kCountSql[] =
 absl::Status BadSpec(const std::string& text, const std::string& why) {
   return absl::InvalidArgumentError(absl::StrCat(
       "--handler=", text, ": ", why,
-      "; use noop, count, count:DURATION, record, record:DURATION, "
-      "sleep:DURATION (e.g. sleep:20ms) or fail:RATE "
+      "; use sql:STATEMENT or sql:FUNCTION (e.g. sql:app.handle_item), "
+      "exec:'CMD ARGS' (e.g. exec:'python3 worker.py'), an http:// or "
+      "https:// URL, or a demo handler: noop, count, count:DURATION, record, "
+      "record:DURATION, sleep:DURATION (e.g. sleep:20ms) or fail:RATE "
       "(e.g. fail:0.1)"));
+}
+
+// A failure with probability `rate` (--fail_rate), before the handler
+// runs, so before it writes anything.
+absl::Status InjectedFailure(double rate, const Item& item) {
+  static thread_local absl::BitGen gen;
+  if (rate <= 0 || !absl::Bernoulli(gen, rate)) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("injected failure (--fail_rate=", rate,
+                   ") before the handler ran, on attempt ", item.attempt));
 }
 
 }  // namespace
 
 absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text) {
   HandlerSpec spec;
+  if (text.rfind("http://", 0) == 0 || text.rfind("https://", 0) == 0) {
+    RETURN_IF_ERROR(CheckHttpUrl(text));
+    spec.kind = HandlerSpec::Kind::kHttp;
+    spec.target = text;
+    return spec;
+  }
   const size_t colon = text.find(':');
   const std::string name = text.substr(0, colon);
   const std::string arg =
@@ -103,7 +125,64 @@ absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text) {
     }
     return spec;
   }
+  if (name == "sql") {
+    spec.kind = HandlerSpec::Kind::kSql;
+    spec.target = SqlStatementOf(arg);
+    if (arg.find_first_not_of(" \t\n") == std::string::npos) {
+      return BadSpec(text, "needs a statement or a function's name");
+    }
+    return spec;
+  }
+  if (name == "exec") {
+    spec.kind = HandlerSpec::Kind::kExec;
+    ASSIGN_OR_RETURN(spec.command, ParseExecCommand(arg));
+    return spec;
+  }
   return BadSpec(text, "unknown handler");
+}
+
+absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
+                                       const HandlerContext& context) {
+  Handlers out;
+  Handler single;
+  switch (spec.kind) {
+    case HandlerSpec::Kind::kSql: {
+      const SqlHandler sql{.statement = spec.target, .batch = context.batch};
+      RETURN_IF_ERROR(CheckSqlHandler(context.dsn, sql));
+      if (context.batch) {
+        BatchHandler batch = MakeSqlBatchHandler(sql);
+        const double rate = context.fail_rate;
+        // --fail_rate before the statement, as for single items.
+        out.batch_handler = [batch, rate](const std::vector<Item>& items,
+                                          AckTransaction& ack) {
+          RETURN_IF_ERROR(InjectedFailure(rate, items.front()));
+          return batch(items, ack);
+        };
+        return out;
+      }
+      single = MakeSqlHandler(sql);
+      break;
+    }
+    case HandlerSpec::Kind::kExec:
+      single = MakeExecHandler(spec.command, context.timeout, context.logger);
+      break;
+    case HandlerSpec::Kind::kHttp:
+      single = MakeHttpHandler(spec.target, context.timeout);
+      break;
+    default:
+      single = MakeHandler(spec);
+  }
+  single = WithInjectedFailures(std::move(single), context.fail_rate);
+  if (context.batch) {
+    out.batch_handler = [single](const std::vector<Item>& items,
+                                 AckTransaction& ack) {
+      for (const Item& item : items) RETURN_IF_ERROR(single(item, ack));
+      return absl::OkStatus();
+    };
+  } else {
+    out.handler = std::move(single);
+  }
+  return out;
 }
 
 absl::Status EnsureDemoTables(const std::string& dsn) {
@@ -167,6 +246,10 @@ Handler MakeHandler(const HandlerSpec& spec) {
         std::this_thread::sleep_for(absl::ToChronoMicroseconds(d));
         return absl::OkStatus();
       };
+    case HandlerSpec::Kind::kSql:
+    case HandlerSpec::Kind::kExec:
+    case HandlerSpec::Kind::kHttp:
+      return nullptr;  // BuildHandlers makes these
     case HandlerSpec::Kind::kFail:
       return [rate = spec.fail_rate](const Item& item, AckTransaction&) {
         static thread_local absl::BitGen gen;
@@ -192,12 +275,7 @@ Handler WithInjectedFailures(Handler handler, double rate) {
   if (rate <= 0) return handler;
   return [handler = std::move(handler), rate](const Item& item,
                                               AckTransaction& ack) {
-    static thread_local absl::BitGen gen;
-    if (absl::Bernoulli(gen, rate)) {
-      return absl::InternalError(
-          absl::StrCat("injected failure (--fail_rate=", rate,
-                       ") before the handler ran, on attempt ", item.attempt));
-    }
+    RETURN_IF_ERROR(InjectedFailure(rate, item));
     return handler(item, ack);
   };
 }

@@ -1,26 +1,53 @@
-// The built-in handlers of `sqlgroup consume --handler`: noop, count,
-// record, sleep:DURATION and fail:RATE. Parsing is pure; building needs nothing
-// but the spec.
-#ifndef SQLGROUP_CLI_HANDLERS_H_
-#define SQLGROUP_CLI_HANDLERS_H_
+// What `sqlgroup consume --handler` runs: real work (sql:STATEMENT,
+// exec:CMD, http(s)://URL; see sql_handler.h, exec_handler.h,
+// http_handler.h) or a demo handler (noop, count, record, sleep:DURATION,
+// fail:RATE). Parsing checks all it can without a database; BuildHandlers
+// checks the rest (a SQL statement) before any item is claimed.
+#ifndef SQLGROUP_CLI_HANDLERS_HANDLER_SPEC_H_
+#define SQLGROUP_CLI_HANDLERS_HANDLER_SPEC_H_
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "spdlog/logger.h"
 #include "sqlgroup/item.h"
 
 namespace sqlgroup::cli {
 
 struct HandlerSpec {
-  enum class Kind { kNoop, kCount, kRecord, kSleep, kFail };
+  enum class Kind { kNoop, kCount, kRecord, kSleep, kFail, kSql, kExec, kHttp };
   Kind kind = Kind::kNoop;
   absl::Duration sleep;    // kSleep; kCount and kRecord hold the ack open
   double fail_rate = 0.0;  // kFail, in [0, 1]
+  std::string target;      // kSql: the statement; kHttp: the URL
+  std::vector<std::string> command;  // kExec: the program and its arguments
 };
 
-// INVALID_ARGUMENT naming the accepted forms.
+// INVALID_ARGUMENT naming the accepted forms, or what is wrong with a
+// command (its program not found) or a URL.
 absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text);
+
+// What consume runs: exactly one of the two is set.
+struct Handlers {
+  Handler handler;
+  BatchHandler batch_handler;
+};
+
+struct HandlerContext {
+  std::string dsn;     // where a SQL statement is checked
+  bool batch = false;  // --batch: one transaction per claimed batch
+  absl::Duration timeout = absl::Seconds(30);  // exec and http, per item
+  double fail_rate = 0.0;  // --fail_rate, injected before the handler
+  std::shared_ptr<spdlog::logger> logger;
+};
+
+// Builds the handlers for `spec`. A SQL statement is checked on the
+// database first (INVALID_ARGUMENT saying what to change; nothing runs).
+absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
+                                       const HandlerContext& context);
 
 // `count` adds 1 to sqlgroup_demo.counters(key) for the item's key in the
 // acknowledging transaction: the exactly-once checker of the demo and the
@@ -49,4 +76,4 @@ absl::Status EnsureDemoTables(const std::string& dsn);
 
 }  // namespace sqlgroup::cli
 
-#endif  // SQLGROUP_CLI_HANDLERS_H_
+#endif  // SQLGROUP_CLI_HANDLERS_HANDLER_SPEC_H_

@@ -1,0 +1,153 @@
+#include "cli/handlers/http_handler.h"
+
+#include <curl/curl.h>
+
+#include <memory>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "cli/handlers/item_json.h"
+#include "cli/handlers/per_thread.h"
+
+namespace sqlgroup::cli {
+namespace {
+
+// Enough of a response body to say why in a log line.
+constexpr size_t kBodyKept = 300;
+
+// One worker thread's connection: libcurl keeps it alive between items.
+struct HttpSession {
+  CURL* curl = curl_easy_init();
+  curl_slist* headers = nullptr;
+  ~HttpSession() {
+    curl_slist_free_all(headers);
+    if (curl) curl_easy_cleanup(curl);
+  }
+};
+
+size_t KeepBody(char* data, size_t size, size_t n, void* out) {
+  auto* body = static_cast<std::string*>(out);
+  const size_t bytes = size * n;
+  if (body->size() < kBodyKept) {
+    body->append(data, std::min(bytes, kBodyKept - body->size()));
+  }
+  return bytes;
+}
+
+std::string OneLine(std::string text) {
+  for (char& c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return std::string(absl::StripAsciiWhitespace(text));
+}
+
+struct HttpState {
+  std::string url;
+  absl::Duration timeout;
+  PerThread<HttpSession> sessions;
+};
+
+}  // namespace
+
+absl::Status CheckHttpUrl(const std::string& url) {
+  std::unique_ptr<CURLU, decltype(&curl_url_cleanup)> u(curl_url(),
+                                                        &curl_url_cleanup);
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--handler=", url, ": ", why,
+        "; give an http or https URL, e.g. http://127.0.0.1:8080/items"));
+  };
+  if (curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
+    return bad("is not a URL");
+  }
+  char* scheme = nullptr;
+  char* host = nullptr;
+  curl_url_get(u.get(), CURLUPART_SCHEME, &scheme, 0);
+  const bool has_host =
+      curl_url_get(u.get(), CURLUPART_HOST, &host, 0) == CURLUE_OK && host &&
+      host[0] != '\0';
+  const std::string s = scheme ? absl::AsciiStrToLower(scheme) : "";
+  curl_free(scheme);
+  curl_free(host);
+  if (s != "http" && s != "https") {
+    return bad(absl::StrCat("the scheme ", s, " is not http or https"));
+  }
+  if (!has_host) return bad("has no host");
+  return absl::OkStatus();
+}
+
+absl::Status HttpVerdict(long status, const std::string& body) {
+  const std::string said =
+      absl::StrCat("the endpoint answered ", status, body.empty() ? "" : ": ",
+                   OneLine(body));
+  if (status >= 200 && status < 300) return absl::OkStatus();
+  if (status == 408 || status == 425 || status == 429 || status >= 500) {
+    return absl::UnavailableError(said);
+  }
+  if (status >= 400) return DeadLetterVerdict(said);
+  return absl::InternalError(absl::StrCat(said, " (expected 2xx, 4xx or 5xx)"));
+}
+
+void InitHttpClient() { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
+  auto state = std::make_shared<HttpState>();
+  state->url = std::move(url);
+  state->timeout = timeout;
+  return [state](const Item& item, AckTransaction&) -> absl::Status {
+    HttpSession* s = state->sessions.Get();
+    if (s == nullptr) {
+      auto made = std::make_unique<HttpSession>();
+      if (made->curl == nullptr) {
+        return absl::ResourceExhaustedError("cannot make an HTTP client");
+      }
+      s = made.get();
+      state->sessions.Set(std::move(made));
+      curl_easy_setopt(s->curl, CURLOPT_URL, state->url.c_str());
+      curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);  // threads, timeouts
+      curl_easy_setopt(
+          s->curl, CURLOPT_TIMEOUT_MS,
+          static_cast<long>(absl::ToInt64Milliseconds(state->timeout)));
+      curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, &KeepBody);
+    }
+    const std::string body = ItemJson(item);
+    curl_slist_free_all(s->headers);
+    s->headers = nullptr;
+    s->headers =
+        curl_slist_append(s->headers, "Content-Type: application/json");
+    // No "Expect: 100-continue" round trip before bigger bodies.
+    s->headers = curl_slist_append(s->headers, "Expect:");
+    s->headers = curl_slist_append(
+        s->headers, absl::StrCat("Idempotency-Key: ", item.id).c_str());
+    curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, s->headers);
+    curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, body.c_str());
+    curl_easy_setopt(s->curl, CURLOPT_POSTFIELDSIZE,
+                     static_cast<long>(body.size()));
+    std::string response;
+    curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, &response);
+    char error[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, error);
+    const CURLcode rc = curl_easy_perform(s->curl);
+    curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, nullptr);
+    if (rc == CURLE_OPERATION_TIMEDOUT) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "POST ", state->url, ": no answer within ",
+          absl::FormatDuration(state->timeout), " (--handler_timeout)"));
+    }
+    if (rc != CURLE_OK) {
+      return absl::UnavailableError(
+          absl::StrCat("POST ", state->url,
+                       " failed: ", error[0] ? error : curl_easy_strerror(rc)));
+    }
+    long status = 0;
+    curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
+    absl::Status verdict = HttpVerdict(status, response);
+    if (verdict.ok()) return verdict;
+    std::string message =
+        absl::StrCat("POST ", state->url, ": ", verdict.message());
+    return IsDeadLetterVerdict(verdict) ? DeadLetterVerdict(message)
+                                        : absl::Status(verdict.code(), message);
+  };
+}
+
+}  // namespace sqlgroup::cli

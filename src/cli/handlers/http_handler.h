@@ -1,0 +1,41 @@
+// `--handler http://HOST:PORT/PATH` (or https://): each item is POSTed as
+// ItemJson (Content-Type: application/json, Idempotency-Key: the item's
+// id) on a keep-alive connection per worker thread (libcurl).
+//
+//   2xx                      acknowledged
+//   408, 425, 429, 5xx       this attempt failed: retried after the backoff
+//   other 4xx                dead-lettered at once (the request is wrong;
+//                            sending it again cannot help)
+//   no answer in --handler_timeout, a refused or broken connection,
+//   anything else            this attempt failed: retried
+//
+// The endpoint runs outside the acknowledging transaction: its effects are
+// at-least-once (an item is sent again if the member dies before the ack
+// commits); the Idempotency-Key lets it recognise a repeat.
+#ifndef SQLGROUP_CLI_HANDLERS_HTTP_HANDLER_H_
+#define SQLGROUP_CLI_HANDLERS_HTTP_HANDLER_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "sqlgroup/item.h"
+
+namespace sqlgroup::cli {
+
+// INVALID_ARGUMENT, naming what is wrong, unless `url` is an http or https
+// URL with a host.
+absl::Status CheckHttpUrl(const std::string& url);
+
+// The verdict for an HTTP status and the start of the response body (pure).
+absl::Status HttpVerdict(long status, const std::string& body);
+
+// Call once before any thread starts (libcurl's global setup).
+void InitHttpClient();
+
+// A handler POSTing to `url`, each request bounded by `timeout`.
+Handler MakeHttpHandler(std::string url, absl::Duration timeout);
+
+}  // namespace sqlgroup::cli
+
+#endif  // SQLGROUP_CLI_HANDLERS_HTTP_HANDLER_H_

@@ -1,0 +1,186 @@
+#include "cli/handlers/sql_handler.h"
+
+#include <pqxx/pqxx>
+#include <regex>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "cli/handlers/per_thread.h"
+#include "store/connection.h"
+
+namespace sqlgroup::cli {
+namespace {
+
+// The statement's name on each worker connection.
+constexpr char kPreparedName[] = "sqlgroup_cli_handler";
+
+std::string PrepareSql(const SqlHandler& h, const std::string& name) {
+  return absl::StrCat(
+      "PREPARE ", name,
+      h.batch ? "(text[], bytea[], uuid[])" : "(text, bytea, uuid)", " AS ",
+      h.statement);
+}
+
+// The first line of a database error, without libpq's "ERROR:  ".
+std::string PrimaryMessage(const pqxx::sql_error& e) {
+  std::string text = e.what();
+  text = text.substr(0, text.find('\n'));
+  const std::string prefix = "ERROR:  ";
+  if (text.rfind(prefix, 0) == 0) text.erase(0, prefix.size());
+  return text;
+}
+
+bool IsTransient(const std::string& state) {
+  return state.rfind("40", 0) == 0 || state == "55P03";
+}
+
+// An error the statement raised: dead-letter, retry, or (a conflict)
+// rethrown for the library to treat as one.
+absl::Status StatementFailed(const pqxx::sql_error& e) {
+  const std::string& state = e.sqlstate();
+  if (state == kDeadLetterSqlState) return DeadLetterVerdict(PrimaryMessage(e));
+  if (IsTransient(state)) throw;
+  return absl::InternalError(
+      absl::StrCat("the handler's statement failed (SQLSTATE ", state,
+                   "): ", PrimaryMessage(e)));
+}
+
+std::string Quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string SqlStatementOf(const std::string& text) {
+  static const std::regex kFunctionName(
+      R"(^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$)");
+  if (std::regex_match(text, kFunctionName)) {
+    return absl::StrCat("SELECT ", text, "($1, $2, $3)");
+  }
+  return text;
+}
+
+absl::Status CheckSqlHandler(const std::string& dsn,
+                             const SqlHandler& handler) {
+  const std::string flag = absl::StrCat("--handler=sql:", handler.statement);
+  auto conn = store::Connect(dsn, {});
+  if (!conn.ok()) return conn.status();
+  try {
+    pqxx::nontransaction tx(**conn);
+    tx.exec(PrepareSql(handler, "sqlgroup_handler_check"));
+    // PREPARE takes parameters beyond the declared ones when it can infer
+    // their types; the handler passes three.
+    const int n = tx.exec1(
+                        "SELECT cardinality(parameter_types) FROM "
+                        "pg_prepared_statements WHERE name = "
+                        "'sqlgroup_handler_check'")[0]
+                      .as<int>();
+    if (n > 3) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, ": the statement uses $", n,
+          ", but the handler passes only $1 key (text), $2 payload (bytea) "
+          "and $3 id (uuid)"));
+    }
+  } catch (const pqxx::broken_connection&) {
+    return absl::UnavailableError(
+        "lost the connection while checking the handler's statement; check "
+        "that the database is up and try again");
+  } catch (const pqxx::sql_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, ": the database refused the statement: ", PrimaryMessage(e),
+        ". It runs with $1 key (text), $2 payload (bytea), $3 id (uuid)",
+        handler.batch ? ", as arrays of those (--batch)" : "",
+        "; cast from those where it needs another type (e.g. "
+        "convert_from($2, 'UTF8')::jsonb), or give a function's name "
+        "(sql:schema.function) to call it with the three"));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Runs the statement on the transaction's connection, preparing it first
+// when this connection (by backend pid: a reconnect is a new one) has not
+// got it yet. Prepared statements outlive a rollback.
+struct PreparedStatement {
+  SqlHandler handler;
+  PerThread<int> prepared_on;  // backend pid, per worker thread
+
+  void Execute(pqxx::work& tx, const std::string& key,
+               const std::string& payload, const std::string& id) {
+    const int pid = tx.conn().backendpid();
+    const int* on = prepared_on.Get();
+    if (on == nullptr || *on != pid) {
+      tx.exec(PrepareSql(handler, kPreparedName));
+      prepared_on.Set(std::make_unique<int>(pid));
+    }
+    tx.exec(absl::StrCat("EXECUTE ", kPreparedName, "(", key, ", ", payload,
+                         ", ", id, ")"));
+  }
+};
+
+}  // namespace
+
+Handler MakeSqlHandler(const SqlHandler& handler) {
+  auto statement = std::make_shared<PreparedStatement>();
+  statement->handler = handler;
+  return [statement](const Item& item, AckTransaction& ack) -> absl::Status {
+    try {
+      pqxx::work& tx = ack.work();
+      statement->Execute(
+          tx, item.key ? tx.quote(*item.key) + "::text" : "NULL::text",
+          tx.quote_raw(item.payload), tx.quote(item.id) + "::uuid");
+    } catch (const pqxx::sql_error& e) {
+      return StatementFailed(e);
+    }
+    return absl::OkStatus();
+  };
+}
+
+BatchHandler MakeSqlBatchHandler(const SqlHandler& handler) {
+  auto statement = std::make_shared<PreparedStatement>();
+  statement->handler = handler;
+  return [statement](const std::vector<Item>& items,
+                     AckTransaction& ack) -> absl::Status {
+    try {
+      pqxx::work& tx = ack.work();
+      statement->Execute(tx, tx.quote(TextArrayLiteral(items)) + "::text[]",
+                         tx.quote(ByteaArrayLiteral(items)) + "::bytea[]",
+                         tx.quote(UuidArrayLiteral(items)) + "::uuid[]");
+    } catch (const pqxx::sql_error& e) {
+      return StatementFailed(e);
+    }
+    return absl::OkStatus();
+  };
+}
+
+std::string TextArrayLiteral(const std::vector<Item>& items) {
+  std::vector<std::string> parts;
+  for (const Item& item : items) {
+    parts.push_back(item.key ? Quoted(*item.key) : "NULL");
+  }
+  return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
+}
+
+std::string ByteaArrayLiteral(const std::vector<Item>& items) {
+  std::vector<std::string> parts;
+  for (const Item& item : items) {
+    parts.push_back(
+        Quoted(absl::StrCat("\\x", absl::BytesToHexString(item.payload))));
+  }
+  return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
+}
+
+std::string UuidArrayLiteral(const std::vector<Item>& items) {
+  std::vector<std::string> parts;
+  for (const Item& item : items) parts.push_back(item.id);
+  return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
+}
+
+}  // namespace sqlgroup::cli

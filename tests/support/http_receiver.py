@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""An HTTP endpoint for `sqlgroup consume --handler http://...` tests. Prints
+"port: N" once listening on 127.0.0.1 (port 0: the OS picks). What it
+answers depends on the item's payload (after a leading "N " number):
+
+  ok        200
+  retry     503 on attempts 1 and 2, then 200
+  dead      422
+  drop      closes the connection without an answer on attempt 1, then 200
+  hang      answers nothing for 30 s on attempt 1, then 200
+
+Every item answered 200 is appended to the log file argv[1] as
+"<id> <key> <attempt> <idempotency-key>" and flushed first.
+"""
+import base64
+import http.server
+import json
+import sys
+import threading
+import time
+
+LOG = open(sys.argv[1], "a")
+LOCK = threading.Lock()
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive
+
+    def log_message(self, *args):
+        pass
+
+    def reply(self, status, text):
+        body = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        item = json.loads(body)
+        payload = base64.b64decode(item["payload"]).decode()
+        word = payload.split(" ", 1)[-1] if payload[:1].isdigit() else payload
+        attempt = item["attempt"]
+        if word == "retry" and attempt <= 2:
+            return self.reply(503, "busy, try later")
+        if word == "dead":
+            return self.reply(422, "cannot process this item")
+        if word == "drop" and attempt == 1:
+            self.close_connection = True
+            self.connection.close()
+            return
+        if word == "hang" and attempt == 1:
+            time.sleep(30)
+            return
+        with LOCK:
+            LOG.write("%s %s %d %s\n" % (item["id"], item["key"], attempt,
+                                         self.headers.get("Idempotency-Key")))
+            LOG.flush()
+        self.reply(200, "ok")
+
+
+server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2]) if len(sys.argv) > 2 else 0), Handler)
+server.daemon_threads = True
+print("port: %d" % server.server_address[1], flush=True)
+server.serve_forever()
