@@ -11,7 +11,7 @@ item's payload (after a leading "N " sequence number, if any):
   garbage   replies a line out of protocol on attempt 1, then ok
 
 Every item it replies ok to is appended to the log file argv[1] as
-"<id> <key> <attempt> <pid>" and flushed before the reply.
+"<id> <key> <attempt> <pid> <number>" and flushed before the reply.
 """
 import base64
 import json
@@ -38,6 +38,8 @@ for line in sys.stdin:
     if word == "garbage" and attempt == 1:
         print("what?", flush=True)
         continue
-    log.write("%s %s %d %d\n" % (item["id"], item["key"], attempt, os.getpid()))
+    number = payload.split(" ", 1)[0] if payload[:1].isdigit() else "0"
+    log.write("%s %s %d %d %s\n" % (item["id"], item["key"], attempt,
+                                     os.getpid(), number))
     log.flush()
     print("ok", flush=True)

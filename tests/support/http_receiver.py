@@ -10,7 +10,7 @@ answers depends on the item's payload (after a leading "N " number):
   hang      answers nothing for 30 s on attempt 1, then 200
 
 Every item answered 200 is appended to the log file argv[1] as
-"<id> <key> <attempt> <idempotency-key>" and flushed first.
+"<id> <key> <attempt> <idempotency-key> <number>" and flushed first.
 """
 import base64
 import http.server
@@ -54,13 +54,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
             time.sleep(30)
             return
         with LOCK:
-            LOG.write("%s %s %d %s\n" % (item["id"], item["key"], attempt,
-                                         self.headers.get("Idempotency-Key")))
+            number = payload.split(" ", 1)[0] if payload[:1].isdigit() else "0"
+            LOG.write("%s %s %d %s %s\n" % (
+                item["id"], item["key"], attempt,
+                self.headers.get("Idempotency-Key"), number))
             LOG.flush()
         self.reply(200, "ok")
 
 
-server = http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[2]) if len(sys.argv) > 2 else 0), Handler)
+# argv[2], if given: the port (to come back on the same one after a kill).
+port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+http.server.ThreadingHTTPServer.allow_reuse_address = True
+server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
 server.daemon_threads = True
 print("port: %d" % server.server_address[1], flush=True)
 server.serve_forever()

@@ -83,6 +83,11 @@ std::string CliPath() {
   return path != nullptr ? path : SQLGROUP_CLI_PATH;
 }
 
+std::string SourceDir() {
+  const char* path = std::getenv("SQLGROUP_SOURCE_DIR");
+  return path != nullptr ? path : SQLGROUP_SOURCE_PATH;
+}
+
 ProcessResult RunCli(
     const std::vector<std::string>& args,
     const std::vector<std::pair<std::string, std::string>>& env,

@@ -29,6 +29,10 @@ ProcessResult RunProcess(
 // The built `sqlgroup` binary ($SQLGROUP_CLI, set by ctest).
 std::string CliPath();
 
+// The source tree ($SQLGROUP_SOURCE_DIR, set by ctest): for test scripts
+// under tests/support.
+std::string SourceDir();
+
 // RunProcess of the CLI with `args`.
 ProcessResult RunCli(
     const std::vector<std::string>& args,

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "cli/describe_format.h"
-#include "cli/handlers.h"
+#include "cli/handlers/handler_spec.h"
 #include "cli/numbered_items.h"
 
 namespace sqlgroup::cli {
@@ -27,7 +27,8 @@ TEST(HandlerSpec, MalformedSpecsNameTheAcceptedForms) {
                           "sleep:-1s", "fail:2", "fail:x", "count:x"}) {
     const auto spec = ParseHandlerSpec(bad);
     EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument) << bad;
-    EXPECT_THAT(spec.status().message(), HasSubstr("use noop, count")) << bad;
+    EXPECT_THAT(spec.status().message(), HasSubstr("use sql:STATEMENT")) << bad;
+    EXPECT_THAT(spec.status().message(), HasSubstr("noop, count")) << bad;
   }
 }
 

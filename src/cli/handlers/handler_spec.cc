@@ -86,6 +86,7 @@ absl::Status InjectedFailure(double rate, const Item& item) {
 
 absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text) {
   HandlerSpec spec;
+  spec.given = text;
   if (text.rfind("http://", 0) == 0 || text.rfind("https://", 0) == 0) {
     RETURN_IF_ERROR(CheckHttpUrl(text));
     spec.kind = HandlerSpec::Kind::kHttp;
@@ -147,7 +148,9 @@ absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
   Handler single;
   switch (spec.kind) {
     case HandlerSpec::Kind::kSql: {
-      const SqlHandler sql{.statement = spec.target, .batch = context.batch};
+      const SqlHandler sql{.statement = spec.target,
+                           .batch = context.batch,
+                           .given = spec.given};
       RETURN_IF_ERROR(CheckSqlHandler(context.dsn, sql));
       if (context.batch) {
         BatchHandler batch = MakeSqlBatchHandler(sql);

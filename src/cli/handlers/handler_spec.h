@@ -23,6 +23,7 @@ struct HandlerSpec {
   absl::Duration sleep;    // kSleep; kCount and kRecord hold the ack open
   double fail_rate = 0.0;  // kFail, in [0, 1]
   std::string target;      // kSql: the statement; kHttp: the URL
+  std::string given;       // the spec as typed
   std::vector<std::string> command;  // kExec: the program and its arguments
 };
 

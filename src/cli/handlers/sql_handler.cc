@@ -68,12 +68,17 @@ std::string SqlStatementOf(const std::string& text) {
 
 absl::Status CheckSqlHandler(const std::string& dsn,
                              const SqlHandler& handler) {
-  const std::string flag = absl::StrCat("--handler=sql:", handler.statement);
+  const std::string flag =
+      absl::StrCat("--handler=", handler.given.empty()
+                                     ? absl::StrCat("sql:", handler.statement)
+                                     : handler.given);
   auto conn = store::Connect(dsn, {});
   if (!conn.ok()) return conn.status();
   try {
     pqxx::nontransaction tx(**conn);
-    tx.exec(PrepareSql(handler, "sqlgroup_handler_check"));
+    // exec_params: the extended protocol, which refuses a second
+    // statement after a ';' instead of running it.
+    tx.exec_params(PrepareSql(handler, "sqlgroup_handler_check"));
     // PREPARE takes parameters beyond the declared ones when it can infer
     // their types; the handler passes three.
     const int n = tx.exec1(
@@ -117,7 +122,7 @@ struct PreparedStatement {
     const int pid = tx.conn().backendpid();
     const int* on = prepared_on.Get();
     if (on == nullptr || *on != pid) {
-      tx.exec(PrepareSql(handler, kPreparedName));
+      tx.exec_params(PrepareSql(handler, kPreparedName));  // one statement
       prepared_on.Set(std::make_unique<int>(pid));
     }
     tx.exec(absl::StrCat("EXECUTE ", kPreparedName, "(", key, ", ", payload,

@@ -32,6 +32,7 @@ inline constexpr char kDeadLetterSqlState[] = "SGDLQ";
 struct SqlHandler {
   std::string statement;
   bool batch = false;
+  std::string given;  // the --handler value as typed, for messages
 };
 
 // The statement for `text` after "sql:": a function name (schema.name)

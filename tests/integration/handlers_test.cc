@@ -1,0 +1,336 @@
+// consume's real handlers against a real PostgreSQL, built as the CLI
+// builds them (ParseHandlerSpec + BuildHandlers): a SQL function inside the
+// acknowledging transaction, a long-lived process speaking the line
+// protocol, and an HTTP endpoint. Each: success, failure with retry, dead
+// letter, a crash mid-item, per-key order; the SQL handler exactly once
+// under kill -9 of the member.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "cli/handlers/handler_spec.h"
+#include "support/consumer_fixture.h"
+#include "support/subprocess.h"
+
+namespace sqlgroup::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The payment example: app.pay pays an order once per item, in the
+// acknowledging transaction. Payloads are "N WORD" (N: the item's number
+// within its key); WORD fail raises (a retry), dead raises SGDLQ.
+constexpr char kAppSql[] = R"sql(
+CREATE SCHEMA app;
+CREATE TABLE app.seen (id uuid, key text, attempt_seq int);
+CREATE TABLE app.paid (key text PRIMARY KEY, n int NOT NULL,
+                       last_seq int NOT NULL, order_violations int NOT NULL);
+CREATE FUNCTION app.pay(k text, p bytea, i uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  body text := convert_from(p, 'UTF8');
+  seq int := split_part(body, ' ', 1)::int;
+  word text := split_part(body, ' ', 2);
+BEGIN
+  INSERT INTO app.seen VALUES (i, k, seq);  -- rolled back on failure
+  IF word = 'dead' THEN
+    RAISE EXCEPTION 'order % cannot be paid', k USING ERRCODE = 'SGDLQ';
+  ELSIF word = 'fail' THEN
+    RAISE EXCEPTION 'payment provider down for %', k;
+  END IF;
+  INSERT INTO app.paid AS t VALUES (k, 1, seq, CASE WHEN seq = 1 THEN 0 ELSE 1 END)
+  ON CONFLICT (key) DO UPDATE SET n = t.n + 1, last_seq = EXCLUDED.last_seq,
+    order_violations = t.order_violations +
+      CASE WHEN EXCLUDED.last_seq = t.last_seq + 1 THEN 0 ELSE 1 END;
+END $$;
+CREATE FUNCTION app.pay_batch(k text[], p bytea[], i uuid[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  FOR j IN 1 .. cardinality(i) LOOP PERFORM app.pay(k[j], p[j], i[j]); END LOOP;
+END $$;
+)sql";
+
+// The lines of a handler's log, split on spaces.
+std::vector<std::vector<std::string>> LogLines(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<std::vector<std::string>> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(absl::StrSplit(line, ' '));
+  }
+  return lines;
+}
+
+class HandlersTest : public ConsumerFixture {
+ protected:
+  void SetUp() override {
+    ConsumerFixture::SetUp();
+    ExecSql(db_.dsn(), kAppSql);
+    ExecSql(db_.dsn(),
+            absl::StrCat("GRANT USAGE ON SCHEMA app TO ", kMemberRole,
+                         "; GRANT SELECT, INSERT, UPDATE ON ALL "
+                         "TABLES IN SCHEMA app TO ",
+                         kMemberRole));
+    log_ = absl::StrCat(
+        ::testing::TempDir(), "/handler-",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+        ".log");
+    for (const char* suffix : {"", ".out", ".member"}) {
+      std::remove((log_ + suffix).c_str());
+    }
+  }
+
+  absl::StatusOr<cli::Handlers> Build(const std::string& text,
+                                      bool batch = false) {
+    auto spec = cli::ParseHandlerSpec(text);
+    if (!spec.ok()) return spec.status();
+    return cli::BuildHandlers(
+        *spec,
+        {.dsn = member_dsn_, .batch = batch, .timeout = absl::Seconds(1)});
+  }
+
+  std::unique_ptr<Consumer> StartWith(const std::string& group,
+                                      const cli::Handlers& h) {
+    ConsumerOptions o = Options(group, h.handler);
+    o.batch_handler = h.batch_handler;
+    o.max_attempts = 4;
+    o.backoff_initial = absl::Milliseconds(50);
+    o.backoff_max = absl::Milliseconds(200);
+    return Start(std::move(o));
+  }
+
+  // `keys` keys with `per_key` items each, numbered "1 WORD".. per key;
+  // `words` gives the word of chosen (key, number) pairs, "ok" otherwise.
+  void ProduceKeyed(
+      const std::string& group, int keys, int per_key,
+      const std::map<std::pair<int, int>, std::string>& words = {}) {
+    auto p = Producer::Create({.dsn = db_.dsn(), .group = group});
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<NewItem> items;
+    for (int n = 1; n <= per_key; ++n) {
+      for (int k = 0; k < keys; ++k) {
+        auto it = words.find({k, n});
+        items.push_back({.key = absl::StrCat("k", k),
+                         .payload = absl::StrCat(
+                             n, " ", it == words.end() ? "ok" : it->second)});
+      }
+    }
+    ASSERT_TRUE((*p)->Enqueue(items).ok());
+  }
+
+  // From a handler's log: each key's numbers in the order handled.
+  std::map<std::string, std::vector<int>> NumbersByKey(int number_field) {
+    std::map<std::string, std::vector<int>> by_key;
+    for (const auto& f : LogLines(log_)) {
+      by_key[f.at(1)].push_back(std::stoi(f.at(number_field)));
+    }
+    return by_key;
+  }
+
+  std::string DeadError(const std::string& key) {
+    pqxx::nontransaction tx(*conn_);
+    auto r = tx.exec_params(
+        "SELECT attempts || ' ' || last_error FROM sqlgroup.dead_items "
+        "WHERE key = $1",
+        key);
+    return r.empty() ? "" : r[0][0].as<std::string>();
+  }
+
+  std::string log_;
+};
+
+TEST_F(HandlersTest, SqlFunctionPaysEachOrderOnceInKeyOrder) {
+  CreateGroup("g", 8);
+  ProduceKeyed("g", 10, 30);
+  auto h = Build("sql:app.pay");
+  ASSERT_TRUE(h.ok()) << h.status();
+  auto c = StartWith("g", *h);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 300);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 300);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 30 AND "
+                  "last_seq = 30 AND order_violations = 0"),
+            10);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
+}
+
+TEST_F(HandlersTest, SqlBatchHandlerGetsArrays) {
+  CreateGroup("g", 4);
+  ProduceKeyed("g", 5, 40);
+  auto h = Build("sql:app.pay_batch", /*batch=*/true);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_TRUE(h->batch_handler != nullptr);
+  auto c = StartWith("g", *h);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 200);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 200);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 40 AND "
+                  "order_violations = 0"),
+            5);
+}
+
+TEST_F(HandlersTest, SqlErrorsRetryThenDeadLetterAndRollBack) {
+  CreateGroup("g", 4);
+  // k0's second item always fails; k1's first is dead at once; the items
+  // behind them wait, in order, and then go on.
+  ProduceKeyed("g", 3, 3, {{{0, 2}, "fail"}, {{1, 1}, "dead"}});
+  auto h = Build("sql:SELECT app.pay($1, $2, $3)");
+  ASSERT_TRUE(h.ok()) << h.status();
+  auto c = StartWith("g", *h);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_THAT(DeadError("k0"), HasSubstr("4 the handler's statement failed "
+                                         "(SQLSTATE P0001): payment provider "
+                                         "down for k0"));
+  EXPECT_EQ(DeadError("k1"), "1 order k1 cannot be paid");
+  // The failed attempts' inserts rolled back with them.
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 7);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE key = 'k0' AND "
+                  "attempt_seq = 2"),
+            0);
+  // Each key's survivors in order (a dead letter shows as a gap).
+  EXPECT_EQ(Count("SELECT n FROM app.paid WHERE key = 'k2'"), 3);
+  EXPECT_EQ(Count("SELECT order_violations FROM app.paid WHERE key = 'k2'"), 0);
+}
+
+TEST_F(HandlersTest, BadSqlStatementsAreRefusedWithTheReason) {
+  CreateGroup("g", 4);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"sql:SELEC 1", "syntax error at or near \"SELEC\""},
+      {"sql:SELECT 1 + $4", "uses $4, but the handler passes only"},
+      {"sql:app.nope", "function app.nope(text, bytea, uuid) does not exist"},
+      {"sql:SELECT app.pay($2, $1, $3)", "does not exist"},
+      {"sql:SELECT 1; SELECT 2", "cannot insert multiple commands"},
+  };
+  for (const auto& [spec, why] : cases) {
+    const auto h = Build(spec);
+    EXPECT_EQ(h.status().code(), absl::StatusCode::kInvalidArgument) << spec;
+    EXPECT_THAT(h.status().message(), HasSubstr(why)) << spec;
+    EXPECT_THAT(h.status().message(), HasSubstr("--handler=" + spec)) << spec;
+  }
+  EXPECT_TRUE(Build("sql:SELECT length($2)").ok());
+  EXPECT_TRUE(Build("sql:SELECT 1").ok());
+  EXPECT_TRUE(Build("sql:app.pay_batch", /*batch=*/true).ok());
+  EXPECT_FALSE(Build("sql:app.pay", /*batch=*/true).ok());
+}
+
+TEST_F(HandlersTest, ExecProcessRetriesDeadLettersAndSurvivesCrashes) {
+  CreateGroup("g", 4);
+  ProduceKeyed("g", 6, 10,
+               {{{0, 2}, "retry"},
+                {{1, 3}, "dead"},
+                {{2, 4}, "crash"},
+                {{3, 5}, "hang"},
+                {{4, 6}, "garbage"}});
+  auto h = Build(absl::StrCat("exec:python3 ", SourceDir(),
+                              "/tests/support/exec_handler.py ", log_));
+  ASSERT_TRUE(h.ok()) << h.status();
+  auto c = StartWith("g", *h);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_EQ(DeadError("k1"), "1 this item can never succeed");
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 1);
+  std::map<std::string, int> attempts;  // "key number" -> attempt acked
+  for (const auto& f : LogLines(log_))
+    attempts[f[1] + " " + f[4]] = std::stoi(f[2]);
+  EXPECT_EQ(attempts.size(), 59u);  // every item but the dead one, once
+  EXPECT_EQ(LogLines(log_).size(), 59u);
+  EXPECT_EQ(attempts["k0 2"], 3);  // retry, retry, ok
+  EXPECT_EQ(attempts["k2 4"], 2);  // the process died mid-item
+  EXPECT_EQ(attempts["k3 5"], 2);  // killed at the timeout
+  EXPECT_EQ(attempts["k4 6"], 2);  // out of protocol
+  for (const auto& [key, numbers] : NumbersByKey(4)) {
+    std::vector<int> want;
+    for (int n = 1; n <= 10; ++n) {
+      if (!(key == "k1" && n == 3)) want.push_back(n);
+    }
+    EXPECT_EQ(numbers, want) << key;
+  }
+}
+
+TEST_F(HandlersTest, HttpEndpointRetriesDeadLettersAndSurvivesDrops) {
+  CreateGroup("g", 4);
+  ChildProcess receiver({"/usr/bin/env", "python3",
+                         SourceDir() + "/tests/support/http_receiver.py", log_},
+                        log_ + ".out");
+  std::string port;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string out = receiver.Log();
+        const size_t at = out.find("port: ");
+        if (at == std::string::npos || out.find('\n', at) == std::string::npos)
+          return false;
+        port = out.substr(at + 6, out.find('\n', at) - at - 6);
+        return true;
+      },
+      absl::Seconds(20)));
+  ProduceKeyed("g", 5, 10,
+               {{{0, 2}, "retry"},
+                {{1, 3}, "dead"},
+                {{2, 4}, "drop"},
+                {{3, 5}, "hang"}});
+  auto h = Build(absl::StrCat("http://127.0.0.1:", port, "/items"));
+  ASSERT_TRUE(h.ok()) << h.status();
+  auto c = StartWith("g", *h);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_THAT(DeadError("k1"),
+              HasSubstr("1 POST http://127.0.0.1:" + port +
+                        "/items: the endpoint answered 422: cannot process"));
+  std::map<std::string, int> attempts;
+  for (const auto& f : LogLines(log_)) {
+    attempts[f[1] + " " + f[4]] = std::stoi(f[2]);
+    EXPECT_EQ(f[3], f[0]) << "Idempotency-Key is the item's id";
+  }
+  EXPECT_EQ(attempts.size(), 49u);
+  EXPECT_EQ(LogLines(log_).size(), 49u);
+  EXPECT_EQ(attempts["k0 2"], 3);  // 503, 503, 200
+  EXPECT_EQ(attempts["k2 4"], 2);  // the connection dropped mid-item
+  EXPECT_EQ(attempts["k3 5"], 2);  // no answer within the timeout
+  for (const auto& [key, numbers] : NumbersByKey(4)) {
+    for (size_t i = 1; i < numbers.size(); ++i) {
+      EXPECT_LT(numbers[i - 1], numbers[i]) << key;
+    }
+  }
+}
+
+// The exactly-once promise of the SQL handler, through the CLI: the member
+// is killed with SIGKILL twice while it pays orders, and started again.
+TEST_F(HandlersTest, SqlHandlerIsExactlyOnceThroughKill9) {
+  CreateGroup("g", 8, absl::Seconds(2));
+  ProduceKeyed("g", 20, 150);
+  const std::vector<std::string> argv = {
+      CliPath(),        "consume",   "--group",     "g",     "--handler",
+      "sql:app.pay",    "--workers", "2",           "--dsn", member_dsn_,
+      "--metrics_addr", "",          "--log_level", "warn"};
+  for (int round = 0; round < 2; ++round) {
+    const int64_t before = Count("SELECT count(*) FROM app.seen");
+    ChildProcess member(argv, log_ + ".member");
+    // Killed mid-flow: after it has paid a few hundred more.
+    ASSERT_TRUE(WaitFor(
+        [&] { return Count("SELECT count(*) FROM app.seen") > before + 300; },
+        absl::Seconds(60)))
+        << member.Log();
+    member.Signal(SIGKILL);
+    member.Wait(absl::Seconds(10));
+  }
+  ChildProcess last(argv, log_ + ".member");
+  ASSERT_TRUE(Drained(absl::Seconds(120))) << last.Log();
+  last.Signal(SIGTERM);
+  EXPECT_EQ(last.Wait(absl::Seconds(30)), 0) << last.Log();
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 3000);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 3000);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 150 AND "
+                  "last_seq = 150 AND order_violations = 0"),
+            20);
+}
+
+}  // namespace
+}  // namespace sqlgroup::testing

@@ -1,0 +1,169 @@
+// The pure parts of consume's real handlers: spec parsing, the exec line
+// protocol's verdicts, HTTP statuses, the item's JSON, command-line
+// splitting and the batch SQL handler's arrays.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "absl/strings/escaping.h"
+#include "cli/handlers/exec_handler.h"
+#include "cli/handlers/handler_spec.h"
+#include "cli/handlers/http_handler.h"
+#include "cli/handlers/item_json.h"
+#include "cli/handlers/line_child.h"
+#include "cli/handlers/sql_handler.h"
+
+namespace sqlgroup::cli {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+TEST(HandlerSpec, SqlTakesAStatementOrAFunctionName) {
+  auto spec = ParseHandlerSpec("sql:app.pay_order");
+  ASSERT_TRUE(spec.ok());
+  EXPECT_EQ(spec->kind, HandlerSpec::Kind::kSql);
+  EXPECT_EQ(spec->target, "SELECT app.pay_order($1, $2, $3)");
+  EXPECT_EQ(ParseHandlerSpec("sql:handle")->target,
+            "SELECT handle($1, $2, $3)");
+  // A colon inside the statement is the statement's.
+  EXPECT_EQ(ParseHandlerSpec("sql:SELECT $2::bytea")->target,
+            "SELECT $2::bytea");
+  EXPECT_EQ(ParseHandlerSpec("sql:  ").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HandlerSpec, ExecFindsItsProgramFirst) {
+  auto spec = ParseHandlerSpec("exec:sh -c 'read x; echo ok'");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->kind, HandlerSpec::Kind::kExec);
+  EXPECT_THAT(spec->command, ElementsAre("sh", "-c", "read x; echo ok"));
+  for (const char* bad : {"exec:no-such-program-here", "exec:/nonexistent/x",
+                          "exec:", "exec:'unterminated"}) {
+    const auto s = ParseHandlerSpec(bad);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.status().message(), HasSubstr("--handler=exec:")) << bad;
+  }
+  EXPECT_THAT(ParseHandlerSpec("exec:no-such-program-here").status().message(),
+              HasSubstr("no program named no-such-program-here in $PATH"));
+}
+
+TEST(HandlerSpec, HttpNeedsAnHttpUrlWithAHost) {
+  for (const char* good :
+       {"http://127.0.0.1:8080/items", "https://example.com/hook?x=1"}) {
+    auto spec = ParseHandlerSpec(good);
+    ASSERT_TRUE(spec.ok()) << good << spec.status();
+    EXPECT_EQ(spec->kind, HandlerSpec::Kind::kHttp);
+    EXPECT_EQ(spec->target, good);
+  }
+  for (const char* bad : {"http://", "https://:80/x", "http://exa mple/"}) {
+    const auto s = ParseHandlerSpec(bad);
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(s.status().message(), HasSubstr("give an http or https URL"))
+        << bad;
+  }
+  // Not http(s) at all: the list of what is accepted.
+  EXPECT_THAT(ParseHandlerSpec("ftp://host/x").status().message(),
+              HasSubstr("an http:// or https:// URL"));
+}
+
+TEST(ExecVerdict, FollowsTheLineProtocol) {
+  EXPECT_TRUE(ExecVerdict("ok").ok());
+  const absl::Status retry = ExecVerdict("retry database busy");
+  EXPECT_FALSE(retry.ok());
+  EXPECT_FALSE(IsDeadLetterVerdict(retry));
+  EXPECT_EQ(retry.message(), "database busy");
+  EXPECT_FALSE(ExecVerdict("retry").ok());
+  const absl::Status dead = ExecVerdict("dead\tno such order");
+  EXPECT_TRUE(IsDeadLetterVerdict(dead));
+  EXPECT_EQ(dead.message(), "no such order");
+  EXPECT_TRUE(IsDeadLetterVerdict(ExecVerdict("dead")));
+  for (const char* other : {"", "OK", "okay", "retrying", "deadline", "1"}) {
+    const absl::Status s = ExecVerdict(other);
+    EXPECT_FALSE(s.ok()) << other;
+    EXPECT_FALSE(IsDeadLetterVerdict(s)) << other;
+    EXPECT_THAT(s.message(), HasSubstr("not a verdict")) << other;
+  }
+}
+
+TEST(HttpVerdict, SuccessRetryOrDeadByStatus) {
+  for (long ok : {200, 201, 204, 299}) EXPECT_TRUE(HttpVerdict(ok, "").ok());
+  for (long retry : {408, 425, 429, 500, 502, 503, 504, 301, 100}) {
+    const absl::Status s = HttpVerdict(retry, "busy");
+    EXPECT_FALSE(s.ok()) << retry;
+    EXPECT_FALSE(IsDeadLetterVerdict(s)) << retry;
+  }
+  for (long dead : {400, 401, 403, 404, 409, 410, 422}) {
+    EXPECT_TRUE(IsDeadLetterVerdict(HttpVerdict(dead, ""))) << dead;
+  }
+  EXPECT_EQ(HttpVerdict(422, "bad\norder\n").message(),
+            "the endpoint answered 422: bad order");
+}
+
+TEST(ItemJson, CarriesEveryFieldWithThePayloadInBase64) {
+  Item item;
+  item.id = "0190c1a2-0000-7000-8000-000000000001";
+  item.key = "user \"7\"\n";
+  item.payload = std::string("\x00\xff", 2) + "hi";
+  item.attempt = 2;
+  item.part = 5;
+  item.enqueued_at = absl::FromUnixMicros(1764081600123456);
+  EXPECT_EQ(ItemJson(item),
+            "{\"id\":\"0190c1a2-0000-7000-8000-000000000001\","
+            "\"key\":\"user \\\"7\\\"\\n\",\"payload\":\"" +
+                absl::Base64Escape(item.payload) +
+                "\",\"attempt\":2,\"part\":5,"
+                "\"enqueued_at\":\"2025-11-25T14:40:00.123456+00:00\"}");
+  item.key.reset();
+  EXPECT_THAT(ItemJson(item), HasSubstr("\"key\":null"));
+}
+
+TEST(SplitCommandLine, QuotesAndEscapesAsAShellDoes) {
+  EXPECT_THAT(
+      *SplitCommandLine("python3  w.py --x 'a b' \"c \\\"d\\\"\" e\\ f"),
+      ElementsAre("python3", "w.py", "--x", "a b", "c \"d\"", "e f"));
+  EXPECT_THAT(*SplitCommandLine("x ''"), ElementsAre("x", ""));
+  EXPECT_FALSE(SplitCommandLine("  ").ok());
+  EXPECT_FALSE(SplitCommandLine("a \"b").ok());
+}
+
+TEST(SqlArrays, QuoteKeysPayloadsAndIds) {
+  std::vector<Item> items(3);
+  items[0].key = "a\"b\\c";
+  items[0].payload = "hi";
+  items[0].id = "00000000-0000-0000-0000-000000000001";
+  items[1].key = std::nullopt;
+  items[1].payload = std::string("\x00", 1);
+  items[1].id = "00000000-0000-0000-0000-000000000002";
+  items[2].key = "";
+  items[2].id = "00000000-0000-0000-0000-000000000003";
+  EXPECT_EQ(TextArrayLiteral(items), "{\"a\\\"b\\\\c\",NULL,\"\"}");
+  EXPECT_EQ(ByteaArrayLiteral(items), "{\"\\\\x6869\",\"\\\\x00\",\"\\\\x\"}");
+  EXPECT_EQ(UuidArrayLiteral(items),
+            "{00000000-0000-0000-0000-000000000001,"
+            "00000000-0000-0000-0000-000000000002,"
+            "00000000-0000-0000-0000-000000000003}");
+}
+
+TEST(LineChild, ExchangesLinesAndReportsHowItEnded) {
+  auto child =
+      LineChild::Start({"sh", "-c", "read a; echo \"got $a\"; read b; exit 7"});
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_EQ(*(*child)->Exchange("one", absl::Seconds(10)), "got one");
+  const auto ended = (*child)->Exchange("two", absl::Seconds(10));
+  EXPECT_EQ(ended.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(ended.status().message(), HasSubstr("exited with status 7"));
+  EXPECT_FALSE((*child)->alive());
+}
+
+TEST(LineChild, ASilentChildIsKilledAtTheTimeout) {
+  auto child = LineChild::Start({"sh", "-c", "sleep 60"});
+  ASSERT_TRUE(child.ok());
+  const absl::Time start = absl::Now();
+  const auto r = (*child)->Exchange("x", absl::Milliseconds(200));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(30));
+  EXPECT_FALSE((*child)->alive());
+}
+
+}  // namespace
+}  // namespace sqlgroup::cli
