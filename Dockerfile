@@ -19,7 +19,7 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo \
  && cmake --build /build -j"$(nproc)" \
  && cmake --install /build --prefix /opt/sqlgroup
 
-FROM debian:12-slim
+FROM debian:12-slim AS runtime-base
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libpqxx-6.4 libpq5 libabsl20220623 libprometheus-cpp-core1.0 \
@@ -32,3 +32,16 @@ USER sqlgroup
 EXPOSE 9464
 ENTRYPOINT ["sqlgroup"]
 CMD ["--help"]
+
+# The same with python3, for exec handlers written in Python
+# (docker-compose.yml's receipts-consumer: examples/handlers/worker.py).
+FROM runtime-base AS with-python
+USER root
+RUN apt-get update -qq \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+      python3 \
+ && rm -rf /var/lib/apt/lists/*
+USER sqlgroup
+
+# The default image (`docker build .` builds the last stage): without python.
+FROM runtime-base AS runtime

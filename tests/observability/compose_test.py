@@ -92,7 +92,8 @@ class ComposeTest(unittest.TestCase):
             setup = f.read()
         build = self.dockerfile.split("FROM debian:12-slim", 1)[0]
         for pkg in ("libpqxx-dev", "libabsl-dev", "prometheus-cpp-dev",
-                    "libspdlog-dev", "libfmt-dev", "libpq-dev"):
+                    "libspdlog-dev", "libfmt-dev", "libpq-dev",
+                    "libcurl4-openssl-dev"):
             self.assertIn(pkg, setup)
             self.assertIn(pkg, build)
 

@@ -2,10 +2,12 @@
 
 #include <curl/curl.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "cli/handlers/item_json.h"
 #include "cli/handlers/per_thread.h"
 
@@ -127,7 +129,17 @@ Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
     curl_easy_setopt(s->curl, CURLOPT_WRITEDATA, &response);
     char error[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, error);
-    const CURLcode rc = curl_easy_perform(s->curl);
+    // An endpoint that cannot be reached was sent nothing: trying again is
+    // safe, and waiting here (up to the timeout) bridges a restart of the
+    // endpoint without spending the item's attempts on it.
+    const absl::Time give_up = absl::Now() + state->timeout;
+    absl::Duration pause = absl::Milliseconds(100);
+    CURLcode rc;
+    while ((rc = curl_easy_perform(s->curl)) == CURLE_COULDNT_CONNECT &&
+           absl::Now() + pause < give_up) {
+      absl::SleepFor(pause);
+      pause = std::min(pause * 2, absl::Seconds(2));
+    }
     curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, nullptr);
     if (rc == CURLE_OPERATION_TIMEDOUT) {
       return absl::DeadlineExceededError(absl::StrCat(

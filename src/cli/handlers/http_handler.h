@@ -6,8 +6,12 @@
 //   408, 425, 429, 5xx       this attempt failed: retried after the backoff
 //   other 4xx                dead-lettered at once (the request is wrong;
 //                            sending it again cannot help)
-//   no answer in --handler_timeout, a refused or broken connection,
-//   anything else            this attempt failed: retried
+//   no answer in --handler_timeout, a broken connection, anything else
+//                            this attempt failed: retried
+//
+// An endpoint that refuses connections (restarting, say) is tried again
+// within the same attempt, with a growing pause, until --handler_timeout:
+// nothing was sent, and the item's attempts are kept for real failures.
 //
 // The endpoint runs outside the acknowledging transaction: its effects are
 // at-least-once (an item is sent again if the member dies before the ack
