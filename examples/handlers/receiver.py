@@ -47,15 +47,16 @@ class Ship(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         item = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         key = self.headers.get("Idempotency-Key", item["id"])
+        if not item["key"]:
+            return self.answer(422, "an order to ship needs its order id as key")
+        # Reserved before the work: a retry that arrives while the first
+        # request still runs (it timed out on sqlgroup's side) ships nothing.
         with LOCK:
             if key in DONE:
                 return self.answer(200, "already shipped")
-        if not item["key"]:
-            return self.answer(422, "an order to ship needs its order id as key")
+            DONE.add(key)
         address = base64.b64decode(item["payload"]).decode("utf-8", "replace")
         print("shipping %s to %s" % (item["key"], address), flush=True)
-        with LOCK:
-            DONE.add(key)
         self.answer(200, "shipped")
 
 

@@ -30,6 +30,8 @@ using ::testing::HasSubstr;
 constexpr char kAppSql[] = R"sql(
 CREATE SCHEMA app;
 CREATE TABLE app.seen (id uuid, key text, attempt_seq int);
+CREATE TABLE app.batches (size int);
+CREATE TABLE app.log (id uuid, key text);
 CREATE TABLE app.paid (key text PRIMARY KEY, n int NOT NULL,
                        last_seq int NOT NULL, order_violations int NOT NULL);
 CREATE FUNCTION app.pay(k text, p bytea, i uuid) RETURNS void
@@ -53,6 +55,7 @@ END $$;
 CREATE FUNCTION app.pay_batch(k text[], p bytea[], i uuid[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
+  INSERT INTO app.batches VALUES (cardinality(i));
   FOR j IN 1 .. cardinality(i) LOOP PERFORM app.pay(k[j], p[j], i[j]); END LOOP;
 END $$;
 )sql";
@@ -143,6 +146,8 @@ class HandlersTest : public ConsumerFixture {
   }
 
   std::string log_;
+  // Each exec or http attempt; a hang costs this much.
+  absl::Duration timeout_ = absl::Seconds(2);
 };
 
 TEST_F(HandlersTest, SqlFunctionPaysEachOrderOnceInKeyOrder) {
@@ -175,6 +180,9 @@ TEST_F(HandlersTest, SqlBatchHandlerGetsArrays) {
   EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 40 AND "
                   "order_violations = 0"),
             5);
+  // Batches, not items one by one: some carried several items.
+  EXPECT_EQ(Count("SELECT sum(size) FROM app.batches"), 200);
+  EXPECT_GT(Count("SELECT max(size) FROM app.batches"), 1);
 }
 
 TEST_F(HandlersTest, SqlErrorsRetryThenDeadLetterAndRollBack) {
@@ -323,10 +331,13 @@ TEST_F(HandlersTest, HttpEndpointThatDiesAndComesBackLosesNothing) {
       },
       absl::Seconds(20)));
   ProduceKeyed("g", 10, 100);
+  timeout_ = absl::Seconds(10);  // the refused connection is bridged
   auto h = Build(absl::StrCat("http://127.0.0.1:", port, "/items"));
   ASSERT_TRUE(h.ok()) << h.status();
   ConsumerOptions o = Options("g", h->handler);
-  o.max_attempts = 2;  // a restart must not spend attempts
+  // A refused connection spends no attempt; the request in flight at the
+  // kill spends one.
+  o.max_attempts = 3;
   auto c = Start(std::move(o));
   ASSERT_TRUE(
       WaitFor([&] { return LogLines(log_).size() >= 200; }, absl::Seconds(60)));
@@ -350,6 +361,51 @@ TEST_F(HandlersTest, HttpEndpointThatDiesAndComesBackLosesNothing) {
       EXPECT_LE(numbers[i - 1], numbers[i]) << key;
     }
   }
+}
+
+// A schema change under the prepared statement (its result type changes)
+// and killed worker backends: each costs an attempt on the items in
+// flight, none is lost or acknowledged twice, none is dead-lettered.
+TEST_F(HandlersTest, SqlStatementSurvivesASchemaChangeAndKilledBackends) {
+  CreateGroup("g", 4);
+  ProduceKeyed("g", 10, 100);
+  auto h = Build("sql:INSERT INTO app.log VALUES ($3, $1) RETURNING *");
+  ASSERT_TRUE(h.ok()) << h.status();
+  auto c = StartWith("g", *h);
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("SELECT count(*) FROM app.log") > 200; },
+              absl::Seconds(60)));
+  ExecSql(db_.dsn(), "ALTER TABLE app.log ADD COLUMN note text");
+  // Well past the ALTER before any backend is killed (a new backend would
+  // prepare afresh and hide a statement that never recovers).
+  ASSERT_TRUE(
+      WaitFor([&] { return Count("SELECT count(*) FROM app.log") > 700; },
+              absl::Seconds(60)));
+  EXPECT_GT(Count("SELECT count(pg_terminate_backend(pid)) FROM "
+                  "pg_stat_activity WHERE application_name LIKE "
+                  "'sqlgroup-worker-%'"),
+            0);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM app.log"), 1000);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.log"), 1000);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
+}
+
+TEST_F(HandlersTest, WhatCannotRunIsRefusedBeforeAnyItem) {
+  CreateGroup("g", 4);
+  // The member's role may not write this table.
+  ExecSql(db_.dsn(), "CREATE TABLE app.secret (id uuid)");
+  const auto denied = Build("sql:INSERT INTO app.secret VALUES ($3)");
+  EXPECT_EQ(denied.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(denied.status().message()),
+              HasSubstr("the member's role may not run the statement: "
+                        "permission denied for table secret"));
+  // A program that is there, running a script that is not.
+  const auto missing = Build("exec:python3 /no/such/handler.py");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("exited with status 2 before it was given any item"));
 }
 
 // The exactly-once promise of the SQL handler, through the CLI: the member

@@ -18,6 +18,16 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
+// HasUnreadOutput once the child's extra line has arrived.
+bool WaitForUnread(LineChild& child) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!child.HasUnreadOutput()) {
+    if (absl::Now() > deadline) return false;
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  return true;
+}
+
 TEST(HandlerSpec, SqlTakesAStatementOrAFunctionName) {
   auto spec = ParseHandlerSpec("sql:app.pay_order");
   ASSERT_TRUE(spec.ok());
@@ -87,12 +97,16 @@ TEST(ExecVerdict, FollowsTheLineProtocol) {
 
 TEST(HttpVerdict, SuccessRetryOrDeadByStatus) {
   for (long ok : {200, 201, 204, 299}) EXPECT_TRUE(HttpVerdict(ok, "").ok());
-  for (long retry : {408, 425, 429, 500, 502, 503, 504, 301, 100}) {
+  // The endpoint's fault (down, busy, misconfigured) is retried ...
+  for (long retry :
+       {408, 425, 429, 500, 502, 503, 504, 301, 100, 401, 403, 404, 405}) {
     const absl::Status s = HttpVerdict(retry, "busy");
     EXPECT_FALSE(s.ok()) << retry;
     EXPECT_FALSE(IsDeadLetterVerdict(s)) << retry;
   }
-  for (long dead : {400, 401, 403, 404, 409, 410, 422}) {
+  EXPECT_THAT(HttpVerdict(401, "").message(), HasSubstr("credentials"));
+  // ... the request's is dead at once.
+  for (long dead : {400, 409, 410, 413, 415, 422}) {
     EXPECT_TRUE(IsDeadLetterVerdict(HttpVerdict(dead, ""))) << dead;
   }
   EXPECT_EQ(HttpVerdict(422, "bad\norder\n").message(),
@@ -153,6 +167,51 @@ TEST(LineChild, ExchangesLinesAndReportsHowItEnded) {
   EXPECT_EQ(ended.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(ended.status().message(), HasSubstr("exited with status 7"));
   EXPECT_FALSE((*child)->alive());
+}
+
+TEST(LineChild, AChildThatReadsNothingCannotBlockTheWriter) {
+  // 4 MiB is far more than a pipe holds; the child never reads it.
+  auto child = LineChild::Start({"sh", "-c", "sleep 60"});
+  ASSERT_TRUE(child.ok());
+  const auto r =
+      (*child)->Exchange(std::string(4 << 20, 'x'), absl::Milliseconds(300));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(r.status().message(), HasSubstr("the item was not read"));
+}
+
+TEST(LineChild, ALineNoItemAskedForIsSeen) {
+  auto child = LineChild::Start({"sh", "-c", "read a; echo ok; echo ok; cat"});
+  ASSERT_TRUE(child.ok());
+  EXPECT_EQ(*(*child)->Exchange("one", absl::Seconds(10)), "ok");
+  EXPECT_TRUE(WaitForUnread(**child));
+}
+
+TEST(LineChild, AChildGoneBeforeTheItemIsAnErrorNotASignal) {
+  // This test binary does not ignore SIGPIPE: a write to a closed pipe
+  // would kill it if LineChild let the signal through.
+  auto child = LineChild::Start({"sh", "-c", "exec 0<&-; sleep 0.2"});
+  ASSERT_TRUE(child.ok());
+  absl::SleepFor(absl::Milliseconds(50));
+  const auto r =
+      (*child)->Exchange(std::string(1 << 20, 'x'), absl::Seconds(10));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST(LineChild, AChildThatExitsAtOnceIsCaughtAtStart) {
+  auto quits = LineChild::Start({"sh", "-c", "exit 2"});
+  ASSERT_TRUE(quits.ok());
+  const absl::Status s = (*quits)->StillRunningAfter(absl::Seconds(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("exited with status 2"));
+  auto waits = LineChild::Start({"cat"});
+  EXPECT_TRUE((*waits)->StillRunningAfter(absl::Milliseconds(100)).ok());
+  EXPECT_THAT(CheckExecCommandStarts({"python3", "/no/such/script.py"},
+                                     "exec:python3 /no/such/script.py",
+                                     absl::Seconds(5))
+                  .message(),
+              HasSubstr("--handler=exec:python3 /no/such/script.py: the "
+                        "handler process exited with status 2 before it was "
+                        "given any item"));
 }
 
 TEST(LineChild, ASilentChildIsKilledAtTheTimeout) {

@@ -50,6 +50,19 @@ absl::StatusOr<std::vector<std::string>> ParseExecCommand(
   return argv;
 }
 
+absl::Status CheckExecCommandStarts(const std::vector<std::string>& argv,
+                                    const std::string& given,
+                                    absl::Duration wait) {
+  auto child = LineChild::Start(argv);
+  absl::Status s =
+      child.ok() ? (*child)->StillRunningAfter(wait) : child.status();
+  if (s.ok()) return s;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--handler=", given, ": the handler process ", s.message(),
+      " before it was given any item (its own messages, if any, are above); "
+      "it should run until its stdin ends, answering one line per item"));
+}
+
 absl::Status ExecVerdict(const std::string& reply) {
   if (reply == "ok") return absl::OkStatus();
   if (IsVerdict(reply, "retry")) {
@@ -72,6 +85,19 @@ Handler MakeExecHandler(std::vector<std::string> argv, absl::Duration timeout,
   state->logger = std::move(logger);
   return [state](const Item& item, AckTransaction&) -> absl::Status {
     LineChild* child = state->children.Get();
+    if (child != nullptr && child->HasUnreadOutput()) {
+      // A second line for the last item, or output of its own: its next
+      // line could answer the wrong item. This item is not at fault.
+      if (state->logger) {
+        state->logger->warn(
+            "exec handler: {} (pid {}) wrote a line no item asked for (one "
+            "verdict line per item, and nothing else on stdout); starting "
+            "it again",
+            state->argv[0], child->pid());
+      }
+      state->children.Set(nullptr);
+      child = nullptr;
+    }
     if (child == nullptr || !child->alive()) {
       auto started = LineChild::Start(state->argv);
       if (!started.ok()) {

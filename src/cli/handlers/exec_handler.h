@@ -30,6 +30,13 @@ namespace sqlgroup::cli {
 absl::StatusOr<std::vector<std::string>> ParseExecCommand(
     const std::string& command);
 
+// Starts `argv` once and checks it is still running after `wait` (it
+// should wait for items on stdin): a command whose script is missing or
+// that fails at start is INVALID_ARGUMENT before any item is claimed.
+absl::Status CheckExecCommandStarts(const std::vector<std::string>& argv,
+                                    const std::string& given,
+                                    absl::Duration wait);
+
 // The verdict a reply line stands for (pure; see the protocol above).
 absl::Status ExecVerdict(const std::string& reply);
 

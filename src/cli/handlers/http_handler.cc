@@ -86,6 +86,13 @@ absl::Status HttpVerdict(long status, const std::string& body) {
   if (status == 408 || status == 425 || status == 429 || status >= 500) {
     return absl::UnavailableError(said);
   }
+  // The endpoint, not the item, is wrong (a bad token, a path not deployed
+  // yet): retried, so a misconfiguration does not empty the queue into the
+  // dead letters.
+  if (status == 401 || status == 403 || status == 404 || status == 405) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        said, " (the endpoint's URL or credentials look wrong; retried)"));
+  }
   if (status >= 400) return DeadLetterVerdict(said);
   return absl::InternalError(absl::StrCat(said, " (expected 2xx, 4xx or 5xx)"));
 }
@@ -107,9 +114,6 @@ Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
       state->sessions.Set(std::move(made));
       curl_easy_setopt(s->curl, CURLOPT_URL, state->url.c_str());
       curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);  // threads, timeouts
-      curl_easy_setopt(
-          s->curl, CURLOPT_TIMEOUT_MS,
-          static_cast<long>(absl::ToInt64Milliseconds(state->timeout)));
       curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, &KeepBody);
     }
     const std::string body = ItemJson(item);
@@ -135,8 +139,13 @@ Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
     const absl::Time give_up = absl::Now() + state->timeout;
     absl::Duration pause = absl::Milliseconds(100);
     CURLcode rc;
-    while ((rc = curl_easy_perform(s->curl)) == CURLE_COULDNT_CONNECT &&
-           absl::Now() + pause < give_up) {
+    for (;;) {
+      // Each try gets what is left: the timeout bounds the whole attempt.
+      curl_easy_setopt(
+          s->curl, CURLOPT_TIMEOUT_MS,
+          std::max<long>(1, absl::ToInt64Milliseconds(give_up - absl::Now())));
+      rc = curl_easy_perform(s->curl);
+      if (rc != CURLE_COULDNT_CONNECT || absl::Now() + pause >= give_up) break;
       absl::SleepFor(pause);
       pause = std::min(pause * 2, absl::Seconds(2));
     }

@@ -4,6 +4,8 @@
 //
 //   2xx                      acknowledged
 //   408, 425, 429, 5xx       this attempt failed: retried after the backoff
+//   401, 403, 404, 405       retried too: the endpoint is misconfigured or
+//                            not deployed yet, the item is not at fault
 //   other 4xx                dead-lettered at once (the request is wrong;
 //                            sending it again cannot help)
 //   no answer in --handler_timeout, a broken connection, anything else

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -31,15 +32,31 @@ std::string HowItEnded(int status) {
   return "ended";
 }
 
-bool WriteAll(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = write(fd, data.data() + done, data.size() - done);
+// Writes what it can of `data` from `*done` on without blocking (the fd
+// is non-blocking). False when the child is gone (EPIPE). SIGPIPE is held
+// back in this thread while it writes and a pending one is taken, so a
+// child that exits never kills the writer, whatever the process does
+// with SIGPIPE.
+bool WriteSome(int fd, const std::string& data, size_t* done) {
+  sigset_t pipe_only, old;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, &old);
+  bool ok = true;
+  while (*done < data.size()) {
+    const ssize_t n = write(fd, data.data() + *done, data.size() - *done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;  // EPIPE: the child closed its stdin or died
-    done += static_cast<size_t>(n);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n <= 0) {
+      ok = false;
+      const timespec now{0, 0};
+      sigtimedwait(&pipe_only, nullptr, &now);  // the EPIPE's SIGPIPE
+      break;
+    }
+    *done += static_cast<size_t>(n);
   }
-  return true;
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return ok;
 }
 
 }  // namespace
@@ -158,6 +175,8 @@ absl::StatusOr<std::unique_ptr<LineChild>> LineChild::Start(
     return absl::UnavailableError(
         absl::StrCat("cannot start ", *path, ": ", std::strerror(rc)));
   }
+  // The write end never blocks: Exchange waits for it within its deadline.
+  fcntl(to_child[1], F_SETFL, fcntl(to_child[1], F_GETFL) | O_NONBLOCK);
   return std::unique_ptr<LineChild>(
       new LineChild(pid, to_child[1], from_child[0]));
 }
@@ -194,35 +213,61 @@ std::string LineChild::Reap(absl::Duration grace) {
   return how;
 }
 
+absl::Status LineChild::StillRunningAfter(absl::Duration wait) {
+  const absl::Time deadline = absl::Now() + wait;
+  while (pid_ > 0) {
+    int status = 0;
+    const pid_t done = waitpid(pid_, &status, WNOHANG);
+    if (done == pid_) {
+      pid_ = -1;
+      Reap(absl::ZeroDuration());  // closes the pipes
+      return absl::FailedPreconditionError(HowItEnded(status));
+    }
+    if (absl::Now() >= deadline) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return absl::FailedPreconditionError("ended");
+}
+
+bool LineChild::HasUnreadOutput() {
+  if (!alive()) return false;
+  if (!buffered_.empty()) return true;
+  pollfd p{out_, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
+
 absl::StatusOr<std::string> LineChild::Exchange(const std::string& line,
                                                 absl::Duration timeout) {
   if (!alive()) return absl::UnavailableError("the process is not running");
-  if (!WriteAll(in_, line + "\n")) {
-    // Gone: how it ended is known once it is reaped.
-    return absl::UnavailableError(absl::StrCat("the process ",
-                                               Reap(absl::Milliseconds(200)),
-                                               " before it read the item"));
-  }
+  // Written and read in one loop, within one deadline: an item line can be
+  // far bigger than a pipe, and a child that writes while it reads must
+  // not deadlock with a writer that only writes.
+  const std::string out = line + "\n";
+  size_t sent = 0;
   const absl::Time deadline = absl::Now() + timeout;
   for (;;) {
-    const size_t newline = buffered_.find('\n');
-    if (newline != std::string::npos) {
-      std::string reply = buffered_.substr(0, newline);
-      buffered_.erase(0, newline + 1);
-      if (!reply.empty() && reply.back() == '\r') reply.pop_back();
-      return reply;
+    if (sent == out.size()) {
+      const size_t newline = buffered_.find('\n');
+      if (newline != std::string::npos) {
+        std::string reply = buffered_.substr(0, newline);
+        buffered_.erase(0, newline + 1);
+        if (!reply.empty() && reply.back() == '\r') reply.pop_back();
+        return reply;
+      }
     }
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
       Reap(absl::ZeroDuration());
       return absl::DeadlineExceededError(absl::StrCat(
-          "no reply within ", absl::FormatDuration(timeout),
+          sent == out.size() ? "no reply" : "the item was not read", " within ",
+          absl::FormatDuration(timeout),
           " (--handler_timeout); the process was killed and is restarted "
           "for the next item"));
     }
-    pollfd p{out_, POLLIN, 0};
+    pollfd p[2] = {{out_, POLLIN, 0}, {in_, POLLOUT, 0}};
     const int ready =
-        poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+        poll(p, sent == out.size() ? 1 : 2,
+             static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
     if (ready < 0 && errno != EINTR) {
       const std::string why = std::strerror(errno);
       Reap(absl::ZeroDuration());
@@ -230,14 +275,24 @@ absl::StatusOr<std::string> LineChild::Exchange(const std::string& line,
           absl::StrCat("waiting for its reply failed: ", why));
     }
     if (ready <= 0) continue;
-    char buf[4096];
-    const ssize_t n = read(out_, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "the process ", Reap(absl::Milliseconds(200)), " before it replied"));
+    if (sent < out.size() && (p[1].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      if (!WriteSome(in_, out, &sent)) {
+        return absl::UnavailableError(
+            absl::StrCat("the process ", Reap(absl::Milliseconds(200)),
+                         " before it read the item"));
+      }
     }
-    buffered_.append(buf, static_cast<size_t>(n));
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char buf[4096];
+      const ssize_t n = read(out_, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        return absl::UnavailableError(
+            absl::StrCat("the process ", Reap(absl::Milliseconds(200)),
+                         " before it replied"));
+      }
+      buffered_.append(buf, static_cast<size_t>(n));
+    }
   }
 }
 

@@ -32,7 +32,8 @@ class LineChild {
   LineChild& operator=(const LineChild&) = delete;
 
   // Writes `line` and a newline, and returns the next line the child
-  // writes, without its newline. UNAVAILABLE when the child has exited or
+  // writes, without its newline; writing and reading together take at most
+  // `timeout`. UNAVAILABLE when the child has exited or
   // closed its stdout (the message says how it ended), DEADLINE_EXCEEDED
   // when no line came within `timeout` (the child is then killed: a reply
   // that comes late would answer the wrong item). Either way the child is
@@ -40,6 +41,12 @@ class LineChild {
   absl::StatusOr<std::string> Exchange(const std::string& line,
                                        absl::Duration timeout);
   bool alive() const { return pid_ > 0 && in_ >= 0; }
+  // True when the child wrote something no item asked for (a second line
+  // for the last item): its next line would answer the wrong item.
+  bool HasUnreadOutput();
+  // OK if the child is still running after `wait` (it waits for items on
+  // stdin); FAILED_PRECONDITION saying how it ended otherwise.
+  absl::Status StillRunningAfter(absl::Duration wait);
   pid_t pid() const { return pid_; }
 
  private:

@@ -92,10 +92,21 @@ absl::Status CheckSqlHandler(const std::string& dsn,
           ", but the handler passes only $1 key (text), $2 payload (bytea) "
           "and $3 id (uuid)"));
     }
+    // PREPARE checks names and some privileges; planning checks the rest
+    // (a function's EXECUTE, say). Nothing runs.
+    tx.exec_params("EXPLAIN EXECUTE sqlgroup_handler_check(NULL, NULL, NULL)");
   } catch (const pqxx::broken_connection&) {
     return absl::UnavailableError(
         "lost the connection while checking the handler's statement; check "
         "that the database is up and try again");
+  } catch (const pqxx::insufficient_privilege& e) {
+    // (libpqxx 6.4 leaves this class's SQLSTATE empty: caught by type.)
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag,
+        ": the member's role may not run the statement: ", PrimaryMessage(e),
+        ". Grant it what the statement needs (USAGE on the schema, the "
+        "table privileges, EXECUTE on the function) or make the function "
+        "SECURITY DEFINER; see docs/HANDLERS.md"));
   } catch (const pqxx::sql_error& e) {
     return absl::InvalidArgumentError(absl::StrCat(
         flag, ": the database refused the statement: ", PrimaryMessage(e),
@@ -110,23 +121,51 @@ absl::Status CheckSqlHandler(const std::string& dsn,
 
 namespace {
 
+// Where a worker thread's connection stands with the statement.
+struct Prepared {
+  int backend_pid = 0;  // the connection it was prepared on (0: none yet)
+  int generation = 0;   // the name's suffix: a new name after a failure
+  bool done = false;
+};
+
 // Runs the statement on the transaction's connection, preparing it first
 // when this connection (by backend pid: a reconnect is a new one) has not
-// got it yet. Prepared statements outlive a rollback.
+// got it yet. Prepared statements outlive a rollback. After any error the
+// statement is prepared again under a new name on the next try, so one
+// that no longer works (its result type changed under an ALTER: 0A000;
+// gone: 26000) costs each worker one failed attempt, not the queue.
 struct PreparedStatement {
   SqlHandler handler;
-  PerThread<int> prepared_on;  // backend pid, per worker thread
+  PerThread<Prepared> per_thread;
 
   void Execute(pqxx::work& tx, const std::string& key,
                const std::string& payload, const std::string& id) {
-    const int pid = tx.conn().backendpid();
-    const int* on = prepared_on.Get();
-    if (on == nullptr || *on != pid) {
-      tx.exec_params(PrepareSql(handler, kPreparedName));  // one statement
-      prepared_on.Set(std::make_unique<int>(pid));
+    Prepared* p = per_thread.Get();
+    if (p == nullptr) {
+      per_thread.Set(std::make_unique<Prepared>());
+      p = per_thread.Get();
     }
-    tx.exec(absl::StrCat("EXECUTE ", kPreparedName, "(", key, ", ", payload,
-                         ", ", id, ")"));
+    const int pid = tx.conn().backendpid();
+    if (p->backend_pid != pid) {
+      p->backend_pid = pid;
+      p->done = false;
+    }
+    const std::string name = absl::StrCat(kPreparedName, "_", p->generation);
+    try {
+      if (!p->done) {
+        tx.exec_params(PrepareSql(handler, name));  // one statement only
+        p->done = true;
+      }
+      tx.exec(absl::StrCat("EXECUTE ", name, "(", key, ", ", payload, ", ", id,
+                           ")"));
+    } catch (const pqxx::sql_error&) {
+      // Prepared again, under a new name, before the next try: whatever
+      // failed (libpqxx 6.4 leaves the SQLSTATE of some classes empty, so
+      // 0A000 cannot be told apart), a fresh statement costs one PREPARE.
+      ++p->generation;
+      p->done = false;
+      throw;
+    }
   }
 };
 
