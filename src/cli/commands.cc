@@ -3,10 +3,14 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <regex>
+#include <set>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "cli/command_line.h"
 #include "cli/describe_format.h"
 #include "cli/flags.h"
 #include "cli/subcommands.h"
@@ -218,9 +222,9 @@ const std::map<std::string, Command>& Commands() {
         "[--fail_rate R] [--instance NAME [--static_timeout D]] "
         "[--workers 4] [--members 1] [--batch] "
         "[--metrics_addr 127.0.0.1:9464]",
-        {"group", "handler", "handler_timeout", "fail_rate", "instance", "static_timeout",
-         "workers", "members", "claim_batch", "max_attempts", "batch", "notify",
-         "metrics_addr"},
+        {"group", "handler", "handler_timeout", "fail_rate", "instance",
+         "static_timeout", "workers", "members", "claim_batch", "max_attempts",
+         "batch", "notify", "metrics_addr"},
         0,
         RunConsume}},
       {"demo", {"demo [--duration 60s]", {"duration"}, 0, RunDemo}},
@@ -247,10 +251,80 @@ const char* UsageText() {
     absl::StrAppend(&s,
                     "\nEvery command takes --dsn (else $SQLGROUP_DSN, else "
                     "libpq's PG* variables) and --log_level.\n"
-                    "Run `sqlgroup --helpfull` for every flag.\n");
+                    "`sqlgroup COMMAND --help` shows a command's flags with "
+                    "their defaults; each flag can also come from the "
+                    "environment (SQLGROUP_ + its name in upper case).\n");
     return new std::string(s);
   }();
   return kUsage->c_str();
+}
+
+namespace {
+
+// The command named by the longest run of leading words ("group create"),
+// and how many words that took.
+std::pair<const Command*, size_t> FindCommand(const Args& words) {
+  for (size_t n = std::min<size_t>(2, words.size()); n >= 1; --n) {
+    auto it =
+        Commands().find(absl::StrJoin(words.begin(), words.begin() + n, " "));
+    if (it != Commands().end()) return {&it->second, n};
+  }
+  return {nullptr, 0};
+}
+
+std::vector<std::string> WithCommonFlags(std::vector<std::string> flags) {
+  flags.push_back("dsn");
+  flags.push_back("log_level");
+  return flags;
+}
+
+// A flag's help without the "consume: " that says which command takes it
+// (the command's help says that).
+std::string FlagMeaning(const std::string& help) {
+  static const std::regex kPrefix("^[a-z/ ]+: ");
+  return std::regex_replace(help, kPrefix, "",
+                            std::regex_constants::format_first_only);
+}
+
+}  // namespace
+
+std::vector<std::string> KnownFlags() {
+  std::set<std::string> all;
+  for (const auto& [name, c] : Commands()) {
+    for (const std::string& f : WithCommonFlags(c.flags)) all.insert(f);
+  }
+  return {all.begin(), all.end()};
+}
+
+std::vector<std::string> FlagsOfCommand(const Args& words) {
+  const auto [command, n] = FindCommand(words);
+  if (command == nullptr) return {};
+  return WithCommonFlags(command->flags);
+}
+
+std::string CommandHelp(const Args& words) {
+  const auto [command, n] = FindCommand(words);
+  if (command == nullptr) return UsageText();
+  std::string out =
+      absl::StrCat("usage: sqlgroup ", command->synopsis, "\n\nflags:\n");
+  for (const std::string& name : WithCommonFlags(command->flags)) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) continue;
+    std::string default_value = flag->DefaultValue();
+    if (flag->IsOfType<std::string>()) {
+      default_value = absl::StrCat("\"", default_value, "\"");
+    }
+    absl::StrAppend(&out, "  --", name, " (default ", default_value, "; $",
+                    EnvironmentName(name), ")\n      ",
+                    FlagMeaning(flag->Help()), "\n");
+  }
+  absl::StrAppend(
+      &out,
+      "\nA flag may be spelt with dashes (--log-level) or underscores "
+      "(--log_level), as --name=value or --name value. Each can also come "
+      "from the environment variable shown (a flag given overrides it); "
+      "--dsn also from libpq's PG* variables.\n");
+  return out;
 }
 
 absl::Status RunCommand(const Args& args) {

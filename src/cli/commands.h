@@ -17,6 +17,17 @@ absl::Status RunCommand(const std::vector<std::string>& args);
 // The usage text shown by --help and on a usage error.
 const char* UsageText();
 
+// Every flag some command takes (and the common ones).
+std::vector<std::string> KnownFlags();
+
+// The flags the command named by the leading `words` takes, common ones
+// included; empty when no command is named.
+std::vector<std::string> FlagsOfCommand(const std::vector<std::string>& words);
+
+// `sqlgroup COMMAND --help`: the command's usage and each of its flags with
+// its default and meaning; the whole usage when `words` name no command.
+std::string CommandHelp(const std::vector<std::string>& words);
+
 }  // namespace sqlgroup::cli
 
 #endif  // SQLGROUP_CLI_COMMANDS_H_

@@ -3,10 +3,12 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "cli/handlers/http_handler.h"
@@ -18,8 +20,34 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   sqlgroup::cli::InitHttpClient();  // before any thread
   absl::SetProgramUsageMessage(sqlgroup::cli::UsageText());
-  sqlgroup::cli::RecordGivenFlags(argc, argv);
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+
+  auto cl = sqlgroup::cli::ReadCommandLine(
+      std::vector<std::string>(argv + 1, argv + argc),
+      sqlgroup::cli::KnownFlags());
+  if (!cl.ok()) {
+    std::fprintf(stderr, "sqlgroup: %s\n",
+                 std::string(cl.status().message()).c_str());
+    return 2;
+  }
+  if (cl->help) {
+    std::fputs(sqlgroup::cli::CommandHelp(cl->words).c_str(), stdout);
+    return 0;
+  }
+  // --dsn is read from SQLGROUP_DSN by ResolveDsn, which says where a
+  // connection string came from in its messages.
+  std::vector<std::string> from_env;
+  for (const std::string& f : sqlgroup::cli::FlagsOfCommand(cl->words)) {
+    if (f != "dsn") from_env.push_back(f);
+  }
+  sqlgroup::cli::AddEnvironmentFlags(
+      *cl, from_env,
+      [](const std::string& name) { return std::getenv(name.c_str()); });
+  std::vector<char*> args = {argv[0]};
+  for (std::string& a : cl->args) args.push_back(a.data());
+  sqlgroup::cli::RecordGivenFlags(static_cast<int>(args.size()), args.data());
+  std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+
   const auto level = spdlog::level::from_str(absl::GetFlag(FLAGS_log_level));
   if (level == spdlog::level::off && absl::GetFlag(FLAGS_log_level) != "off") {
     std::fprintf(stderr,
@@ -29,8 +57,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_level(level);
-  std::vector<std::string> args(positional.begin() + 1, positional.end());
-  const absl::Status s = sqlgroup::cli::RunCommand(args);
+  std::vector<std::string> words(positional.begin() + 1, positional.end());
+  const absl::Status s = sqlgroup::cli::RunCommand(words);
   if (s.ok()) return 0;
   std::fprintf(stderr, "sqlgroup: %s\n", std::string(s.message()).c_str());
   if (absl::IsInvalidArgument(s)) {

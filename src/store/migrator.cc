@@ -44,6 +44,8 @@ absl::StatusOr<int> ReadSchemaVersion(pqxx::connection& conn) {
 absl::StatusOr<MigrateOutcome> ApplyMigrations(
     pqxx::connection& conn,
     const std::vector<internal::Migration>& migrations) {
+  // Before anything is created: an old server gets no half a schema.
+  if (absl::Status s = CheckServerVersion(conn); !s.ok()) return s;
   MigrateOutcome out;
   // Only when missing: CREATE SCHEMA IF NOT EXISTS still needs CREATE on
   // the database, which the schema's owner no longer needs once it exists.
@@ -85,7 +87,27 @@ absl::StatusOr<MigrateOutcome> ApplyMigrations(
   return out;
 }
 
+absl::Status CheckServerVersionNumber(int version_num) {
+  if (version_num >= kOldestSupportedMajor * 10000) return absl::OkStatus();
+  // server_version_num: major * 10000 + minor since 10; 9.6.24 was 90624.
+  const std::string version =
+      version_num >= 100000
+          ? absl::StrCat(version_num / 10000, ".", version_num % 10000)
+          : absl::StrCat(version_num / 10000, ".", version_num / 100 % 100, ".",
+                         version_num % 100);
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the server runs PostgreSQL ", version, "; sqlgroup needs PostgreSQL ",
+      kOldestSupportedMajor,
+      " or newer (tested on 14 to 18): upgrade the server, or point --dsn "
+      "at one that is; nothing was changed"));
+}
+
+absl::Status CheckServerVersion(pqxx::connection& conn) {
+  return CheckServerVersionNumber(conn.server_version());
+}
+
 absl::Status CheckSchemaVersion(pqxx::connection& conn, int expected) {
+  if (absl::Status s = CheckServerVersion(conn); !s.ok()) return s;
   auto version = ReadSchemaVersion(conn);
   if (!version.ok()) return version.status();
   if (*version == expected) return absl::OkStatus();

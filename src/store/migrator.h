@@ -29,8 +29,17 @@ absl::StatusOr<MigrateOutcome> ApplyMigrations(
     pqxx::connection& conn, const std::vector<internal::Migration>& migrations);
 
 // OK when the recorded version is exactly `expected`; FAILED_PRECONDITION
-// with what to run otherwise.
+// with what to run otherwise. Checks the server's version first
+// (CheckServerVersion).
 absl::Status CheckSchemaVersion(pqxx::connection& conn, int expected);
+
+// The oldest PostgreSQL major sqlgroup supports (and is tested on).
+inline constexpr int kOldestSupportedMajor = 14;
+
+// OK for a server_version_num (e.g. 150018) of a supported major;
+// FAILED_PRECONDITION saying which versions are supported otherwise.
+absl::Status CheckServerVersionNumber(int version_num);
+absl::Status CheckServerVersion(pqxx::connection& conn);
 
 }  // namespace sqlgroup::store
 

@@ -13,6 +13,7 @@
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "support/db_snapshot.h"
 #include "support/pg_fixture.h"
 #include "support/subprocess.h"
@@ -114,7 +115,10 @@ TEST(Cli, BadInputFailsWithAClearMessageAndChangesNothing) {
       {{}, 2, "no command given"},
       {{"frobnicate"}, 2, "unknown command 'frobnicate'"},
       {{"group", "explode", "x"}, 2, "unknown command"},
-      {{"migrate", "--no_such_flag"}, 1, "Unknown command line flag"},
+      {{"migrate", "--no_such_flag"}, 2, "unknown flag --no_such_flag"},
+      {{"consume", "--grup", "g"},
+       2,
+       "unknown flag --grup; did you mean --group?"},
       {{"migrate", "--parts", "3"}, 2, "--parts does not apply"},
       {{"group", "list", "--log_level", "loud"}, 2, "--log_level=loud"},
       {{"group", "create", "--dsn", dsn}, 2, "usage: sqlgroup group create"},
@@ -345,6 +349,83 @@ TEST(Cli, TheDsnComesFromTheEnvironmentWhenNoFlagIsGiven) {
   const auto again = RunCli({"migrate"}, {{"SQLGROUP_DSN", db.dsn()}});
   EXPECT_THAT(again.out, HasSubstr(absl::StrCat("up to date at version ",
                                                 SchemaVersionKnown())));
+}
+
+TEST(Cli, FlagsAsPeopleTypeThem) {
+  TestDatabase db;
+  const std::string dsn = db.dsn();
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  // Dashed and underscored spellings do the same.
+  auto dashed = RunCli({"group", "create", "a", "--parts", "6", "--ordering",
+                        "none", "--dsn", dsn, "--log-level", "warn"});
+  auto underscored =
+      RunCli({"group", "create", "b", "--parts", "6", "--ordering", "none",
+              "--dsn", dsn, "--log_level", "warn"});
+  ASSERT_EQ(dashed.exit_code, 0) << dashed.err;
+  ASSERT_EQ(underscored.exit_code, 0) << underscored.err;
+  EXPECT_EQ(dashed.out.substr(dashed.out.find(" with ")),
+            underscored.out.substr(underscored.out.find(" with ")));
+  // consume --metrics-addr: refused for the same reason as --metrics_addr
+  // (the port is not a port), not as an unknown flag.
+  for (const char* spelling : {"--metrics-addr", "--metrics_addr"}) {
+    const auto r = RunCli(
+        {"consume", "--group", "a", spelling, "nonsense:x", "--dsn", dsn});
+    EXPECT_EQ(r.exit_code, 1) << spelling;
+    EXPECT_THAT(r.err, HasSubstr("cannot serve metrics on nonsense:x"))
+        << spelling;
+  }
+  // A typo names the closest flag, and changes nothing.
+  const auto typo =
+      RunCli({"group", "create", "c", "--prts", "4", "--dsn", dsn});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_THAT(typo.err,
+              HasSubstr("unknown flag --prts; did you mean --parts?"));
+  // Flags from the environment; a flag given overrides them.
+  auto env = RunCli({"group", "create", "d", "--dsn", dsn},
+                    {{"SQLGROUP_PARTS", "7"}, {"SQLGROUP_ORDERING", "none"}});
+  ASSERT_EQ(env.exit_code, 0) << env.err;
+  EXPECT_THAT(env.out,
+              HasSubstr("created group d with 7 parts, ordering none"));
+  env = RunCli({"group", "create", "e", "--parts", "5", "--dsn", dsn},
+               {{"SQLGROUP_PARTS", "7"}});
+  EXPECT_THAT(env.out, HasSubstr("created group e with 5 parts"));
+  // A variable of a flag the command does not take is not its business.
+  env = RunCli({"group", "list", "--dsn", dsn}, {{"SQLGROUP_PARTS", "7"}});
+  EXPECT_EQ(env.exit_code, 0) << env.err;
+  const auto list = RunCli({"group", "list", "--dsn", dsn});
+  EXPECT_THAT(list.out, Not(HasSubstr(" c ")));
+}
+
+TEST(Cli, EachCommandHasItsOwnHelp) {
+  for (const std::vector<std::string>& command :
+       std::vector<std::vector<std::string>>{{"consume"},
+                                             {"produce"},
+                                             {"migrate"},
+                                             {"grant"},
+                                             {"group", "create"},
+                                             {"group", "alter"},
+                                             {"group", "describe"},
+                                             {"group", "leave"},
+                                             {"group", "list"},
+                                             {"group", "delete"},
+                                             {"demo"},
+                                             {"postgres"}}) {
+    std::vector<std::string> args = command;
+    args.push_back("--help");
+    const auto r = RunCli(args);
+    std::string name = absl::StrJoin(command, " ");
+    EXPECT_EQ(r.exit_code, 0) << name;
+    EXPECT_THAT(r.out, HasSubstr("usage: sqlgroup " + name)) << name;
+    EXPECT_THAT(r.out, HasSubstr("--dsn (default")) << name;
+    EXPECT_THAT(r.out, Not(HasSubstr("No flags matched"))) << name;
+  }
+  const auto consume = RunCli({"consume", "-h"});
+  EXPECT_THAT(consume.out, HasSubstr("--handler (default \"noop\"; "
+                                     "$SQLGROUP_HANDLER)"));
+  EXPECT_THAT(consume.out, HasSubstr("--workers (default 4;"));
+  EXPECT_THAT(RunCli({"help", "group", "create"}).out,
+              HasSubstr("--parts (default 16;"));
+  EXPECT_THAT(RunCli({"--help"}).out, HasSubstr("Commands:"));
 }
 
 TEST(Cli, GroupCommandsRoundTrip) {

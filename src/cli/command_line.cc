@@ -1,0 +1,133 @@
+#include "cli/command_line.h"
+
+#include <algorithm>
+
+#include "absl/flags/reflection.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace sqlgroup::cli {
+namespace {
+
+bool IsBoolFlag(const std::string& name) {
+  const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+  return f != nullptr && f->IsOfType<bool>();
+}
+
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1,
+                         diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+std::string EnvironmentName(const std::string& flag) {
+  return absl::StrCat("SQLGROUP_", absl::AsciiStrToUpper(flag));
+}
+
+std::string ClosestFlag(const std::string& name,
+                        const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::max<size_t>(2, name.size() / 3) + 1;
+  for (const std::string& c : candidates) {
+    const size_t d = EditDistance(name, c);
+    if (d < best_distance) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  return best;
+}
+
+absl::StatusOr<CommandLine> ReadCommandLine(
+    const std::vector<std::string>& argv,
+    const std::vector<std::string>& known) {
+  CommandLine cl;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& token = argv[i];
+    if (token == "--") {  // the rest are words, as Abseil takes them too
+      cl.args.insert(cl.args.end(), argv.begin() + i, argv.end());
+      cl.words.insert(cl.words.end(), argv.begin() + i + 1, argv.end());
+      break;
+    }
+    if (token.size() < 2 || token[0] != '-') {
+      if (cl.words.empty() && token == "help") {
+        cl.help = true;
+        continue;
+      }
+      cl.words.push_back(token);
+      cl.args.push_back(token);
+      continue;
+    }
+    const size_t eq = token.find('=');
+    const size_t dashes = token[1] == '-' ? 2 : 1;
+    const std::string spelt = token.substr(
+        dashes, eq == std::string::npos ? std::string::npos : eq - dashes);
+    std::string name = absl::StrReplaceAll(spelt, {{"-", "_"}});
+    if (name == "help" || name == "h" || name == "helpshort") {
+      cl.help = true;
+      continue;
+    }
+    // --nonotify, --no-notify: a bool flag's negation, as Abseil spells it.
+    bool negated = false;
+    if (absl::FindCommandLineFlag(name) == nullptr) {
+      for (const std::string prefix : {"no_", "no"}) {
+        if (name.rfind(prefix, 0) == 0 &&
+            IsBoolFlag(name.substr(prefix.size()))) {
+          name = "no" + name.substr(prefix.size());
+          negated = true;
+          break;
+        }
+      }
+    }
+    if (absl::FindCommandLineFlag(name) == nullptr && !negated) {
+      std::string message = absl::StrCat("unknown flag --", spelt);
+      const std::string close = ClosestFlag(name, known);
+      if (!close.empty())
+        absl::StrAppend(&message, "; did you mean --", close, "?");
+      absl::StrAppend(&message,
+                      " (`sqlgroup COMMAND --help` lists a command's flags)");
+      return absl::InvalidArgumentError(message);
+    }
+    cl.args.push_back(absl::StrCat(
+        "--", name, eq == std::string::npos ? "" : token.substr(eq)));
+    // "--flag value": the value is the next word, not a command word.
+    if (eq == std::string::npos && !negated && !IsBoolFlag(name) &&
+        i + 1 < argv.size()) {
+      cl.args.push_back(argv[++i]);
+    }
+  }
+  return cl;
+}
+
+void AddEnvironmentFlags(
+    CommandLine& cl, const std::vector<std::string>& flags,
+    const std::function<const char*(const std::string&)>& getenv) {
+  std::vector<std::string> from_env;
+  for (const std::string& flag : flags) {
+    const bool given =
+        std::any_of(cl.args.begin(), cl.args.end(), [&](const std::string& a) {
+          return a == "--" + flag || a.rfind("--" + flag + "=", 0) == 0 ||
+                 a == "--no" + flag;
+        });
+    if (given) continue;
+    if (const char* value = getenv(EnvironmentName(flag))) {
+      from_env.push_back(absl::StrCat("--", flag, "=", value));
+    }
+  }
+  cl.args.insert(cl.args.begin(), from_env.begin(), from_env.end());
+}
+
+}  // namespace sqlgroup::cli
