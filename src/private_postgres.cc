@@ -277,8 +277,9 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(
     if (access(path.c_str(), X_OK) != 0) {
       return absl::FailedPreconditionError(absl::StrCat(
           path, " is missing or not executable: install the Debian package ",
-          "postgresql-15, or point SQLGROUP_PG_BIN at PostgreSQL 15's bin ",
-          "directory"));
+          "postgresql-15, or point SQLGROUP_PG_BIN at the bin directory of ",
+          "a PostgreSQL 14 to 18 (scripts/fetch_postgres.sh MAJOR prints ",
+          "one)"));
     }
   }
 

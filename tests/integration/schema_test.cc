@@ -4,6 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <filesystem>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -169,6 +171,67 @@ TEST(Schema, MigrationsFolderMatchesTheBuiltInOnes) {
   auto r = admin->Migrate();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->to_version, SchemaVersionKnown());
+}
+
+// A database at the previous schema version, with a group, keyed items
+// waiting and a part owned, upgrades in place: everything kept, the take
+// recorded under the group's part count.
+TEST(Schema, UpgradeFromThePreviousVersionKeepsGroupsItemsAndTakes) {
+  TestDatabase db;
+  const char* src = std::getenv("SQLGROUP_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  const std::filesystem::path previous =
+      std::filesystem::path(::testing::TempDir()) / "sqlgroup-previous-sql";
+  std::filesystem::remove_all(previous);
+  std::filesystem::create_directories(previous);
+  const int last = SchemaVersionKnown();
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(src) + "/sql")) {
+    const std::string name = entry.path().filename();
+    if (entry.is_regular_file() && name.size() > 4 && std::isdigit(name[0]) &&
+        std::stoi(name.substr(0, 3)) < last) {
+      std::filesystem::copy_file(entry.path(), previous / name);
+    }
+  }
+  auto old = ConnectAdmin(db.dsn(), previous.string());
+  auto r = old->Migrate();
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->to_version, last - 1);
+  {
+    pqxx::connection conn(db.dsn());
+    pqxx::work tx(conn);
+    tx.exec("INSERT INTO sqlgroup.groups (name, parts) VALUES ('g', 8)");
+    tx.exec(
+        "SELECT sqlgroup.enqueue('g', 'k' || (i % 5), convert_to(i::text, "
+        "'UTF8')) FROM generate_series(1, 50) i");
+    tx.exec(
+        "INSERT INTO sqlgroup.sessions (id, group_name) VALUES "
+        "('aaaaaaaa-0000-4000-8000-000000000000', 'g')");
+    tx.exec(
+        "INSERT INTO sqlgroup.session_parts (group_name, part, session_id) "
+        "VALUES ('g', 3, 'aaaaaaaa-0000-4000-8000-000000000000')");
+    tx.commit();
+  }
+  auto admin = ConnectAdmin(db.dsn());
+  r = admin->Migrate();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->from_version, last - 1);
+  EXPECT_EQ(r->to_version, last);
+  EXPECT_EQ(r->applied.size(), 1u);
+  EXPECT_TRUE(admin->CheckSchema().ok());
+  pqxx::connection conn(db.dsn());
+  pqxx::nontransaction tx(conn);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM sqlgroup.items WHERE "
+                     "group_name = 'g'")[0]
+                .as<int>(),
+            50);
+  EXPECT_EQ(tx.exec1("SELECT parts_of FROM sqlgroup.session_parts WHERE "
+                     "group_name = 'g' AND part = 3")[0]
+                .as<int>(),
+            8);
+  auto d = admin->DescribeGroup("g");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->config.parts, 8);
 }
 
 TEST(Schema, MissingMigrationsFolderIsNotFoundAndChangesNothing) {
