@@ -3,6 +3,9 @@
 #include <optional>
 #include <pqxx/pqxx>
 
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "md5.h"
 #include "migrations.h"
 #include "status_macros.h"
 #include "store/connection.h"
@@ -12,66 +15,191 @@
 #include "store/migrator.h"
 
 namespace sqlgroup {
+namespace {
+
+// A batch's fingerprint: a call with other items after an in-doubt one is
+// a new batch, not a retry of it.
+std::string Fingerprint(const std::vector<NewItem>& items) {
+  std::string all;
+  for (const NewItem& item : items) {
+    absl::StrAppend(&all, item.key ? "k" : "-", item.key.value_or(""), "|",
+                    item.payload.size(), ":", item.payload, "|",
+                    absl::ToInt64Microseconds(item.delay), ";");
+  }
+  const auto digest = Md5(all);
+  return std::string(digest.begin(), digest.end());
+}
+
+std::string NewProducerId() {
+  absl::BitGen gen;
+  return absl::StrCat(
+      absl::Hex(absl::Uniform<uint64_t>(gen), absl::kZeroPad16),
+      absl::Hex(absl::Uniform<uint64_t>(gen), absl::kZeroPad16));
+}
+
+}  // namespace
 
 struct Producer::Impl {
   ProducerOptions options;
   std::unique_ptr<pqxx::connection> conn;
+  // This producer's identity in its batches' idempotency keys.
+  const std::string id = NewProducerId();
+  int64_t batch = 1;    // the next batch's number; advances on success only
+  std::string pending;  // fingerprint of a batch left in doubt, if any
+  int64_t retries = 0;
+
+  std::string Key(int64_t n) const {
+    return n < 1 ? "" : absl::StrCat("producer:", id, ":", n);
+  }
+
+  absl::Status Connect() {
+    store::ConnectOptions connect;
+    connect.connect_timeout = options.connect_timeout;
+    connect.application_name = "sqlgroup-producer";
+    ASSIGN_OR_RETURN(conn, store::Connect(options.dsn, connect));
+    return absl::OkStatus();
+  }
 };
 
 Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Producer::~Producer() = default;
+
+Producer::~Producer() {
+  // The last batch's key is no longer needed by anyone: this producer
+  // will not retry it. Best effort; expired keys go anyway.
+  if (impl_->conn && impl_->batch > 1) {
+    (void)store::Guard("forget the last batch's key", [&] {
+      pqxx::work tx(*impl_->conn);
+      tx.exec_params("SELECT sqlgroup.forget_enqueue_key($1, $2)",
+                     impl_->options.group, impl_->Key(impl_->batch - 1));
+      tx.commit();
+    });
+  }
+}
 
 absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
     ProducerOptions options) {
   auto impl = std::make_unique<Impl>();
-  store::ConnectOptions connect;
-  connect.connect_timeout = options.connect_timeout;
-  connect.application_name = "sqlgroup-producer";
-  ASSIGN_OR_RETURN(impl->conn, store::Connect(options.dsn, connect));
+  impl->options = std::move(options);
+  RETURN_IF_ERROR(impl->Connect());
   RETURN_IF_ERROR(
       store::CheckSchemaVersion(*impl->conn, internal::LatestKnownVersion()));
-  RETURN_IF_ERROR(store::ReadGroup(*impl->conn, options.group).status());
-  impl->options = std::move(options);
+  RETURN_IF_ERROR(store::ReadGroup(*impl->conn, impl->options.group).status());
   return std::unique_ptr<Producer>(new Producer(std::move(impl)));
 }
 
+int64_t Producer::retries() const { return impl_->retries; }
+
 absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
     const std::vector<NewItem>& items) {
-  if (!impl_->conn) {
-    store::ConnectOptions connect;
-    connect.connect_timeout = impl_->options.connect_timeout;
-    connect.application_name = "sqlgroup-producer";
-    ASSIGN_OR_RETURN(impl_->conn, store::Connect(impl_->options.dsn, connect));
-  }
-  std::vector<std::string> ids;
-  absl::Status inner;
-  // An id that is taken already (two producers gave an item of one key the
-  // same microsecond and the same 12 bits of noise) rolls the call back;
-  // fresh noise makes another try succeed.
-  for (int attempt = 1; attempt <= 3; ++attempt) {
-    inner = absl::OkStatus();
-    absl::Status s = store::Guard("enqueue", [&] {
-      pqxx::work tx(*impl_->conn);
-      auto r = EnqueueIn(tx, impl_->options.group, items, impl_->options.notify,
-                         impl_->options.max_payload_bytes);
-      if (!r.ok()) {
-        inner = r.status();
-        return;  // rolls back
+  Impl& p = *impl_;
+  // A call with other items than a batch left in doubt is a new batch (its
+  // caller gave that one up); the same items retry it under its key.
+  const std::string fingerprint = Fingerprint(items);
+  if (!p.pending.empty() && p.pending != fingerprint) ++p.batch;
+  p.pending.clear();
+  const store::EnqueueKey key{p.Key(p.batch), p.Key(p.batch - 1)};
+
+  const absl::Time deadline = absl::Now() + p.options.retry_for;
+  absl::Duration pause = absl::Milliseconds(100);
+  absl::BitGen gen;
+  bool in_doubt = false;  // some try may have committed
+  int tries = 0;
+  for (;;) {
+    ++tries;
+    std::vector<std::string> ids;
+    absl::Status inner;
+    absl::Status s = p.conn ? absl::OkStatus() : p.Connect();
+    if (s.ok()) {
+      s = store::Guard("enqueue", [&] {
+        pqxx::work tx(*p.conn);
+        std::optional<int> parts;
+        const pqxx::result r =
+            tx.exec_params("SELECT parts FROM sqlgroup.groups WHERE name = $1",
+                           p.options.group);
+        if (r.empty()) {
+          inner = absl::NotFoundError(
+              absl::StrCat("consumer group '", p.options.group,
+                           "' does not exist; nothing was enqueued"));
+          return;
+        }
+        auto got = store::InsertItems(tx, p.options.group, r[0][0].as<int>(),
+                                      items, p.options.notify,
+                                      p.options.max_payload_bytes, &key);
+        if (!got.ok()) {
+          inner = got.status();
+          return;  // rolls back
+        }
+        tx.commit();
+        ids = std::move(*got);
+      });
+    }
+    if (absl::IsUnknown(s)) in_doubt = true;
+    const bool transient = absl::IsUnavailable(s) || absl::IsUnknown(s) ||
+                           absl::IsAborted(s) || absl::IsUnavailable(inner) ||
+                           absl::IsAlreadyExists(inner) ||
+                           absl::IsAborted(inner);
+    if (s.ok() && inner.ok()) {
+      ++p.batch;
+      if (tries > 1 && p.options.logger) {
+        p.options.logger->info(
+            "enqueue of a batch of {} item(s) into group {} got through after "
+            "{} tries{}",
+            items.size(), p.options.group, tries,
+            in_doubt ? "; the batch's commit had been in doubt, and it was "
+                       "added once"
+                     : "");
       }
-      tx.commit();
-      ids = std::move(*r);
-    });
-    if (absl::IsUnavailable(s) || absl::IsUnknown(s)) impl_->conn.reset();
-    RETURN_IF_ERROR(s);
-    if (!absl::IsAlreadyExists(inner)) break;
+      return ids;
+    }
+    if (!transient) return s.ok() ? inner : s;
+    if (absl::IsUnavailable(s) || absl::IsUnknown(s)) p.conn.reset();
+    const absl::Status why = s.ok() ? inner : s;
+    if (absl::Now() + pause > deadline) {
+      if (in_doubt) {
+        p.pending = fingerprint;  // the same items again settle it
+        return absl::UnknownError(absl::StrCat(
+            "could not learn within ",
+            absl::FormatDuration(p.options.retry_for), " (", tries,
+            " tries) whether a batch of ", items.size(),
+            " item(s) was enqueued into group '", p.options.group,
+            "': a commit's outcome was lost with the connection, and the "
+            "database could not be asked since (last: ",
+            why.message(),
+            "). The batch may be enqueued: call Enqueue again with the same "
+            "items, which adds them only if they are not there"));
+      }
+      return absl::UnavailableError(absl::StrCat(
+          "could not enqueue a batch of ", items.size(),
+          " item(s) into group '", p.options.group, "' within ",
+          absl::FormatDuration(p.options.retry_for), " (", tries,
+          " tries; last: ", why.message(),
+          "). Nothing of the batch was enqueued; check that the database is "
+          "running and reachable, then try again"));
+    }
+    if (tries == 1 && p.options.logger) {
+      p.options.logger->warn(
+          "enqueue into group {} failed ({}); retrying for up to {}, without "
+          "duplicating the batch",
+          p.options.group, std::string(why.message()),
+          absl::FormatDuration(p.options.retry_for));
+    }
+    ++p.retries;
+    absl::SleepFor(pause * absl::Uniform(gen, 0.5, 1.0));
+    pause = std::min(pause * 2, absl::Seconds(2));
   }
-  RETURN_IF_ERROR(inner);
-  return ids;
 }
 
 absl::StatusOr<std::vector<std::string>> Producer::EnqueueIn(
     pqxx::work& tx, const std::string& group, const std::vector<NewItem>& items,
     bool notify, size_t max_payload_bytes) {
+  return EnqueueIn(
+      tx, group, items,
+      EnqueueOptions{.notify = notify, .max_payload_bytes = max_payload_bytes});
+}
+
+absl::StatusOr<std::vector<std::string>> Producer::EnqueueIn(
+    pqxx::work& tx, const std::string& group, const std::vector<NewItem>& items,
+    const EnqueueOptions& options) {
   // The part count places the ids (item_ids.h).
   std::optional<int> parts;
   RETURN_IF_ERROR(store::Guard("read the group's part count", [&] {
@@ -84,8 +212,10 @@ absl::StatusOr<std::vector<std::string>> Producer::EnqueueIn(
                                             "' does not exist; nothing was "
                                             "enqueued"));
   }
-  return store::InsertItems(tx, group, *parts, items, notify,
-                            max_payload_bytes);
+  const store::EnqueueKey key{options.idempotency_key, options.forget_key};
+  return store::InsertItems(tx, group, *parts, items, options.notify,
+                            options.max_payload_bytes,
+                            options.idempotency_key.empty() ? nullptr : &key);
 }
 
 }  // namespace sqlgroup

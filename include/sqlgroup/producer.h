@@ -17,6 +17,10 @@
 //   sqlgroup::Producer::EnqueueIn(tx, "g", items);
 //   tx.commit();
 //
+// Exactly once: a Producer has an identity and numbers its batches; each
+// batch's idempotency key is recorded with its items, so Enqueue's own
+// retries (a lost connection, a commit in doubt) never add a batch twice.
+//
 // Thread safety: a Producer holds one connection and is not safe for
 // concurrent use; EnqueueIn is as safe as the transaction given to it.
 #ifndef SQLGROUP_PRODUCER_H_
@@ -31,6 +35,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "spdlog/logger.h"
 
 namespace sqlgroup {
 
@@ -60,6 +65,30 @@ struct ProducerOptions {
   // call is enqueued. Default kDefaultMaxPayloadBytes (1 MiB).
   size_t max_payload_bytes = kDefaultMaxPayloadBytes;
   absl::Duration connect_timeout = absl::Seconds(5);
+  // How long Enqueue keeps trying one batch through a lost connection, a
+  // database restart or failover, or a commit whose outcome is unknown,
+  // with growing pauses (100 ms up to 2 s, jittered), before it returns an
+  // error. Retries never duplicate: each batch carries an idempotency key
+  // (schema 10). Zero: one try. Default 60 s.
+  absl::Duration retry_for = absl::Seconds(60);
+  // Optional; told once per episode when a batch needs retries, and when
+  // it got through. Null logs nothing.
+  std::shared_ptr<spdlog::logger> logger;
+};
+
+// For EnqueueIn.
+struct EnqueueOptions {
+  bool notify = true;  // as ProducerOptions::notify
+  size_t max_payload_bytes = kDefaultMaxPayloadBytes;
+  // Optional: an application's own request id. The first enqueue with it
+  // in the group adds the items; any later one (within 24 hours) adds
+  // nothing and returns the first one's ids, whether or not the items were
+  // consumed since. Makes a retry of the caller's transaction safe.
+  std::string idempotency_key;
+  // Optional: a key of an earlier enqueue of this group to forget in the
+  // same transaction. A sequence of batches that is retried only at its
+  // head (batch n's key, forgetting n-1's) keeps one key, not one a batch.
+  std::string forget_key;
 };
 
 class Producer {
@@ -70,12 +99,21 @@ class Producer {
       ProducerOptions options);
   ~Producer();
 
-  // Enqueues all items in one transaction; returns their ids in order.
-  // Items of one key in one call are ordered as given. Nothing is
-  // enqueued on error. INVALID_ARGUMENT (payload too large), UNAVAILABLE
-  // (retry), NOT_FOUND (group deleted meanwhile).
+  // Enqueues all items in one transaction, exactly once; returns their
+  // ids in order. Items of one key in one call are ordered as given.
+  // Through a lost connection or a commit in doubt it tries again (up to
+  // retry_for), with the batch's idempotency key, so a batch that did
+  // commit is never added twice. Errors: INVALID_ARGUMENT (payload too
+  // large; nothing enqueued), NOT_FOUND (group deleted), UNAVAILABLE (the
+  // database could not be reached for retry_for: the batch is known NOT
+  // enqueued), UNKNOWN (a commit's outcome could not be learned within
+  // retry_for: the batch may be enqueued; call Enqueue again with the same
+  // items to settle it: that adds them only if they are not there).
   absl::StatusOr<std::vector<std::string>> Enqueue(
       const std::vector<NewItem>& items);
+
+  // Tries beyond the first that Enqueue needed, since Create.
+  int64_t retries() const;
 
   // Enqueues into the caller's transaction; visible when it commits. An
   // id another transaction took first (one key, one microsecond, 12 bits
@@ -87,6 +125,15 @@ class Producer {
       pqxx::work& tx, const std::string& group,
       const std::vector<NewItem>& items, bool notify = true,
       size_t max_payload_bytes = kDefaultMaxPayloadBytes);
+
+  // The same, with options (an idempotency key). Your transaction is the
+  // unit: its items commit with it or not at all, and if its COMMIT is
+  // lost with the connection you cannot tell which; with an
+  // idempotency_key, running the whole transaction again is safe for the
+  // items (your own writes need their own key).
+  static absl::StatusOr<std::vector<std::string>> EnqueueIn(
+      pqxx::work& tx, const std::string& group,
+      const std::vector<NewItem>& items, const EnqueueOptions& options);
 
  private:
   struct Impl;

@@ -12,3 +12,13 @@ GRANT EXECUTE ON FUNCTION
   sqlgroup.enqueue(text, text, bytea, interval),
   sqlgroup.enqueue_many(text, text[], bytea[], interval)
   TO :"role";
+-- Idempotency keys (schema 10): the Producer claims its batches' keys
+-- through the function (it runs as the owner: expired keys of others are
+-- deleted too); the enqueue functions with a key need only EXECUTE.
+GRANT EXECUTE ON FUNCTION
+  sqlgroup.claim_enqueue_key(text, text, uuid[], text),
+  sqlgroup.forget_enqueue_key(text, text),
+  sqlgroup.enqueue(text, text, bytea, interval, text),
+  sqlgroup.enqueue_many(text, text[], bytea[], interval, text)
+  TO :"role";
+GRANT SELECT ON sqlgroup.enqueue_keys TO :"role";

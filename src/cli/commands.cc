@@ -211,9 +211,10 @@ const std::map<std::string, Command>& Commands() {
        {"group describe NAME [--json]", {"json"}, 1, GroupDescribe}},
       {"produce",
        {"produce --group NAME [--count 1000] [--keys K] [--payload_bytes B] "
-        "[--rate R]  (keyed payloads begin with the item's number within "
-        "its key)",
-        {"group", "count", "keys", "payload_bytes", "rate", "notify"},
+        "[--rate R] [--retry_for 60s]  (keyed payloads begin with the "
+        "item's number within its key)",
+        {"group", "count", "keys", "payload_bytes", "rate", "notify",
+         "retry_for"},
         0,
         RunProduce}},
       {"consume",

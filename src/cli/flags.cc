@@ -66,6 +66,10 @@ ABSL_FLAG(bool, batch, false,
 ABSL_FLAG(bool, notify, true,
           "produce/consume: use LISTEN/NOTIFY wakeups (off: poll only)");
 ABSL_FLAG(int64_t, count, 1000, "produce: number of items");
+ABSL_FLAG(absl::Duration, retry_for, absl::Seconds(60),
+          "produce: how long to keep trying a batch through a lost "
+          "connection, a database restart or a failover (each batch has an "
+          "idempotency key: a retry never adds it twice); 0: no retry");
 ABSL_FLAG(int32_t, keys, 0,
           "produce: give items keys k0..k(K-1) round-robin, tally them in "
           "sqlgroup_demo.produced and number them per key: the payload of "

@@ -35,6 +35,7 @@ ABSL_DECLARE_FLAG(int32_t, max_attempts);
 ABSL_DECLARE_FLAG(bool, batch);
 ABSL_DECLARE_FLAG(bool, notify);
 ABSL_DECLARE_FLAG(int64_t, count);
+ABSL_DECLARE_FLAG(absl::Duration, retry_for);
 ABSL_DECLARE_FLAG(int32_t, keys);
 ABSL_DECLARE_FLAG(int32_t, payload_bytes);
 ABSL_DECLARE_FLAG(double, rate);

@@ -59,7 +59,8 @@ std::optional<int64_t> PayloadSequence(const std::string& payload) {
 
 absl::StatusOr<std::vector<std::string>> EnqueueNumbered(
     pqxx::work& tx, const std::string& group,
-    const std::vector<std::string>& keys, size_t payload_bytes) {
+    const std::vector<std::string>& keys, size_t payload_bytes,
+    const EnqueueOptions& options) {
   std::map<std::string, int64_t> tally;
   for (const std::string& key : keys) ++tally[key];
   // One statement for the batch; rows are inserted (and so locked) in key
@@ -82,7 +83,7 @@ absl::StatusOr<std::vector<std::string>> EnqueueNumbered(
     items[i].key = keys[i];
     items[i].payload = SequencedPayload(++next[keys[i]], payload_bytes);
   }
-  return Producer::EnqueueIn(tx, group, items);
+  return Producer::EnqueueIn(tx, group, items, options);
 }
 
 }  // namespace sqlgroup::cli

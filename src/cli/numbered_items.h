@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sqlgroup/producer.h"
 
 namespace sqlgroup::cli {
 
@@ -43,7 +44,8 @@ std::optional<int64_t> PayloadSequence(const std::string& payload);
 // throws.
 absl::StatusOr<std::vector<std::string>> EnqueueNumbered(
     pqxx::work& tx, const std::string& group,
-    const std::vector<std::string>& keys, size_t payload_bytes);
+    const std::vector<std::string>& keys, size_t payload_bytes,
+    const sqlgroup::EnqueueOptions& options = {});
 
 }  // namespace sqlgroup::cli
 

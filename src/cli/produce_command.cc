@@ -1,9 +1,11 @@
 // `sqlgroup produce`: enqueue N items, optionally keyed (and then numbered
 // per key, see numbered_items.h) and paced.
 #include <cstdio>
+#include <functional>
 #include <pqxx/pqxx>
 
 #include "absl/flags/flag.h"
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -15,8 +17,110 @@
 #include "sqlgroup/producer.h"
 #include "status_macros.h"
 #include "store/connection.h"
+#include "store/errors.h"
 
 namespace sqlgroup::cli {
+namespace {
+
+struct BatchOutcome {
+  absl::Status status;
+  int retries = 0;
+};
+
+// Runs `enqueue` in a transaction and commits it, through lost
+// connections, restarts and failovers, for up to `retry_for`. A try after
+// one that may have committed first looks the batch's idempotency key up:
+// if it is there, the batch is in, and nothing is sent again. Logs once
+// when retries start and once when they end.
+BatchOutcome EnqueueBatchWithRetries(
+    const std::string& dsn, const std::string& group, absl::Duration retry_for,
+    std::unique_ptr<pqxx::connection>& conn, int64_t sent,
+    const std::function<absl::StatusOr<std::vector<std::string>>(pqxx::work&)>&
+        enqueue,
+    const std::string& key) {
+  const absl::Time began = absl::Now();
+  absl::Duration pause = absl::Milliseconds(100);
+  absl::BitGen gen;
+  BatchOutcome out;
+  bool in_doubt = false;
+  for (;;) {
+    absl::Status inner;
+    bool already_in = false;
+    absl::Status s = absl::OkStatus();
+    if (!conn) {
+      auto c = store::Connect(dsn, {});
+      if (c.ok()) {
+        conn = std::move(*c);
+      } else {
+        s = c.status();
+      }
+    }
+    if (s.ok()) {
+      s = store::Guard("enqueue", [&] {
+        pqxx::work tx(*conn);
+        if (out.retries > 0) {
+          already_in = !tx.exec_params(
+                              "SELECT 1 FROM sqlgroup.enqueue_keys "
+                              "WHERE group_name = $1 AND "
+                              "idempotency_key = $2",
+                              group, key)
+                            .empty();
+          if (already_in) return;
+        }
+        auto ids = enqueue(tx);
+        if (!ids.ok()) {
+          inner = ids.status();
+          return;  // rolls back
+        }
+        tx.commit();
+      });
+    }
+    if (absl::IsUnknown(s)) in_doubt = true;
+    const absl::Status why = s.ok() ? inner : s;
+    if (why.ok()) {
+      if (out.retries > 0) {
+        CliLogger()->info(
+            "produce: the database answers again after {:.1f} s and {} "
+            "retries; {}; going on",
+            absl::ToDoubleSeconds(absl::Now() - began), out.retries,
+            already_in ? "the batch in doubt had been enqueued, and was not "
+                         "sent again"
+                       : "the batch is enqueued, once");
+      }
+      return out;
+    }
+    const bool transient = absl::IsUnavailable(why) || absl::IsUnknown(why) ||
+                           absl::IsAborted(why) || absl::IsAlreadyExists(why);
+    if (!transient) {
+      out.status = why;
+      return out;
+    }
+    if (absl::IsUnavailable(s) || absl::IsUnknown(s)) conn.reset();
+    if (absl::Now() + pause > began + retry_for) {
+      out.status = absl::UnavailableError(absl::StrCat(
+          "gave up after ", sent, " items: the database could not be used for ",
+          absl::FormatDuration(retry_for), " (--retry_for; ", out.retries + 1,
+          " tries; last: ", why.message(), "). The batch in flight ",
+          in_doubt ? "may have been enqueued (its commit was cut off); "
+                     "nothing was enqueued twice"
+                   : "was not enqueued",
+          ". Check that the database is running and reachable, then produce "
+          "the rest; raise --retry_for to wait longer"));
+      return out;
+    }
+    if (out.retries == 0) {
+      CliLogger()->warn(
+          "produce: enqueue failed after {} items ({}); retrying for up to "
+          "{} without sending any batch twice",
+          sent, std::string(why.message()), absl::FormatDuration(retry_for));
+    }
+    ++out.retries;
+    absl::SleepFor(pause * absl::Uniform(gen, 0.5, 1.0));
+    pause = std::min(pause * 2, absl::Seconds(2));
+  }
+}
+
+}  // namespace
 
 absl::Status RunProduce(const Args&) {
   RETURN_IF_ERROR(RequireGroupFlag());
@@ -35,6 +139,12 @@ absl::Status RunProduce(const Args&) {
         " bytes per item (ProducerOptions::max_payload_bytes); keep large "
         "data in a table of its own and enqueue its key"));
   }
+  const absl::Duration retry_for = absl::GetFlag(FLAGS_retry_for);
+  if (retry_for < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--retry_for must not be negative, got ",
+                     absl::FormatDuration(retry_for)));
+  }
   const std::string group = absl::GetFlag(FLAGS_group);
   const std::string dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
   // Producer::Create checks the schema and the group; batches then go
@@ -43,45 +153,61 @@ absl::Status RunProduce(const Args&) {
   ASSIGN_OR_RETURN(auto checked,
                    Producer::Create({.dsn = dsn, .group = group}));
   checked.reset();
-  ASSIGN_OR_RETURN(auto conn, store::Connect(dsn, {}));
+  std::unique_ptr<pqxx::connection> conn;
+  ASSIGN_OR_RETURN(conn, store::Connect(dsn, {}));
   if (keys > 0) RETURN_IF_ERROR(EnsureDemoTables(dsn));
   // Paced: a batch every 50 ms; unpaced: batches of 500.
   const int64_t batch =
       rate > 0 ? std::max<int64_t>(1, static_cast<int64_t>(rate / 20)) : 500;
   NewItem unkeyed;
   unkeyed.payload = std::string(payload_bytes, 'x');
+  // Each batch carries an idempotency key (this run's id and the batch's
+  // number) and forgets the previous batch's: a batch whose commit was
+  // lost with the connection is looked up, never sent twice.
+  absl::BitGen gen;
+  const std::string run = absl::StrCat(
+      "produce:", absl::Hex(absl::Uniform<uint64_t>(gen), absl::kZeroPad16));
   const absl::Time start = absl::Now();
   int64_t sent = 0;
+  int64_t batches = 0;
+  int64_t retries = 0;
   while (sent < count) {
     const int64_t n = std::min(batch, count - sent);
-    try {
-      pqxx::work tx(*conn);
-      absl::StatusOr<std::vector<std::string>> ids;
-      if (keys > 0) {
-        std::vector<std::string> item_keys(n);
-        for (int64_t i = 0; i < n; ++i) {
-          item_keys[i] = absl::StrCat("k", (sent + i) % keys);
-        }
-        ids = EnqueueNumbered(tx, group, item_keys, payload_bytes);
-      } else {
-        ids = Producer::EnqueueIn(tx, group, std::vector<NewItem>(n, unkeyed));
-      }
-      if (!ids.ok()) return ids.status();
-      tx.commit();
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(
-          absl::StrCat("enqueue failed after ", sent, " items: ", e.what()));
-    }
+    const EnqueueOptions options{
+        .idempotency_key = absl::StrCat(run, ":", batches),
+        .forget_key = batches == 0 ? "" : absl::StrCat(run, ":", batches - 1)};
+    BatchOutcome outcome = EnqueueBatchWithRetries(
+        dsn, group, retry_for, conn, sent,
+        [&](pqxx::work& tx) {
+          if (keys > 0) {
+            std::vector<std::string> item_keys(n);
+            for (int64_t i = 0; i < n; ++i) {
+              item_keys[i] = absl::StrCat("k", (sent + i) % keys);
+            }
+            return EnqueueNumbered(tx, group, item_keys, payload_bytes,
+                                   options);
+          }
+          return Producer::EnqueueIn(tx, group,
+                                     std::vector<NewItem>(n, unkeyed), options);
+        },
+        options.idempotency_key);
+    retries += outcome.retries;
+    if (!outcome.status.ok()) return outcome.status;
     sent += n;
+    ++batches;
     if (rate > 0) {
       const absl::Time due = start + absl::Seconds(sent / rate);
       absl::SleepFor(due - absl::Now());
     }
   }
   const double secs = absl::ToDoubleSeconds(absl::Now() - start);
-  std::printf("produced %lld items into %s in %.2f s (%.0f/s)\n",
+  std::printf("produced %lld items into %s in %.2f s (%.0f/s)%s\n",
               static_cast<long long>(sent), group.c_str(), secs,
-              secs > 0 ? sent / secs : 0.0);
+              secs > 0 ? sent / secs : 0.0,
+              retries > 0 ? absl::StrCat(", ", retries,
+                                         " retries, no batch added twice")
+                                .c_str()
+                          : "");
   return absl::OkStatus();
 }
 

@@ -33,7 +33,8 @@ absl::StatusCode CodeForSqlState(const std::string& state) {
   }
   if (state == "57014") return absl::StatusCode::kDeadlineExceeded;
   if (absl::StartsWith(state, "08") || absl::StartsWith(state, "57P") ||
-      state == "25P03" || state == "53300") {
+      state == "25P03" || state == "53300" || state == "25006") {
+    // 25006: a read-only server (a standby after a failover): reconnect.
     return absl::StatusCode::kUnavailable;
   }
   return absl::StatusCode::kInternal;

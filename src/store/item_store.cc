@@ -6,8 +6,10 @@
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "item_ids.h"
+#include "status_macros.h"
 #include "store/claim_sql.h"
 #include "store/errors.h"
 #include "store/interval.h"
@@ -369,7 +371,8 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
 
 absl::StatusOr<std::vector<std::string>> InsertItems(
     pqxx::work& tx, const std::string& group, int parts,
-    const std::vector<NewItem>& items, bool notify, size_t max_payload) {
+    const std::vector<NewItem>& items, bool notify, size_t max_payload,
+    const EnqueueKey* key, bool* repeated) {
   for (size_t i = 0; i < items.size(); ++i) {
     if (items[i].payload.size() > max_payload) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -388,6 +391,36 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
       parts, keys, static_cast<uint64_t>(absl::ToUnixMicros(absl::Now())));
   std::vector<std::string> ids;
   ids.reserve(items.size());
+  for (const Uuid128& id : new_ids) ids.push_back(FormatUuid(id));
+  if (repeated) *repeated = false;
+  if (key != nullptr) {
+    // The key first: a repeat inserts nothing and answers with the first
+    // enqueue's ids, read in a statement of its own (a fresh snapshot, so
+    // it sees a concurrent first enqueue that committed while this one
+    // waited for the key).
+    std::optional<std::vector<std::string>> first;
+    RETURN_IF_ERROR(Guard("claim the enqueue's idempotency key", [&] {
+      const bool claimed =
+          tx.exec_params1(
+                "SELECT sqlgroup.claim_enqueue_key($1, $2, $3::uuid[], "
+                "nullif($4, ''))",
+                group, key->key,
+                absl::StrCat("{", absl::StrJoin(ids, ","), "}"),
+                key->previous)[0]
+              .as<bool>();
+      if (claimed) return;
+      const pqxx::result r = tx.exec_params(
+          "SELECT unnest(ids)::text FROM sqlgroup.enqueue_keys "
+          "WHERE group_name = $1 AND idempotency_key = $2",
+          group, key->key);
+      first.emplace();
+      for (const auto& row : r) first->push_back(row[0].as<std::string>());
+    }));
+    if (first) {
+      if (repeated) *repeated = true;
+      return *first;
+    }
+  }
   absl::Status s = Guard("enqueue items", [&] {
     // Multi-row VALUES with quoted literals: one round trip per chunk, and
     // bytea payloads need no array encoding.
@@ -400,9 +433,8 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
       const size_t end = std::min(items.size(), start + kChunk);
       for (size_t i = start; i < end; ++i) {
         const NewItem& item = items[i];
-        ids.push_back(FormatUuid(new_ids[i]));
         absl::StrAppend(
-            &sql, i == start ? "" : ",", "(", quoted_group, ",'", ids.back(),
+            &sql, i == start ? "" : ",", "(", quoted_group, ",'", ids[i],
             "'::uuid,", item.key ? tx.quote(*item.key) : "NULL", ",",
             tx.quote_raw(item.payload), ",",
             item.delay > absl::ZeroDuration()

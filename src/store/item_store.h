@@ -223,12 +223,24 @@ std::vector<PartBlockedRow> CountBlocked(pqxx::transaction_base& tx,
                                          const std::vector<int>& parts,
                                          const std::vector<KeyRange>& ranges);
 
+// An enqueue's idempotency key (schema 10), and the key of the producer's
+// previous batch, whose row the enqueue deletes (empty: none).
+struct EnqueueKey {
+  std::string key;
+  std::string previous;
+};
+
 // Enqueues `items` in `tx` with fresh ids spread over the group's `parts`
 // parts and in enqueue order within each (item_ids.h); returns the ids.
-// INVALID_ARGUMENT for an oversized payload (nothing is written).
+// INVALID_ARGUMENT for an oversized payload (nothing is written). With
+// `key`: claims it for the new ids first; if an enqueue with that key
+// committed before, inserts nothing and returns that enqueue's ids (and
+// sets *repeated). A concurrent enqueue with the key makes it wait for
+// that one's end.
 absl::StatusOr<std::vector<std::string>> InsertItems(
     pqxx::work& tx, const std::string& group, int parts,
-    const std::vector<NewItem>& items, bool notify, size_t max_payload);
+    const std::vector<NewItem>& items, bool notify, size_t max_payload,
+    const EnqueueKey* key = nullptr, bool* repeated = nullptr);
 
 }  // namespace sqlgroup::store
 

@@ -59,7 +59,8 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
       ElementsAre("001_init.sql", "002_lag_index.sql", "003_ownership_log.sql",
                   "004_hot_heartbeats.sql", "005_take_fenced_claims.sql",
                   "006_keyed_items.sql", "007_group_assignor.sql",
-                  "008_static_members.sql", "009_part_count_change.sql"));
+                  "008_static_members.sql", "009_part_count_change.sql",
+                  "010_idempotent_enqueue.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :
@@ -208,8 +209,9 @@ TEST(Schema, UpgradeFromThePreviousVersionKeepsGroupsItemsAndTakes) {
         "INSERT INTO sqlgroup.sessions (id, group_name) VALUES "
         "('aaaaaaaa-0000-4000-8000-000000000000', 'g')");
     tx.exec(
-        "INSERT INTO sqlgroup.session_parts (group_name, part, session_id) "
-        "VALUES ('g', 3, 'aaaaaaaa-0000-4000-8000-000000000000')");
+        "INSERT INTO sqlgroup.session_parts (group_name, part, session_id, "
+        "parts_of) VALUES ('g', 3, 'aaaaaaaa-0000-4000-8000-000000000000', "
+        "8)");
     tx.commit();
   }
   auto admin = ConnectAdmin(db.dsn());
@@ -232,6 +234,11 @@ TEST(Schema, UpgradeFromThePreviousVersionKeepsGroupsItemsAndTakes) {
   auto d = admin->DescribeGroup("g");
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_EQ(d->config.parts, 8);
+  // What the new version adds works on the upgraded database.
+  EXPECT_EQ(tx.exec1("SELECT sqlgroup.enqueue('g', 'k', 'x', '0', 'r') = "
+                     "sqlgroup.enqueue('g', 'k', 'x', '0', 'r')")[0]
+                .as<bool>(),
+            true);
 }
 
 TEST(Schema, MissingMigrationsFolderIsNotFoundAndChangesNothing) {

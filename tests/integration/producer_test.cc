@@ -1,0 +1,235 @@
+// The producer side of exactly once (schema 10): a batch whose COMMIT was
+// lost with the connection is sent again under its idempotency key and
+// never added twice, whether its items still wait or were consumed since;
+// idempotency keys through EnqueueIn and the SQL functions; and what a
+// producer says when the database cannot be reached.
+#include "sqlgroup/producer.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "sqlgroup/admin.h"
+#include "support/pg_fixture.h"
+#include "support/wait.h"
+
+namespace sqlgroup::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class ProducerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    admin_ = MigratedAdmin(db_.dsn());
+    ASSERT_NE(admin_, nullptr);
+    ASSERT_TRUE(admin_->CreateGroup({.name = "g", .parts = 4}).ok());
+    conn_ = std::make_unique<pqxx::connection>(db_.dsn());
+  }
+
+  void TearDown() override { SetSyncCommitWait(false); }
+
+  int64_t Count(const std::string& sql) {
+    pqxx::nontransaction tx(*conn_);
+    return tx.exec1(sql)[0].as<int64_t>();
+  }
+
+  // With a synchronous standby that does not exist, a COMMIT is durable
+  // here but waits for the standby: the window in which to cut the
+  // connection, so the client cannot know that it committed.
+  void SetSyncCommitWait(bool on) {
+    pqxx::nontransaction tx(*conn_);
+    tx.exec(on ? "ALTER SYSTEM SET synchronous_standby_names = 'nobody'"
+               : "ALTER SYSTEM RESET synchronous_standby_names");
+    tx.exec("SELECT pg_reload_conf()");
+  }
+
+  // Enqueues `n` keyed items with a producer whose first COMMIT is cut
+  // (after it is durable); `between` runs while the commit's outcome is
+  // unknown to the producer. Returns what Enqueue returned.
+  absl::StatusOr<std::vector<std::string>> EnqueueThroughALostCommit(
+      int n, const std::function<void()>& between) {
+    // The test cluster runs with synchronous_commit off, which never waits
+    // for a standby; the producer's sessions get it on.
+    pqxx::nontransaction(*conn_).exec(
+        absl::StrCat("ALTER DATABASE ", conn_->quote_name(db_.name()),
+                     " SET synchronous_commit = on"));
+    auto producer = Producer::Create(
+        {.dsn = db_.dsn(), .group = "g", .retry_for = absl::Seconds(60)});
+    EXPECT_TRUE(producer.ok()) << producer.status();
+    std::vector<NewItem> items;
+    for (int i = 0; i < n; ++i) {
+      items.push_back({.key = absl::StrCat("k", i % 3),
+                       .payload = absl::StrCat("item ", i)});
+    }
+    SetSyncCommitWait(true);
+    auto result = std::async(std::launch::async,
+                             [&] { return (*producer)->Enqueue(items); });
+    // The producer's COMMIT waits for the standby: cut it there.
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return Count(
+                     "SELECT count(*) FROM pg_stat_activity WHERE "
+                     "application_name = 'sqlgroup-producer' AND "
+                     "wait_event = 'SyncRep'") == 1;
+        },
+        absl::Seconds(20)));
+    EXPECT_EQ(Count("SELECT count(pg_terminate_backend(pid)) FROM "
+                    "pg_stat_activity WHERE application_name = "
+                    "'sqlgroup-producer' AND wait_event = 'SyncRep'"),
+              1);
+    // Committed here, though its client never heard so.
+    EXPECT_TRUE(WaitFor(
+        [&] { return Count("SELECT count(*) FROM sqlgroup.items") == n; },
+        absl::Seconds(20)));
+    between();
+    SetSyncCommitWait(false);
+    auto ids = result.get();
+    EXPECT_GE((*producer)->retries(), 1);
+    return ids;
+  }
+
+  TestDatabase db_;
+  std::unique_ptr<Admin> admin_;
+  std::unique_ptr<pqxx::connection> conn_;
+};
+
+TEST_F(ProducerTest, ABatchWhoseCommitWasLostIsNotAddedAgain) {
+  auto ids = EnqueueThroughALostCommit(50, [] {});
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(ids->size(), 50u);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 50);
+  // The ids returned are the ones that committed.
+  pqxx::nontransaction tx(*conn_);
+  EXPECT_EQ(tx.exec_params1("SELECT count(*) FROM sqlgroup.items WHERE id = "
+                            "ANY($1::uuid[])",
+                            absl::StrCat("{", absl::StrJoin(*ids, ","), "}"))[0]
+                .as<int>(),
+            50);
+}
+
+TEST_F(ProducerTest, ABatchConsumedBeforeTheRetryIsNotAddedAgain) {
+  // A consumer acknowledges (deletes) the items before the producer can
+  // ask again: the retry must still add nothing.
+  auto ids = EnqueueThroughALostCommit(20, [&] {
+    pqxx::nontransaction(*conn_).exec("DELETE FROM sqlgroup.items");
+  });
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(ids->size(), 20u);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 0);
+}
+
+TEST_F(ProducerTest, BatchesAfterARetryAreNewAndOnlyTheLastKeyIsKept) {
+  auto producer = Producer::Create({.dsn = db_.dsn(), .group = "g"});
+  ASSERT_TRUE(producer.ok());
+  for (int i = 0; i < 5; ++i) {
+    // The same items each time: five batches, not one.
+    ASSERT_TRUE((*producer)->Enqueue({{.payload = "same"}}).ok());
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 5);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.enqueue_keys"), 1);
+  producer->reset();  // goes away: its last key with it
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.enqueue_keys"), 0);
+}
+
+TEST_F(ProducerTest, AnIdempotencyKeyAddsItsItemsOnce) {
+  const std::vector<NewItem> items = {{.key = "user-7", .payload = "a"},
+                                      {.payload = "b"}};
+  auto in_tx = [&] {
+    pqxx::work tx(*conn_);
+    auto ids = Producer::EnqueueIn(tx, "g", items,
+                                   EnqueueOptions{.idempotency_key = "req-1"});
+    tx.commit();
+    return ids;
+  };
+  auto first = in_tx();
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto again = in_tx();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *first);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 2);
+  pqxx::nontransaction(*conn_).exec("DELETE FROM sqlgroup.items");  // consumed
+  auto later = in_tx();
+  EXPECT_EQ(*later, *first);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 0);
+  // Another key is another request.
+  pqxx::work tx(*conn_);
+  ASSERT_TRUE(Producer::EnqueueIn(tx, "g", items,
+                                  EnqueueOptions{.idempotency_key = "req-2"})
+                  .ok());
+  tx.commit();
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 2);
+}
+
+TEST_F(ProducerTest, TheSqlFunctionsTakeAnIdempotencyKey) {
+  pqxx::connection client(db_.dsn());
+  pqxx::nontransaction tx(client);
+  const std::string one =
+      tx.exec1(
+            "SELECT sqlgroup.enqueue('g', 'k', 'x', '0', 'order-17')::text")[0]
+          .as<std::string>();
+  EXPECT_EQ(
+      tx.exec1(
+            "SELECT sqlgroup.enqueue('g', 'k', 'x', '0', 'order-17')::text")[0]
+          .as<std::string>(),
+      one);
+  tx.exec("DELETE FROM sqlgroup.items");
+  EXPECT_EQ(
+      tx.exec1(
+            "SELECT sqlgroup.enqueue('g', 'k', 'x', '0', 'order-17')::text")[0]
+          .as<std::string>(),
+      one);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 0);
+  const auto many = tx.exec(
+      "SELECT * FROM sqlgroup.enqueue_many('g', ARRAY['a', NULL], "
+      "ARRAY['1', '2']::bytea[], '0', 'batch-9')");
+  const auto repeat = tx.exec(
+      "SELECT * FROM sqlgroup.enqueue_many('g', ARRAY['a', NULL], "
+      "ARRAY['1', '2']::bytea[], '0', 'batch-9')");
+  ASSERT_EQ(many.size(), 2u);
+  ASSERT_EQ(repeat.size(), 2u);
+  EXPECT_EQ(many[0][0].as<std::string>(), repeat[0][0].as<std::string>());
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 2);
+  // Without a key (NULL, or the older signatures): every call enqueues.
+  tx.exec("SELECT sqlgroup.enqueue('g', 'k', 'x', '0', NULL)");
+  tx.exec("SELECT sqlgroup.enqueue('g', 'k', 'x', '0', NULL)");
+  tx.exec("SELECT sqlgroup.enqueue('g', 'k', 'x')");
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 5);
+}
+
+TEST_F(ProducerTest, AnUnreachableDatabaseIsReportedAsASentenceAfterRetryFor) {
+  auto producer = Producer::Create(
+      {.dsn = db_.dsn(), .group = "g", .retry_for = absl::Seconds(2)});
+  ASSERT_TRUE(producer.ok());
+  // From another database: a database cannot shut itself off.
+  pqxx::connection server(SharedPostgres().Dsn());
+  pqxx::nontransaction tx(server);
+  tx.exec(absl::StrCat("ALTER DATABASE ", server.quote_name(db_.name()),
+                       " ALLOW_CONNECTIONS false"));
+  tx.exec(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+      "application_name = 'sqlgroup-producer'");
+  const absl::Time start = absl::Now();
+  auto ids = (*producer)->Enqueue({{.payload = "x"}});
+  tx.exec(absl::StrCat("ALTER DATABASE ", server.quote_name(db_.name()),
+                       " ALLOW_CONNECTIONS true"));
+  EXPECT_EQ(ids.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(15));
+  EXPECT_THAT(ids.status().message(),
+              HasSubstr("could not enqueue a batch of 1 item(s) into group "
+                        "'g' within 2s"));
+  EXPECT_THAT(ids.status().message(),
+              HasSubstr("Nothing of the batch was enqueued"));
+  EXPECT_THAT(ids.status().message(), Not(HasSubstr("client encoding")));
+  // Reachable again: the next call goes through.
+  EXPECT_TRUE((*producer)->Enqueue({{.payload = "y"}}).ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 1);
+}
+
+}  // namespace
+}  // namespace sqlgroup::testing
