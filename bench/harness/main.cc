@@ -9,12 +9,14 @@
 //   sqlgroup_bench rebalance --dsn=.. --cli=build/sqlgroup --notify=true
 //   sqlgroup_bench keyed --dsn=.. --items=keys|unkeyed|hot --ordering=key
 //       --handler=item|batch
+//   sqlgroup_bench enqueue --dsn=.. --mode=plain|keyed --batch=1
 #include <cstdio>
 #include <exception>
 #include <string>
 
 #include "claim_cost.h"
 #include "common.h"
+#include "enqueue.h"
 #include "keyed.h"
 #include "rebalance.h"
 #include "throughput.h"
@@ -24,7 +26,7 @@ namespace {
 int Usage() {
   std::fprintf(stderr,
                "usage: sqlgroup_bench "
-               "setup|throughput|claim_cost|rebalance|keyed --dsn=DSN "
+               "setup|throughput|claim_cost|rebalance|keyed|enqueue --dsn=DSN "
                "[--flag=value ...]\n(see bench/harness/*.h for "
                "the flags of each)\n");
   return 2;
@@ -80,6 +82,15 @@ int main(int argc, char** argv) {
       c.assignor = flags.Str("assignor", c.assignor);
       c.static_timeout_s = flags.Double("static_timeout", c.static_timeout_s);
       RunRebalance(c);
+      return 0;
+    }
+    if (command == "enqueue") {
+      EnqueueConfig c;
+      c.dsn = dsn;
+      c.mode = flags.Str("mode", c.mode);
+      c.batch = static_cast<int>(flags.Int("batch", c.batch));
+      c.seconds = flags.Double("seconds", c.seconds);
+      RunEnqueue(c);
       return 0;
     }
     if (command == "keyed") {

@@ -120,6 +120,25 @@ BatchOutcome EnqueueBatchWithRetries(
   }
 }
 
+// Runs `f` until it succeeds or fails for a reason other than an
+// unreachable database, or `retry_for` has passed.
+absl::Status RetryWhileUnavailable(absl::Duration retry_for,
+                                   const std::function<absl::Status()>& f) {
+  const absl::Time deadline = absl::Now() + retry_for;
+  absl::Duration pause = absl::Milliseconds(100);
+  for (int tries = 1;; ++tries) {
+    const absl::Status s = f();
+    if (!absl::IsUnavailable(s) || absl::Now() + pause > deadline) return s;
+    if (tries == 1) {
+      CliLogger()->warn(
+          "produce: cannot start yet ({}); retrying for up to {}",
+          std::string(s.message()), absl::FormatDuration(retry_for));
+    }
+    absl::SleepFor(pause);
+    pause = std::min(pause * 2, absl::Seconds(2));
+  }
+}
+
 }  // namespace
 
 absl::Status RunProduce(const Args&) {
@@ -150,12 +169,17 @@ absl::Status RunProduce(const Args&) {
   // Producer::Create checks the schema and the group; batches then go
   // through EnqueueIn so the per-key tally (and with it each keyed item's
   // number) commits with the items.
-  ASSIGN_OR_RETURN(auto checked,
-                   Producer::Create({.dsn = dsn, .group = group}));
-  checked.reset();
+  // A run that starts while the database restarts or fails over waits
+  // for it, as a batch does.
   std::unique_ptr<pqxx::connection> conn;
-  ASSIGN_OR_RETURN(conn, store::Connect(dsn, {}));
-  if (keys > 0) RETURN_IF_ERROR(EnsureDemoTables(dsn));
+  RETURN_IF_ERROR(RetryWhileUnavailable(retry_for, [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(auto checked,
+                     Producer::Create({.dsn = dsn, .group = group}));
+    checked.reset();
+    ASSIGN_OR_RETURN(conn, store::Connect(dsn, {}));
+    if (keys > 0) RETURN_IF_ERROR(EnsureDemoTables(dsn));
+    return absl::OkStatus();
+  }));
   // Paced: a batch every 50 ms; unpaced: batches of 500.
   const int64_t batch =
       rate > 0 ? std::max<int64_t>(1, static_cast<int64_t>(rate / 20)) : 500;

@@ -53,8 +53,16 @@ absl::Status StatusFromCurrentException(std::string_view context) {
   try {
     throw;
   } catch (const pqxx::broken_connection& e) {
+    std::string why = Clean(e.what());
+    // What libpqxx says of a connection found gone tells a person nothing.
+    if (absl::StrContains(why, "client encoding") ||
+        absl::StrContains(why, "not connected")) {
+      why =
+          "the server closed it (a restart, a failover, or its session was "
+          "terminated)";
+    }
     return absl::UnavailableError(
-        absl::StrCat(prefix, "database connection lost: ", Clean(e.what())));
+        absl::StrCat(prefix, "database connection lost: ", why));
   } catch (const pqxx::in_doubt_error& e) {
     return absl::UnknownError(
         absl::StrCat(prefix, "commit outcome unknown: ", Clean(e.what())));

@@ -118,7 +118,8 @@ AFTER_LEAVE = [
 ]
 
 NAMES = [c[0] for c in CHECKS + AFTER_LEAVE] + ["wrong_part",
-                                                "unclean_exits"]
+                                                "unclean_exits",
+                                                "producer_failures"]
 
 
 def part_of(uuid_text, parts):
@@ -160,4 +161,7 @@ def meaning(name):
             return text
     if name == "unclean_exits":
         return "members that did not exit 0 on SIGTERM at the end"
+    if name == "producer_failures":
+        return ("`sqlgroup produce` runs that exited non-zero (gave up on a "
+                "batch within --retry_for)")
     return "results acknowledged under a part that does not hold the item"

@@ -96,12 +96,15 @@ class Producer:
     stopped. Each batch and its per-key tally commit together, so whatever
     the faults, sqlgroup_demo.produced is what was enqueued, and each keyed
     item's payload begins with its number within its key (1, 2, 3, ... in
-    enqueue order), which the checker's key_order reads back."""
+    enqueue order), which the checker's key_order reads back. Every run
+    must ride out the faults (--retry_for) and exit 0; `failures` counts
+    those that did not."""
 
     def __init__(self, cli, dsn_fn, rate, keys, log_path):
         self.cli, self.dsn_fn, self.rate, self.keys = cli, dsn_fn, rate, keys
         self.log_path = log_path
         self.failures = 0
+        self.runs = 0
         self._stop = threading.Event()
         self._proc = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -121,8 +124,10 @@ class Producer:
                 self._proc = subprocess.Popen(
                     [self.cli, "produce", "--dsn", self.dsn_fn(), "--group",
                      "chaos", "--count", str(self.rate * 5), "--keys",
-                     str(self.keys), "--rate", str(self.rate)],
+                     str(self.keys), "--rate", str(self.rate),
+                     "--retry_for", "60s"],
                     stdout=log, stderr=subprocess.STDOUT)
+            self.runs += 1
             if self._proc.wait() != 0 and not self._stop.is_set():
                 self.failures += 1
                 self._stop.wait(0.5)
