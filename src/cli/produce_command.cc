@@ -28,16 +28,19 @@ struct BatchOutcome {
 };
 
 // Runs `enqueue` in a transaction and commits it, through lost
-// connections, restarts and failovers, for up to `retry_for`. A try after
-// one that may have committed first looks the batch's idempotency key up:
-// if it is there, the batch is in, and nothing is sent again. Logs once
-// when retries start and once when they end.
+// connections, restarts and failovers, for up to `retry_for`. Each try
+// first claims the batch's idempotency key (forgetting `previous`, the
+// last batch's) in its transaction, before anything else is written (the
+// per-key tally included): if an earlier try committed, the claim says so
+// and nothing is sent again; if an earlier try is still running on a
+// connection the server has not dropped yet, the claim waits for its end.
+// Logs once when retries start and once when they end.
 BatchOutcome EnqueueBatchWithRetries(
     const std::string& dsn, const std::string& group, absl::Duration retry_for,
     std::unique_ptr<pqxx::connection>& conn, int64_t sent,
     const std::function<absl::StatusOr<std::vector<std::string>>(pqxx::work&)>&
         enqueue,
-    const std::string& key) {
+    const std::string& key, const std::string& previous) {
   const absl::Time began = absl::Now();
   absl::Duration pause = absl::Milliseconds(100);
   absl::BitGen gen;
@@ -58,15 +61,12 @@ BatchOutcome EnqueueBatchWithRetries(
     if (s.ok()) {
       s = store::Guard("enqueue", [&] {
         pqxx::work tx(*conn);
-        if (out.retries > 0) {
-          already_in = !tx.exec_params(
-                              "SELECT 1 FROM sqlgroup.enqueue_keys "
-                              "WHERE group_name = $1 AND "
-                              "idempotency_key = $2",
-                              group, key)
-                            .empty();
-          if (already_in) return;
-        }
+        already_in = !tx.exec_params1(
+                            "SELECT sqlgroup.claim_enqueue_key($1, $2, "
+                            "'{}'::uuid[], nullif($3, ''))",
+                            group, key, previous)[0]
+                          .as<bool>();
+        if (already_in) return;  // rolls back: nothing to write
         auto ids = enqueue(tx);
         if (!ids.ok()) {
           inner = ids.status();
@@ -130,9 +130,9 @@ absl::Status RetryWhileUnavailable(absl::Duration retry_for,
     const absl::Status s = f();
     if (!absl::IsUnavailable(s) || absl::Now() + pause > deadline) return s;
     if (tries == 1) {
-      CliLogger()->warn(
-          "produce: cannot start yet ({}); retrying for up to {}",
-          std::string(s.message()), absl::FormatDuration(retry_for));
+      CliLogger()->warn("produce: cannot start yet ({}); retrying for up to {}",
+                        std::string(s.message()),
+                        absl::FormatDuration(retry_for));
     }
     absl::SleepFor(pause);
     pause = std::min(pause * 2, absl::Seconds(2));
@@ -197,9 +197,9 @@ absl::Status RunProduce(const Args&) {
   int64_t retries = 0;
   while (sent < count) {
     const int64_t n = std::min(batch, count - sent);
-    const EnqueueOptions options{
-        .idempotency_key = absl::StrCat(run, ":", batches),
-        .forget_key = batches == 0 ? "" : absl::StrCat(run, ":", batches - 1)};
+    const std::string key = absl::StrCat(run, ":", batches);
+    const std::string previous =
+        batches == 0 ? "" : absl::StrCat(run, ":", batches - 1);
     BatchOutcome outcome = EnqueueBatchWithRetries(
         dsn, group, retry_for, conn, sent,
         [&](pqxx::work& tx) {
@@ -208,13 +208,12 @@ absl::Status RunProduce(const Args&) {
             for (int64_t i = 0; i < n; ++i) {
               item_keys[i] = absl::StrCat("k", (sent + i) % keys);
             }
-            return EnqueueNumbered(tx, group, item_keys, payload_bytes,
-                                   options);
+            return EnqueueNumbered(tx, group, item_keys, payload_bytes);
           }
           return Producer::EnqueueIn(tx, group,
-                                     std::vector<NewItem>(n, unkeyed), options);
+                                     std::vector<NewItem>(n, unkeyed));
         },
-        options.idempotency_key);
+        key, previous);
     retries += outcome.retries;
     if (!outcome.status.ok()) return outcome.status;
     sent += n;
