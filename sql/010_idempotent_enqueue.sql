@@ -44,11 +44,13 @@ AS $fn$
 DECLARE
   v_claimed integer;
 BEGIN
+  -- SKIP LOCKED: concurrent enqueues sweep different rows instead of
+  -- queueing behind one another on the oldest.
   DELETE FROM sqlgroup.enqueue_keys k
    WHERE k.ctid = ANY (ARRAY(
      SELECT e.ctid FROM sqlgroup.enqueue_keys e
       WHERE e.created_at < now() - sqlgroup.idempotency_retention()
-      LIMIT 8));
+      LIMIT 8 FOR UPDATE SKIP LOCKED));
   IF claim_enqueue_key.previous_key IS NOT NULL THEN
     DELETE FROM sqlgroup.enqueue_keys k
      WHERE k.group_name = claim_enqueue_key.group_name

@@ -39,6 +39,9 @@ std::string NewProducerId() {
 
 }  // namespace
 
+// The longest one enqueue statement may run or wait for a lock.
+constexpr absl::Duration kStatementBound = absl::Seconds(10);
+
 struct Producer::Impl {
   ProducerOptions options;
   std::unique_ptr<pqxx::connection> conn;
@@ -56,6 +59,12 @@ struct Producer::Impl {
     store::ConnectOptions connect;
     connect.connect_timeout = options.connect_timeout;
     connect.application_name = "sqlgroup-producer";
+    // Bounded, so a stalled server or a lock never outlasts retry_for by
+    // much, and a session whose client vanished mid-transaction (holding a
+    // batch's key uncommitted) is ended instead of stalling the retry.
+    connect.statement_timeout = kStatementBound;
+    connect.lock_timeout = kStatementBound;
+    connect.idle_in_transaction_timeout = kStatementBound;
     ASSIGN_OR_RETURN(conn, store::Connect(options.dsn, connect));
     return absl::OkStatus();
   }
@@ -66,7 +75,7 @@ Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Producer::~Producer() {
   // The last batch's key is no longer needed by anyone: this producer
   // will not retry it. Best effort; expired keys go anyway.
-  if (impl_->conn && impl_->batch > 1) {
+  if (impl_->conn && impl_->batch > 1 && impl_->pending.empty()) {
     (void)store::Guard("forget the last batch's key", [&] {
       pqxx::work tx(*impl_->conn);
       tx.exec_params("SELECT sqlgroup.forget_enqueue_key($1, $2)",
@@ -94,15 +103,22 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
   Impl& p = *impl_;
   // A call with other items than a batch left in doubt is a new batch (its
   // caller gave that one up); the same items retry it under its key.
+  // One batch number never stands for two contents: after a call that
+  // may have committed (pending), the same items retry it under its key
+  // and other items take the next number.
   const std::string fingerprint = Fingerprint(items);
-  if (!p.pending.empty() && p.pending != fingerprint) ++p.batch;
-  p.pending.clear();
+  if (!p.pending.empty() && p.pending != fingerprint) {
+    ++p.batch;
+    p.pending.clear();
+  }
   const store::EnqueueKey key{p.Key(p.batch), p.Key(p.batch - 1)};
 
   const absl::Time deadline = absl::Now() + p.options.retry_for;
   absl::Duration pause = absl::Milliseconds(100);
   absl::BitGen gen;
-  bool in_doubt = false;  // some try may have committed
+  // Some try, of this call or of an earlier one with these items, may
+  // have committed.
+  bool in_doubt = !p.pending.empty();
   int tries = 0;
   for (;;) {
     ++tries;
@@ -134,12 +150,14 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
       });
     }
     if (absl::IsUnknown(s)) in_doubt = true;
-    const bool transient = absl::IsUnavailable(s) || absl::IsUnknown(s) ||
-                           absl::IsAborted(s) || absl::IsUnavailable(inner) ||
-                           absl::IsAlreadyExists(inner) ||
-                           absl::IsAborted(inner);
+    const bool transient =
+        (absl::IsUnavailable(s) && !store::RefusedForGood(s)) ||
+        absl::IsUnknown(s) || absl::IsAborted(s) ||
+        absl::IsUnavailable(inner) || absl::IsAlreadyExists(inner) ||
+        absl::IsAborted(inner);
     if (s.ok() && inner.ok()) {
       ++p.batch;
+      p.pending.clear();
       if (tries > 1 && p.options.logger) {
         p.options.logger->info(
             "enqueue of a batch of {} item(s) into group {} got through after "
@@ -151,12 +169,12 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
       }
       return ids;
     }
+    if (in_doubt) p.pending = fingerprint;  // whatever this call returns
     if (!transient) return s.ok() ? inner : s;
     if (absl::IsUnavailable(s) || absl::IsUnknown(s)) p.conn.reset();
     const absl::Status why = s.ok() ? inner : s;
     if (absl::Now() + pause > deadline) {
-      if (in_doubt) {
-        p.pending = fingerprint;  // the same items again settle it
+      if (in_doubt) {  // the same items again settle it
         return absl::UnknownError(absl::StrCat(
             "could not learn within ",
             absl::FormatDuration(p.options.retry_for), " (", tries,

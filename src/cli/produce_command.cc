@@ -22,6 +22,18 @@
 namespace sqlgroup::cli {
 namespace {
 
+// Bounded statements and locks, and a session whose client vanished
+// inside a transaction (holding a batch's key uncommitted) ended by the
+// server: a retry never waits much longer than --retry_for.
+store::ConnectOptions ProducerConnection() {
+  store::ConnectOptions o;
+  o.application_name = "sqlgroup-produce";
+  o.statement_timeout = absl::Seconds(10);
+  o.lock_timeout = absl::Seconds(10);
+  o.idle_in_transaction_timeout = absl::Seconds(10);
+  return o;
+}
+
 struct BatchOutcome {
   absl::Status status;
   int retries = 0;
@@ -51,7 +63,7 @@ BatchOutcome EnqueueBatchWithRetries(
     bool already_in = false;
     absl::Status s = absl::OkStatus();
     if (!conn) {
-      auto c = store::Connect(dsn, {});
+      auto c = store::Connect(dsn, ProducerConnection());
       if (c.ok()) {
         conn = std::move(*c);
       } else {
@@ -89,8 +101,10 @@ BatchOutcome EnqueueBatchWithRetries(
       }
       return out;
     }
-    const bool transient = absl::IsUnavailable(why) || absl::IsUnknown(why) ||
-                           absl::IsAborted(why) || absl::IsAlreadyExists(why);
+    const bool transient =
+        (absl::IsUnavailable(why) && !store::RefusedForGood(why)) ||
+        absl::IsUnknown(why) || absl::IsAborted(why) ||
+        absl::IsAlreadyExists(why);
     if (!transient) {
       out.status = why;
       return out;
@@ -128,7 +142,10 @@ absl::Status RetryWhileUnavailable(absl::Duration retry_for,
   absl::Duration pause = absl::Milliseconds(100);
   for (int tries = 1;; ++tries) {
     const absl::Status s = f();
-    if (!absl::IsUnavailable(s) || absl::Now() + pause > deadline) return s;
+    if (!absl::IsUnavailable(s) || store::RefusedForGood(s) ||
+        absl::Now() + pause > deadline) {
+      return s;
+    }
     if (tries == 1) {
       CliLogger()->warn("produce: cannot start yet ({}); retrying for up to {}",
                         std::string(s.message()),
@@ -176,7 +193,7 @@ absl::Status RunProduce(const Args&) {
     ASSIGN_OR_RETURN(auto checked,
                      Producer::Create({.dsn = dsn, .group = group}));
     checked.reset();
-    ASSIGN_OR_RETURN(conn, store::Connect(dsn, {}));
+    ASSIGN_OR_RETURN(conn, store::Connect(dsn, ProducerConnection()));
     if (keys > 0) RETURN_IF_ERROR(EnsureDemoTables(dsn));
     return absl::OkStatus();
   }));

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <pqxx/pqxx>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "dsn.h"
@@ -65,6 +66,10 @@ std::string ConnectFailure(const std::string& dsn, std::string reason,
 
 }  // namespace
 
+bool RefusedForGood(const absl::Status& s) {
+  return s.GetPayload(kRefusedForGood).has_value();
+}
+
 absl::Duration CoordinationBound(absl::Duration ttl) {
   return std::max(ttl / 4, absl::Milliseconds(250));
 }
@@ -112,7 +117,21 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     conn =
         std::make_unique<pqxx::connection>(WithConnectTimeout(dsn, timeout_s));
   } catch (const std::exception& e) {
-    return absl::UnavailableError(ConnectFailure(dsn, e.what(), timeout_s));
+    absl::Status s =
+        absl::UnavailableError(ConnectFailure(dsn, e.what(), timeout_s));
+    // Refused for a reason that waiting does not change: callers that
+    // retry connections (a producer riding out a restart) stop at once.
+    const std::string reason = e.what();
+    for (const char* lasting :
+         {"password authentication failed", "no password supplied",
+          "does not exist", "pg_hba.conf rejects",
+          "permission denied for database"}) {
+      if (absl::StrContains(reason, lasting)) {
+        s.SetPayload(kRefusedForGood, absl::Cord("1"));
+        break;
+      }
+    }
+    return s;
   }
   // Reconnecting is the caller's decision (with backoff, re-preparing
   // statements); libpqxx 6 would otherwise silently revive a broken one.

@@ -45,9 +45,18 @@ ConnectOptions CoordinationOptions(std::string application_name,
                                    absl::Duration connect_timeout);
 
 // Connects and applies `options`. UNAVAILABLE names the (masked) target and
-// libpq's reason, and says where the connection string came from.
+// libpq's reason, and says where the connection string came from. An
+// UNAVAILABLE that waiting does not cure (a wrong password, a role or
+// database that does not exist, pg_hba refusing) is marked: see
+// RefusedForGood.
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& dsn, const ConnectOptions& options);
+
+// The payload that marks a connection refused for good.
+inline constexpr char kRefusedForGood[] = "sqlgroup/connect-refused-for-good";
+
+// True for a Connect failure that retrying will not cure.
+bool RefusedForGood(const absl::Status& s);
 
 // The server-side limits (statement, lock and idle-in-transaction
 // timeouts) in effect on one open connection. They derive from a group's

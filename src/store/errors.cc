@@ -63,9 +63,13 @@ absl::Status StatusFromCurrentException(std::string_view context) {
     }
     return absl::UnavailableError(
         absl::StrCat(prefix, "database connection lost: ", why));
-  } catch (const pqxx::in_doubt_error& e) {
-    return absl::UnknownError(
-        absl::StrCat(prefix, "commit outcome unknown: ", Clean(e.what())));
+  } catch (const pqxx::in_doubt_error&) {
+    // libpqxx's text ("... except to check manually") is advice for its
+    // own users, not ours.
+    return absl::UnknownError(absl::StrCat(
+        prefix,
+        "the connection was lost during COMMIT, so whether it committed is "
+        "unknown"));
   } catch (const pqxx::sql_error& e) {
     const std::string state = e.sqlstate();
     std::string message = absl::StrCat(prefix, Clean(e.what()));

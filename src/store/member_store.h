@@ -206,7 +206,6 @@ absl::StatusOr<std::vector<int>> DropParts(
     const std::string& session, const std::vector<int>& parts, int parts_of,
     bool notify, const std::vector<std::string>& wake);
 
-
 // Deletes the session: a graceful leave, its parts free at once.
 absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
                           const std::string& session, bool notify);

@@ -51,14 +51,18 @@ class ProducerTest : public ::testing::Test {
 
   // Enqueues `n` keyed items with a producer whose first COMMIT is cut
   // (after it is durable); `between` runs while the commit's outcome is
-  // unknown to the producer. Returns what Enqueue returned.
+  // unknown to the producer, and before its retry can claim the batch's
+  // key (held back by a lock on sqlgroup.enqueue_keys). Returns what
+  // Enqueue returned.
   absl::StatusOr<std::vector<std::string>> EnqueueThroughALostCommit(
       int n, const std::function<void()>& between) {
     // The test cluster runs with synchronous_commit off, which never waits
-    // for a standby; the producer's sessions get it on.
+    // for a standby; the producer's sessions get it on, and start after
+    // the missing standby is configured.
     pqxx::nontransaction(*conn_).exec(
         absl::StrCat("ALTER DATABASE ", conn_->quote_name(db_.name()),
                      " SET synchronous_commit = on"));
+    SetSyncCommitWait(true);
     auto producer = Producer::Create(
         {.dsn = db_.dsn(), .group = "g", .retry_for = absl::Seconds(60)});
     EXPECT_TRUE(producer.ok()) << producer.status();
@@ -67,7 +71,6 @@ class ProducerTest : public ::testing::Test {
       items.push_back({.key = absl::StrCat("k", i % 3),
                        .payload = absl::StrCat("item ", i)});
     }
-    SetSyncCommitWait(true);
     auto result = std::async(std::launch::async,
                              [&] { return (*producer)->Enqueue(items); });
     // The producer's COMMIT waits for the standby: cut it there.
@@ -79,15 +82,30 @@ class ProducerTest : public ::testing::Test {
                      "wait_event = 'SyncRep'") == 1;
         },
         absl::Seconds(20)));
+    // Queued for the key table before the cut (the waiting commit still
+    // holds its lock), so granted before the producer's retry asks.
+    pqxx::connection holder(db_.dsn());
+    pqxx::work hold(holder);
+    auto locked = std::async(std::launch::async, [&] {
+      hold.exec("LOCK TABLE sqlgroup.enqueue_keys IN EXCLUSIVE MODE");
+    });
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          return Count(
+                     "SELECT count(*) FROM pg_locks l JOIN pg_class c ON "
+                     "c.oid = l.relation WHERE c.relname = 'enqueue_keys' "
+                     "AND l.mode = 'ExclusiveLock'") == 1;
+        },
+        absl::Seconds(20)));
     EXPECT_EQ(Count("SELECT count(pg_terminate_backend(pid)) FROM "
                     "pg_stat_activity WHERE application_name = "
                     "'sqlgroup-producer' AND wait_event = 'SyncRep'"),
               1);
+    locked.get();
     // Committed here, though its client never heard so.
-    EXPECT_TRUE(WaitFor(
-        [&] { return Count("SELECT count(*) FROM sqlgroup.items") == n; },
-        absl::Seconds(20)));
+    EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), n);
     between();
+    hold.commit();
     SetSyncCommitWait(false);
     auto ids = result.get();
     EXPECT_GE((*producer)->retries(), 1);

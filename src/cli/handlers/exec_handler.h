@@ -30,9 +30,10 @@ namespace sqlgroup::cli {
 absl::StatusOr<std::vector<std::string>> ParseExecCommand(
     const std::string& command);
 
-// Starts `argv` once and checks it is still running after `wait` (it
-// should wait for items on stdin): a command whose script is missing or
-// that fails at start is INVALID_ARGUMENT before any item is claimed.
+// Starts `argv` once and checks it is still running after `wait` (1 s
+// from consume: it should wait for items on stdin). A command whose script
+// is missing or that fails at start is INVALID_ARGUMENT before any item
+// is claimed; one that fails only after `wait` is caught per item.
 absl::Status CheckExecCommandStarts(const std::vector<std::string>& argv,
                                     const std::string& given,
                                     absl::Duration wait);

@@ -167,8 +167,8 @@ absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
       break;
     }
     case HandlerSpec::Kind::kExec:
-      RETURN_IF_ERROR(CheckExecCommandStarts(spec.command, spec.given,
-                                             absl::Milliseconds(300)));
+      RETURN_IF_ERROR(
+          CheckExecCommandStarts(spec.command, spec.given, absl::Seconds(1)));
       single = MakeExecHandler(spec.command, context.timeout, context.logger);
       break;
     case HandlerSpec::Kind::kHttp:
