@@ -445,6 +445,12 @@ class ChaosRun:
         # Producers ride out every fault (--retry_for): one that exits
         # non-zero gave up on a batch.
         found["producer_failures"] = self.producer.failures
+        # What the producers were asked for against what went in (the
+        # tally commits with each batch): a batch added twice or lost.
+        tallied = int(self.query(
+            "SELECT coalesce(sum(n), 0) FROM sqlgroup_demo.produced")[0][0])
+        found["producer_mismatch"] = abs(tallied - self.producer.asked) \
+            if not self.producer.cut_short else 0
         processed = int(self.query(
             "SELECT count(*) FROM sqlgroup_demo.results")[0][0])
         dead = int(self.query(
@@ -462,6 +468,8 @@ class ChaosRun:
                    "overlap_samples": self.overlap_samples,
                    "handler_failures": self.handler_failures(),
                    "producer_runs": self.producer.runs,
+                   "producer_asked": self.producer.asked,
+                   "producer_cut_short": self.producer.cut_short,
                    "member_exit_codes": codes, **found}
         print(json.dumps({"chaos_run": summary}), flush=True)
         return summary

@@ -119,7 +119,8 @@ AFTER_LEAVE = [
 
 NAMES = [c[0] for c in CHECKS + AFTER_LEAVE] + ["wrong_part",
                                                 "unclean_exits",
-                                                "producer_failures"]
+                                                "producer_failures",
+                                                "producer_mismatch"]
 
 
 def part_of(uuid_text, parts):
@@ -161,6 +162,10 @@ def meaning(name):
             return text
     if name == "unclean_exits":
         return "members that did not exit 0 on SIGTERM at the end"
+    if name == "producer_mismatch":
+        return ("items the producers' tally shows enqueued, minus what "
+                "their runs that exited 0 were asked for (a batch added "
+                "twice or lost on a retry)")
     if name == "producer_failures":
         return ("`sqlgroup produce` runs that exited non-zero (gave up on a "
                 "batch within --retry_for)")

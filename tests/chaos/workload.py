@@ -98,13 +98,18 @@ class Producer:
     item's payload begins with its number within its key (1, 2, 3, ... in
     enqueue order), which the checker's key_order reads back. Every run
     must ride out the faults (--retry_for) and exit 0; `failures` counts
-    those that did not."""
+    those that did not. A run is never cut short: stop() lets the last one
+    finish, so `asked` (the items of the runs that exited 0) is exactly
+    what the producers were asked to enqueue, and the tally must equal it:
+    a batch enqueued twice or lost on a retry shows as a difference."""
 
     def __init__(self, cli, dsn_fn, rate, keys, log_path):
         self.cli, self.dsn_fn, self.rate, self.keys = cli, dsn_fn, rate, keys
         self.log_path = log_path
         self.failures = 0
         self.runs = 0
+        self.asked = 0
+        self.cut_short = 0  # runs still going after stop()'s wait: killed
         self._stop = threading.Event()
         self._proc = None
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -114,20 +119,26 @@ class Producer:
 
     def stop(self):
         self._stop.set()
+        self._thread.join(timeout=120)
         if self._proc and self._proc.poll() is None:
+            self.cut_short += 1
             self._proc.terminate()
-        self._thread.join(timeout=30)
+            self._thread.join(timeout=30)
 
     def _run(self):
+        count = self.rate * 5
         while not self._stop.is_set():
             with open(self.log_path, "a") as log:
                 self._proc = subprocess.Popen(
                     [self.cli, "produce", "--dsn", self.dsn_fn(), "--group",
-                     "chaos", "--count", str(self.rate * 5), "--keys",
+                     "chaos", "--count", str(count), "--keys",
                      str(self.keys), "--rate", str(self.rate),
                      "--retry_for", "60s"],
                     stdout=log, stderr=subprocess.STDOUT)
             self.runs += 1
-            if self._proc.wait() != 0 and not self._stop.is_set():
+            code = self._proc.wait()
+            if code == 0:
+                self.asked += count
+            elif not self.cut_short:
                 self.failures += 1
                 self._stop.wait(0.5)
