@@ -12,7 +12,9 @@ connections, a member's network stalled past the TTL, a graceful rolling
 restart, failover to the standby (the primary killed, the standby
 promoted, a new standby built), and changes of the part count (group alter
 --parts: 16 -> 40 -> 8 -> 16, a member killed and restarted during the
-middle one). The short profile injects each once; the long one adds random
+middle one), and the producer's connection cut right after three of its
+COMMITs reached the server (commit_cut: the batches committed, the
+producer cannot know; producer_mismatch checks none was added twice). The short profile injects each once; the long one adds random
 faults until --minutes have passed. While the group recovers from each, the
 current owners are sampled for overlapping key ranges (overlapping_samples).
 
@@ -54,7 +56,7 @@ from pgnode import PgNode, make_root, psql  # noqa: E402
 from workload import Member, Producer  # noqa: E402
 
 KINDS = ["kill9", "sigstop", "pg_restart", "terminate", "stall", "rolling",
-         "failover", "resize"]
+         "failover", "resize", "commit_cut"]
 # One resize fault: the part count 16 -> 40 -> 8 -> 16 (from --parts: x2.5,
 # /5, x2), a member killed and restarted during the middle change.
 RESIZE_FACTORS = [2.5, 0.2, 2.0]
@@ -120,9 +122,8 @@ class ChaosRun:
         self.wait("every part owned", lambda: self.owned_by_live([]))
         self.query("CREATE INDEX IF NOT EXISTS results_acked_at "
                    "ON sqlgroup_demo.results (acked_at)")
-        self.producer = Producer(self.args.cli,
-                                 lambda: self.node_dsn("chaos_producer"),
-                                 self.args.rate, 200,
+        self.producer = Producer(self.args.cli, [n.port for n in self.nodes],
+                                 "chaos_producer", self.args.rate, 200,
                                  os.path.join(self.log_dir, "producer.log"))
         self.producer.start()
 
@@ -283,6 +284,20 @@ class ChaosRun:
             p.resume()
         self.wait(f"{m.name} to rejoin after the stall",
                   lambda: any(s not in excluded for s in self.sessions_of(m)))
+
+    def fault_commit_cut(self):
+        """The producer's next three COMMITs reach the server, which
+        commits them, and their connections are cut before the answer: each
+        batch is in doubt for the producer, which must settle it without
+        adding it twice (the checker's producer_mismatch)."""
+        t0 = time.time()
+        before = self.producer.commits_cut()
+        self.producer.cut_at_commit(3)
+        self.wait("three of the producer's COMMITs to be cut",
+                  lambda: self.producer.commits_cut() >= before + 3,
+                  timeout=60)
+        self.producer.cut_at_commit(0)
+        self.recover("commit_cut", "producer", t0, [])
 
     def fault_pg_restart(self):
         t0 = time.time()
@@ -489,6 +504,8 @@ class ChaosRun:
             m.close()
         if self.producer:
             self.producer.stop()
+            for p in self.producer.proxies:
+                p.close()
         for n in self.nodes:
             n.kill()
         if keep:

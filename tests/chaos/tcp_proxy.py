@@ -1,7 +1,10 @@
-"""A loopback TCP proxy between one member and one database server that the
-suite can stall: while stalled it keeps every connection open but forwards
-nothing, as a network that silently drops packets would. Connections made
-meanwhile are accepted and stall too.
+"""A loopback TCP proxy between one member (or producer) and one database
+server that the suite can stall: while stalled it keeps every connection
+open but forwards nothing, as a network that silently drops packets would.
+Connections made meanwhile are accepted and stall too. Armed with
+cut_at_commit(n), it forwards the next n COMMITs to the server and closes
+their connections before the answer comes back: the server commits, and
+the client cannot know it did.
 
 When the server is down the proxy refuses connections, as the server's own
 port would: libpq moves on to the next host of a multi-host connection
@@ -19,6 +22,8 @@ class StallableProxy:
         self.upstream_port = upstream_port  # may be changed for new links
         self._stalled = threading.Event()
         self._closing = threading.Event()
+        self._commit_cuts = 0  # COMMITs still to cut, under _lock
+        self.commits_cut = 0
         self._lock = threading.Lock()
         self._links = []
         self.port = 0
@@ -64,6 +69,21 @@ class StallableProxy:
 
     def resume(self):
         self._stalled.clear()
+
+    def cut_at_commit(self, n):
+        with self._lock:
+            self._commit_cuts = n
+
+    def _take_commit_cut(self, data):
+        """True when `data` (client to server) holds a COMMIT to cut."""
+        if b"COMMIT" not in data:
+            return False
+        with self._lock:
+            if self._commit_cuts <= 0:
+                return False
+            self._commit_cuts -= 1
+            self.commits_cut += 1
+            return True
 
     def close(self):
         self._closing.set()
@@ -114,6 +134,10 @@ class StallableProxy:
                     if not data:
                         return
                     peer[s].sendall(data)
+                    if s is client and self._take_commit_cut(data):
+                        # The COMMIT is on its way; its answer never
+                        # comes back.
+                        return
         except OSError:
             return
         finally:

@@ -103,8 +103,11 @@ class Producer:
     what the producers were asked to enqueue, and the tally must equal it:
     a batch enqueued twice or lost on a retry shows as a difference."""
 
-    def __init__(self, cli, dsn_fn, rate, keys, log_path):
-        self.cli, self.dsn_fn, self.rate, self.keys = cli, dsn_fn, rate, keys
+    def __init__(self, cli, slots, user, rate, keys, log_path):
+        self.cli, self.user, self.rate, self.keys = cli, user, rate, keys
+        # Through proxies of its own, as the members: the suite can cut its
+        # connections during COMMIT.
+        self.proxies = [StallableProxy(port) for port in slots]
         self.log_path = log_path
         self.failures = 0
         self.runs = 0
@@ -113,6 +116,19 @@ class Producer:
         self._stop = threading.Event()
         self._proc = None
         self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def dsn(self):
+        hosts = ",".join("127.0.0.1" for _ in self.proxies)
+        ports = ",".join(str(p.port) for p in self.proxies)
+        return (f"host={hosts} port={ports} dbname=chaos user={self.user} "
+                "target_session_attrs=read-write connect_timeout=2")
+
+    def cut_at_commit(self, n):
+        for p in self.proxies:
+            p.cut_at_commit(n)
+
+    def commits_cut(self):
+        return sum(p.commits_cut for p in self.proxies)
 
     def start(self):
         self._thread.start()
@@ -130,7 +146,7 @@ class Producer:
         while not self._stop.is_set():
             with open(self.log_path, "a") as log:
                 self._proc = subprocess.Popen(
-                    [self.cli, "produce", "--dsn", self.dsn_fn(), "--group",
+                    [self.cli, "produce", "--dsn", self.dsn(), "--group",
                      "chaos", "--count", str(count), "--keys",
                      str(self.keys), "--rate", str(self.rate),
                      "--retry_for", "60s"],
