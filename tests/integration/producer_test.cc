@@ -249,5 +249,44 @@ TEST_F(ProducerTest, AnUnreachableDatabaseIsReportedAsASentenceAfterRetryFor) {
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 1);
 }
 
+// A server that refuses more connections (SQLSTATE 53300, here the role's
+// connection limit) is waited out for retry_for, then reported in a
+// sentence that names the reason; once it accepts again, the same
+// producer goes on.
+TEST(ProducerRefused, ATooManyConnectionsRefusalIsWaitedOutThenReported) {
+  TestRole role;  // declared first: dropped after the database
+  TestDatabase db;
+  auto admin = MigratedAdmin(db.dsn());
+  ASSERT_NE(admin, nullptr);
+  ASSERT_TRUE(admin->CreateGroup({.name = "g", .parts = 4}).ok());
+  ASSERT_TRUE(admin->GrantRoles({.producer_role = role.name()}).ok());
+  auto producer = Producer::Create({.dsn = role.Dsn(db.name()),
+                                    .group = "g",
+                                    .retry_for = absl::Seconds(2)});
+  ASSERT_TRUE(producer.ok()) << producer.status();
+  ASSERT_TRUE((*producer)->Enqueue({{.payload = "first"}}).ok());
+  pqxx::connection server(db.dsn());
+  pqxx::nontransaction tx(server);
+  tx.exec(absl::StrCat("ALTER ROLE ", server.quote_name(role.name()),
+                       " CONNECTION LIMIT 0"));
+  tx.exec_params(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+      "usename = $1",
+      role.name());
+  auto refused = (*producer)->Enqueue({{.payload = "second"}});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("could not enqueue a batch of 1 item(s) into group "
+                        "'g' within 2s"));
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("too many connections for role"));
+  EXPECT_THAT(std::string(refused.status().message()),
+              Not(HasSubstr("client encoding")));
+  tx.exec(absl::StrCat("ALTER ROLE ", server.quote_name(role.name()),
+                       " CONNECTION LIMIT -1"));
+  EXPECT_TRUE((*producer)->Enqueue({{.payload = "third"}}).ok());
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM sqlgroup.items")[0].as<int>(), 2);
+}
+
 }  // namespace
 }  // namespace sqlgroup::testing
