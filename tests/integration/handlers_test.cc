@@ -145,6 +145,32 @@ class HandlersTest : public ConsumerFixture {
     return r.empty() ? "" : r[0][0].as<std::string>();
   }
 
+  // Starts tests/support/http_receiver.py logging to log_, on `port` (empty:
+  // one the OS picks); returns the port it listens on.
+  std::string StartReceiver(std::unique_ptr<ChildProcess>& receiver,
+                            const std::string& port = "") {
+    std::vector<std::string> argv = {
+        "/usr/bin/env", "python3",
+        SourceDir() + "/tests/support/http_receiver.py", log_};
+    if (!port.empty()) argv.push_back(port);
+    std::remove((log_ + ".out").c_str());
+    receiver = std::make_unique<ChildProcess>(argv, log_ + ".out");
+    std::string listening;
+    EXPECT_TRUE(WaitFor(
+        [&] {
+          const std::string out = receiver->Log();
+          const size_t at = out.find("port: ");
+          const size_t end = out.find('\n', at);
+          if (at == std::string::npos || end == std::string::npos) {
+            return false;
+          }
+          listening = out.substr(at + 6, end - at - 6);
+          return true;
+        },
+        absl::Seconds(20)));
+    return listening;
+  }
+
   std::string log_;
   // Each exec or http attempt; a hang costs this much.
   absl::Duration timeout_ = absl::Seconds(2);
@@ -266,20 +292,9 @@ TEST_F(HandlersTest, ExecProcessRetriesDeadLettersAndSurvivesCrashes) {
 
 TEST_F(HandlersTest, HttpEndpointRetriesDeadLettersAndSurvivesDrops) {
   CreateGroup("g", 4);
-  ChildProcess receiver({"/usr/bin/env", "python3",
-                         SourceDir() + "/tests/support/http_receiver.py", log_},
-                        log_ + ".out");
-  std::string port;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const std::string out = receiver.Log();
-        const size_t at = out.find("port: ");
-        if (at == std::string::npos || out.find('\n', at) == std::string::npos)
-          return false;
-        port = out.substr(at + 6, out.find('\n', at) - at - 6);
-        return true;
-      },
-      absl::Seconds(20)));
+  std::unique_ptr<ChildProcess> receiver;
+  const std::string port = StartReceiver(receiver);
+  ASSERT_FALSE(port.empty());
   ProduceKeyed("g", 5, 10,
                {{{0, 2}, "retry"},
                 {{1, 3}, "dead"},
@@ -315,21 +330,9 @@ TEST_F(HandlersTest, HttpEndpointRetriesDeadLettersAndSurvivesDrops) {
 // each key's items arrive in order.
 TEST_F(HandlersTest, HttpEndpointThatDiesAndComesBackLosesNothing) {
   CreateGroup("g", 4);
-  const std::vector<std::string> receiver_argv = {
-      "/usr/bin/env", "python3",
-      SourceDir() + "/tests/support/http_receiver.py", log_};
-  auto receiver = std::make_unique<ChildProcess>(receiver_argv, log_ + ".out");
-  std::string port;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        const std::string out = receiver->Log();
-        const size_t at = out.find("port: ");
-        const size_t end = out.find('\n', at);
-        if (at == std::string::npos || end == std::string::npos) return false;
-        port = out.substr(at + 6, end - at - 6);
-        return true;
-      },
-      absl::Seconds(20)));
+  std::unique_ptr<ChildProcess> receiver;
+  const std::string port = StartReceiver(receiver);
+  ASSERT_FALSE(port.empty());
   ProduceKeyed("g", 10, 100);
   timeout_ = absl::Seconds(10);  // the refused connection is bridged
   auto h = Build(absl::StrCat("http://127.0.0.1:", port, "/items"));
@@ -344,10 +347,7 @@ TEST_F(HandlersTest, HttpEndpointThatDiesAndComesBackLosesNothing) {
   receiver->Signal(SIGKILL);
   receiver->Wait(absl::Seconds(10));
   absl::SleepFor(absl::Milliseconds(500));  // the endpoint is down a while
-  receiver = std::make_unique<ChildProcess>(
-      std::vector<std::string>{receiver_argv[0], receiver_argv[1],
-                               receiver_argv[2], log_, port},
-      log_ + ".out");
+  EXPECT_EQ(StartReceiver(receiver, port), port);
   ASSERT_TRUE(Drained(absl::Seconds(60)));
   ASSERT_TRUE(c->Stop().ok());
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
