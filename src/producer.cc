@@ -6,6 +6,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "md5.h"
+#include "member/backoff.h"
 #include "migrations.h"
 #include "status_macros.h"
 #include "store/connection.h"
@@ -39,9 +40,6 @@ std::string NewProducerId() {
 
 }  // namespace
 
-// The longest one enqueue statement may run or wait for a lock.
-constexpr absl::Duration kStatementBound = absl::Seconds(10);
-
 struct Producer::Impl {
   ProducerOptions options;
   std::unique_ptr<pqxx::connection> conn;
@@ -56,16 +54,10 @@ struct Producer::Impl {
   }
 
   absl::Status Connect() {
-    store::ConnectOptions connect;
-    connect.connect_timeout = options.connect_timeout;
-    connect.application_name = "sqlgroup-producer";
-    // Bounded, so a stalled server or a lock never outlasts retry_for by
-    // much, and a session whose client vanished mid-transaction (holding a
-    // batch's key uncommitted) is ended instead of stalling the retry.
-    connect.statement_timeout = kStatementBound;
-    connect.lock_timeout = kStatementBound;
-    connect.idle_in_transaction_timeout = kStatementBound;
-    ASSIGN_OR_RETURN(conn, store::Connect(options.dsn, connect));
+    ASSIGN_OR_RETURN(
+        conn, store::Connect(options.dsn,
+                             store::ProducerOptions("sqlgroup-producer",
+                                                    options.connect_timeout)));
     return absl::OkStatus();
   }
 };
@@ -101,8 +93,6 @@ int64_t Producer::retries() const { return impl_->retries; }
 absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
     const std::vector<NewItem>& items) {
   Impl& p = *impl_;
-  // A call with other items than a batch left in doubt is a new batch (its
-  // caller gave that one up); the same items retry it under its key.
   // One batch number never stands for two contents: after a call that
   // may have committed (pending), the same items retry it under its key
   // and other items take the next number.
@@ -111,11 +101,11 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
     ++p.batch;
     p.pending.clear();
   }
-  const store::EnqueueKey key{p.Key(p.batch), p.Key(p.batch - 1)};
-
+  const EnqueueOptions options{.notify = p.options.notify,
+                               .max_payload_bytes = p.options.max_payload_bytes,
+                               .idempotency_key = p.Key(p.batch),
+                               .forget_key = p.Key(p.batch - 1)};
   const absl::Time deadline = absl::Now() + p.options.retry_for;
-  absl::Duration pause = absl::Milliseconds(100);
-  absl::BitGen gen;
   // Some try, of this call or of an earlier one with these items, may
   // have committed.
   bool in_doubt = !p.pending.empty();
@@ -128,19 +118,7 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
     if (s.ok()) {
       s = store::Guard("enqueue", [&] {
         pqxx::work tx(*p.conn);
-        std::optional<int> parts;
-        const pqxx::result r =
-            tx.exec_params("SELECT parts FROM sqlgroup.groups WHERE name = $1",
-                           p.options.group);
-        if (r.empty()) {
-          inner = absl::NotFoundError(
-              absl::StrCat("consumer group '", p.options.group,
-                           "' does not exist; nothing was enqueued"));
-          return;
-        }
-        auto got = store::InsertItems(tx, p.options.group, r[0][0].as<int>(),
-                                      items, p.options.notify,
-                                      p.options.max_payload_bytes, &key);
+        auto got = EnqueueIn(tx, p.options.group, items, options);
         if (!got.ok()) {
           inner = got.status();
           return;  // rolls back
@@ -150,11 +128,7 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
       });
     }
     if (absl::IsUnknown(s)) in_doubt = true;
-    const bool transient =
-        (absl::IsUnavailable(s) && !store::RefusedForGood(s)) ||
-        absl::IsUnknown(s) || absl::IsAborted(s) ||
-        absl::IsUnavailable(inner) || absl::IsAlreadyExists(inner) ||
-        absl::IsAborted(inner);
+    const absl::Status why = s.ok() ? inner : s;
     if (s.ok() && inner.ok()) {
       ++p.batch;
       p.pending.clear();
@@ -170,9 +144,10 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
       return ids;
     }
     if (in_doubt) p.pending = fingerprint;  // whatever this call returns
-    if (!transient) return s.ok() ? inner : s;
-    if (absl::IsUnavailable(s) || absl::IsUnknown(s)) p.conn.reset();
-    const absl::Status why = s.ok() ? inner : s;
+    if (!store::EnqueueWorthRetrying(why)) return why;
+    if (absl::IsUnavailable(why) || absl::IsUnknown(why)) p.conn.reset();
+    const absl::Duration pause =
+        Backoff(tries, absl::Milliseconds(100), absl::Seconds(2));
     if (absl::Now() + pause > deadline) {
       if (in_doubt) {  // the same items again settle it
         return absl::UnknownError(absl::StrCat(
@@ -202,8 +177,7 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
           absl::FormatDuration(p.options.retry_for));
     }
     ++p.retries;
-    absl::SleepFor(pause * absl::Uniform(gen, 0.5, 1.0));
-    pause = std::min(pause * 2, absl::Seconds(2));
+    absl::SleepFor(pause);
   }
 }
 

@@ -274,8 +274,7 @@ std::pair<const Command*, size_t> FindCommand(const Args& words) {
 }
 
 std::vector<std::string> WithCommonFlags(std::vector<std::string> flags) {
-  flags.push_back("dsn");
-  flags.push_back("log_level");
+  flags.insert(flags.end(), CommonFlags().begin(), CommonFlags().end());
   return flags;
 }
 

@@ -95,8 +95,11 @@ ABSL_FLAG(std::string, log_level, "info",
 
 namespace sqlgroup::cli {
 
-// Flags any subcommand takes.
-static const char* const kCommonFlags[] = {"dsn", "log_level"};
+const std::vector<std::string>& CommonFlags() {
+  static const auto* const kCommon =
+      new std::vector<std::string>{"dsn", "log_level"};
+  return *kCommon;
+}
 
 namespace {
 // Debian's Abseil keeps IsSpecifiedOnCommandLine() private, so the names
@@ -127,7 +130,7 @@ bool FlagGiven(const std::string& name) { return GivenFlags().count(name); }
 absl::Status CheckFlagsApply(const std::string& command,
                              const std::vector<std::string>& allowed) {
   std::vector<std::string> ours = allowed;
-  ours.insert(ours.end(), std::begin(kCommonFlags), std::end(kCommonFlags));
+  ours.insert(ours.end(), CommonFlags().begin(), CommonFlags().end());
   for (const std::string& name : GivenFlags()) {
     if (absl::FindCommandLineFlag(name) == nullptr) continue;
     if (std::find(ours.begin(), ours.end(), name) != ours.end()) continue;

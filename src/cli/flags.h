@@ -46,6 +46,9 @@ ABSL_DECLARE_FLAG(std::string, producer_role);
 
 namespace sqlgroup::cli {
 
+// The flags every subcommand takes (--dsn, --log_level).
+const std::vector<std::string>& CommonFlags();
+
 // INVALID_ARGUMENT naming the first flag given on the command line that
 // `command` does not take.
 absl::Status CheckFlagsApply(const std::string& command,

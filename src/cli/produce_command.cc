@@ -14,6 +14,7 @@
 #include "cli/numbered_items.h"
 #include "cli/subcommands.h"
 #include "dsn.h"
+#include "member/backoff.h"
 #include "sqlgroup/producer.h"
 #include "status_macros.h"
 #include "store/connection.h"
@@ -21,18 +22,6 @@
 
 namespace sqlgroup::cli {
 namespace {
-
-// Bounded statements and locks, and a session whose client vanished
-// inside a transaction (holding a batch's key uncommitted) ended by the
-// server: a retry never waits much longer than --retry_for.
-store::ConnectOptions ProducerConnection() {
-  store::ConnectOptions o;
-  o.application_name = "sqlgroup-produce";
-  o.statement_timeout = absl::Seconds(10);
-  o.lock_timeout = absl::Seconds(10);
-  o.idle_in_transaction_timeout = absl::Seconds(10);
-  return o;
-}
 
 struct BatchOutcome {
   absl::Status status;
@@ -54,8 +43,6 @@ BatchOutcome EnqueueBatchWithRetries(
         enqueue,
     const std::string& key, const std::string& previous) {
   const absl::Time began = absl::Now();
-  absl::Duration pause = absl::Milliseconds(100);
-  absl::BitGen gen;
   BatchOutcome out;
   bool in_doubt = false;
   for (;;) {
@@ -63,7 +50,8 @@ BatchOutcome EnqueueBatchWithRetries(
     bool already_in = false;
     absl::Status s = absl::OkStatus();
     if (!conn) {
-      auto c = store::Connect(dsn, ProducerConnection());
+      auto c = store::Connect(
+          dsn, store::ProducerOptions("sqlgroup-produce", absl::Seconds(5)));
       if (c.ok()) {
         conn = std::move(*c);
       } else {
@@ -101,15 +89,13 @@ BatchOutcome EnqueueBatchWithRetries(
       }
       return out;
     }
-    const bool transient =
-        (absl::IsUnavailable(why) && !store::RefusedForGood(why)) ||
-        absl::IsUnknown(why) || absl::IsAborted(why) ||
-        absl::IsAlreadyExists(why);
-    if (!transient) {
+    if (!store::EnqueueWorthRetrying(why)) {
       out.status = why;
       return out;
     }
-    if (absl::IsUnavailable(s) || absl::IsUnknown(s)) conn.reset();
+    if (absl::IsUnavailable(why) || absl::IsUnknown(why)) conn.reset();
+    const absl::Duration pause =
+        Backoff(out.retries + 1, absl::Milliseconds(100), absl::Seconds(2));
     if (absl::Now() + pause > began + retry_for) {
       out.status = absl::UnavailableError(absl::StrCat(
           "gave up after ", sent, " items: the database could not be used for ",
@@ -129,8 +115,7 @@ BatchOutcome EnqueueBatchWithRetries(
           sent, std::string(why.message()), absl::FormatDuration(retry_for));
     }
     ++out.retries;
-    absl::SleepFor(pause * absl::Uniform(gen, 0.5, 1.0));
-    pause = std::min(pause * 2, absl::Seconds(2));
+    absl::SleepFor(pause);
   }
 }
 
@@ -139,9 +124,10 @@ BatchOutcome EnqueueBatchWithRetries(
 absl::Status RetryWhileUnavailable(absl::Duration retry_for,
                                    const std::function<absl::Status()>& f) {
   const absl::Time deadline = absl::Now() + retry_for;
-  absl::Duration pause = absl::Milliseconds(100);
   for (int tries = 1;; ++tries) {
     const absl::Status s = f();
+    const absl::Duration pause =
+        Backoff(tries, absl::Milliseconds(100), absl::Seconds(2));
     if (!absl::IsUnavailable(s) || store::RefusedForGood(s) ||
         absl::Now() + pause > deadline) {
       return s;
@@ -152,7 +138,6 @@ absl::Status RetryWhileUnavailable(absl::Duration retry_for,
                         absl::FormatDuration(retry_for));
     }
     absl::SleepFor(pause);
-    pause = std::min(pause * 2, absl::Seconds(2));
   }
 }
 
@@ -193,7 +178,9 @@ absl::Status RunProduce(const Args&) {
     ASSIGN_OR_RETURN(auto checked,
                      Producer::Create({.dsn = dsn, .group = group}));
     checked.reset();
-    ASSIGN_OR_RETURN(conn, store::Connect(dsn, ProducerConnection()));
+    ASSIGN_OR_RETURN(
+        conn, store::Connect(dsn, store::ProducerOptions("sqlgroup-produce",
+                                                         absl::Seconds(5))));
     if (keys > 0) RETURN_IF_ERROR(EnsureDemoTables(dsn));
     return absl::OkStatus();
   }));
@@ -204,7 +191,7 @@ absl::Status RunProduce(const Args&) {
   unkeyed.payload = std::string(payload_bytes, 'x');
   // Each batch carries an idempotency key (this run's id and the batch's
   // number) and forgets the previous batch's: a batch whose commit was
-  // lost with the connection is looked up, never sent twice.
+  // lost with the connection is found by its key, never sent twice.
   absl::BitGen gen;
   const std::string run = absl::StrCat(
       "produce:", absl::Hex(absl::Uniform<uint64_t>(gen), absl::kZeroPad16));

@@ -58,6 +58,19 @@ inline constexpr char kRefusedForGood[] = "sqlgroup/connect-refused-for-good";
 // True for a Connect failure that retrying will not cure.
 bool RefusedForGood(const absl::Status& s);
 
+// True when an enqueue that failed with `s` may be tried again under its
+// idempotency key: the database was out of reach (but not refused for
+// good), a commit's outcome was lost, a conflict, or an id taken by
+// another producer in the same microsecond.
+bool EnqueueWorthRetrying(const absl::Status& s);
+
+// Options of a producer's connection: statements and lock waits bounded,
+// and a session whose client vanished inside a transaction (holding a
+// batch's idempotency key uncommitted) ended by the server, so a retry
+// never waits much longer than its caller's deadline.
+ConnectOptions ProducerOptions(std::string application_name,
+                               absl::Duration connect_timeout);
+
 // The server-side limits (statement, lock and idle-in-transaction
 // timeouts) in effect on one open connection. They derive from a group's
 // TTL, which can be altered while the connection lives: Follow sets new

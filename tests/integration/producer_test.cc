@@ -248,7 +248,6 @@ TEST_F(ProducerTest, AnUnreachableDatabaseIsReportedAsASentenceAfterRetryFor) {
                         "'g' within 2s"));
   EXPECT_THAT(ids.status().message(),
               HasSubstr("Nothing of the batch was enqueued"));
-  EXPECT_THAT(ids.status().message(), Not(HasSubstr("client encoding")));
   // Reachable again: the next call goes through.
   EXPECT_TRUE((*producer)->Enqueue({{.payload = "y"}}).ok());
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 1);
@@ -285,8 +284,6 @@ TEST(ProducerRefused, ATooManyConnectionsRefusalIsWaitedOutThenReported) {
                         "'g' within 2s"));
   EXPECT_THAT(std::string(refused.status().message()),
               HasSubstr("too many connections for role"));
-  EXPECT_THAT(std::string(refused.status().message()),
-              Not(HasSubstr("client encoding")));
   tx.exec(absl::StrCat("ALTER ROLE ", server.quote_name(role.name()),
                        " CONNECTION LIMIT -1"));
   EXPECT_TRUE((*producer)->Enqueue({{.payload = "third"}}).ok());

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "cli/handlers/item_json.h"
 #include "cli/handlers/per_thread.h"
+#include "member/backoff.h"
 
 namespace sqlgroup::cli {
 namespace {
@@ -137,17 +138,17 @@ Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
     // safe, and waiting here (up to the timeout) bridges a restart of the
     // endpoint without spending the item's attempts on it.
     const absl::Time give_up = absl::Now() + state->timeout;
-    absl::Duration pause = absl::Milliseconds(100);
     CURLcode rc;
-    for (;;) {
+    for (int tries = 1;; ++tries) {
       // Each try gets what is left: the timeout bounds the whole attempt.
       curl_easy_setopt(
           s->curl, CURLOPT_TIMEOUT_MS,
           std::max<long>(1, absl::ToInt64Milliseconds(give_up - absl::Now())));
       rc = curl_easy_perform(s->curl);
+      const absl::Duration pause =
+          Backoff(tries, absl::Milliseconds(100), absl::Seconds(2));
       if (rc != CURLE_COULDNT_CONNECT || absl::Now() + pause >= give_up) break;
       absl::SleepFor(pause);
-      pause = std::min(pause * 2, absl::Seconds(2));
     }
     curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, nullptr);
     if (rc == CURLE_OPERATION_TIMEDOUT) {
