@@ -12,9 +12,10 @@ Usage: bench/enqueue_bench.py --build build [--reps 3] [--seconds 5]
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
+
+from private_pg import private_postgres
 
 
 def main():
@@ -25,12 +26,7 @@ def main():
     args = parser.parse_args()
     cli = os.path.join(args.build, "sqlgroup")
     harness = os.path.join(args.build, "bench", "sqlgroup_bench")
-    pg = subprocess.Popen([cli, "postgres", "--durable"],
-                          stdout=subprocess.PIPE, text=True)
-    try:
-        dsn = pg.stdout.readline()[len("dsn: "):].strip()
-        subprocess.run([cli, "migrate", "--dsn", dsn], check=True,
-                       capture_output=True)
+    with private_postgres(cli) as dsn:
         results = []
         for rep in range(args.reps):
             for batch in (1, 500):
@@ -59,9 +55,6 @@ def main():
                 batch, med["plain"], med["keyed"], med["keyed"] / med["plain"]))
         print("\nMedians of %d runs of %g s each, one connection, durable "
               "commits." % (args.reps, args.seconds))
-    finally:
-        pg.send_signal(signal.SIGTERM)
-        pg.wait(timeout=60)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ import subprocess
 import tempfile
 import time
 
+from private_pg import private_postgres
+
 ARGS = None
 HERE = os.path.dirname(os.path.abspath(__file__))
 KINDS = ["noop", "record", "sql", "exec", "http"]
@@ -60,82 +62,76 @@ def main():
     ARGS = parser.parse_args()
     cli = os.path.abspath(ARGS.cli)
     workdir = tempfile.mkdtemp(prefix="sqlgroup-bench-handlers-")
-    pg = subprocess.Popen([cli, "postgres", "--durable"],
-                          stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                          text=True)
-    receiver = None
-    try:
-        dsn = pg.stdout.readline()[len("dsn: "):].strip()
-        sql = lambda q: sh("psql", dsn, "-qAtc", q).strip()
-        sh(cli, "migrate", "--dsn", dsn)
-        sql(BENCH_SQL)
-        receiver = subprocess.Popen(
-            ["python3", os.path.join(HERE, "..", "tests", "support",
-                                     "http_receiver.py"), os.devnull],
-            stdout=subprocess.PIPE, text=True)
-        port = receiver.stdout.readline().split()[1]
-        handlers = {
-            "noop": "noop", "record": "record", "sql": "sql:bench.record",
-            "exec": "exec:python3 -c \"%s\"" % ECHO_OK,
-            "http": "http://127.0.0.1:%s/" % port}
-        results = []
-        for rep in range(ARGS.reps):
-            order = KINDS[rep % len(KINDS):] + KINDS[:rep % len(KINDS)]
-            for kind in order:
-                group = "h-%s-%d" % (kind, rep)
-                sh(cli, "group", "create", group, "--parts", "16",
-                   "--ordering", "none", "--dsn", dsn)
-                sh(cli, "produce", "--group", group, "--count",
-                   str(ARGS.items), "--dsn", dsn)
-                log = open(os.path.join(workdir, group + ".log"), "w")
-                member = subprocess.Popen(
-                    [cli, "consume", "--dsn", dsn, "--group", group,
-                     "--handler", handlers[kind], "--workers",
-                     str(ARGS.workers), "--metrics_addr", "",
-                     "--log_level", "warn"],
-                    stdout=log, stderr=log, stdin=subprocess.DEVNULL)
-                # From the moment its parts are owned (it claims at once)
-                # until the last item is gone: start-up is not the
-                # handler's cost.
-                deadline = time.monotonic() + 600
-                started = None
-                while True:
-                    owned, left = sql(
-                        "SELECT (SELECT count(*) FROM sqlgroup.session_parts "
-                        "WHERE group_name = '%s'), (SELECT count(*) FROM "
-                        "sqlgroup.items WHERE group_name = '%s')"
-                        % (group, group)).split("|")
-                    now = time.monotonic()
-                    if started is None and owned == "16":
-                        started = now
-                    if left == "0":
-                        break
-                    if now > deadline or member.poll() is not None:
-                        raise RuntimeError("%s did not drain; see %s"
-                                           % (kind, log.name))
-                    time.sleep(0.02)
-                member.send_signal(signal.SIGTERM)
-                member.wait(timeout=60)
-                seconds = now - (started or now)
-                r = {"bench": "handlers", "rep": rep, "kind": kind,
-                     "items": ARGS.items, "seconds": round(seconds, 3),
-                     "items_per_s": round(ARGS.items / max(seconds, 1e-3))}
-                print(json.dumps(r), flush=True)
-                results.append(r)
-        med = {k: statistics.median(r["items_per_s"] for r in results
-                                    if r["kind"] == k) for k in KINDS}
-        print("\n| handler | items/s, median of %d | ratio to noop |"
-              % ARGS.reps)
-        print("| --- | ---: | ---: |")
-        for k in KINDS:
-            print("| %s | %d | %.2f |" % (k, med[k], med[k] / med["noop"]))
-        print("\nOne member, %d workers, %d unkeyed items per run, 16 parts."
-              % (ARGS.workers, ARGS.items))
-    finally:
-        if receiver:
-            receiver.kill()
-        pg.send_signal(signal.SIGTERM)
-        pg.wait(timeout=60)
+    with private_postgres(cli) as dsn:
+        receiver = None
+        try:
+            sql = lambda q: sh("psql", dsn, "-qAtc", q).strip()
+            sql(BENCH_SQL)
+            receiver = subprocess.Popen(
+                ["python3", os.path.join(HERE, "..", "tests", "support",
+                                         "http_receiver.py"), os.devnull],
+                stdout=subprocess.PIPE, text=True)
+            port = receiver.stdout.readline().split()[1]
+            handlers = {
+                "noop": "noop", "record": "record", "sql": "sql:bench.record",
+                "exec": "exec:python3 -c \"%s\"" % ECHO_OK,
+                "http": "http://127.0.0.1:%s/" % port}
+            results = []
+            for rep in range(ARGS.reps):
+                order = KINDS[rep % len(KINDS):] + KINDS[:rep % len(KINDS)]
+                for kind in order:
+                    group = "h-%s-%d" % (kind, rep)
+                    sh(cli, "group", "create", group, "--parts", "16",
+                       "--ordering", "none", "--dsn", dsn)
+                    sh(cli, "produce", "--group", group, "--count",
+                       str(ARGS.items), "--dsn", dsn)
+                    log = open(os.path.join(workdir, group + ".log"), "w")
+                    member = subprocess.Popen(
+                        [cli, "consume", "--dsn", dsn, "--group", group,
+                         "--handler", handlers[kind], "--workers",
+                         str(ARGS.workers), "--metrics_addr", "",
+                         "--log_level", "warn"],
+                        stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+                    # From the moment its parts are owned (it claims at once)
+                    # until the last item is gone: start-up is not the
+                    # handler's cost.
+                    deadline = time.monotonic() + 600
+                    started = None
+                    while True:
+                        owned, left = sql(
+                            "SELECT (SELECT count(*) FROM sqlgroup.session_parts "
+                            "WHERE group_name = '%s'), (SELECT count(*) FROM "
+                            "sqlgroup.items WHERE group_name = '%s')"
+                            % (group, group)).split("|")
+                        now = time.monotonic()
+                        if started is None and owned == "16":
+                            started = now
+                        if left == "0":
+                            break
+                        if now > deadline or member.poll() is not None:
+                            raise RuntimeError("%s did not drain; see %s"
+                                               % (kind, log.name))
+                        time.sleep(0.02)
+                    member.send_signal(signal.SIGTERM)
+                    member.wait(timeout=60)
+                    seconds = now - (started or now)
+                    r = {"bench": "handlers", "rep": rep, "kind": kind,
+                         "items": ARGS.items, "seconds": round(seconds, 3),
+                         "items_per_s": round(ARGS.items / max(seconds, 1e-3))}
+                    print(json.dumps(r), flush=True)
+                    results.append(r)
+            med = {k: statistics.median(r["items_per_s"] for r in results
+                                        if r["kind"] == k) for k in KINDS}
+            print("\n| handler | items/s, median of %d | ratio to noop |"
+                  % ARGS.reps)
+            print("| --- | ---: | ---: |")
+            for k in KINDS:
+                print("| %s | %d | %.2f |" % (k, med[k], med[k] / med["noop"]))
+            print("\nOne member, %d workers, %d unkeyed items per run, 16 parts."
+                  % (ARGS.workers, ARGS.items))
+        finally:
+            if receiver:
+                receiver.kill()
 
 
 if __name__ == "__main__":

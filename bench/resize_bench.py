@@ -26,6 +26,8 @@ import subprocess
 import tempfile
 import time
 
+from private_pg import private_postgres
+
 ARGS = None
 GROUP = "resize"
 
@@ -158,45 +160,39 @@ def main():
     ARGS = parser.parse_args()
     ARGS.cli = os.path.abspath(ARGS.cli)
     workdir = tempfile.mkdtemp(prefix="sqlgroup-bench-resize-")
-    pg = subprocess.Popen([ARGS.cli, "postgres", "--durable"],
-                          stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                          text=True)
-    fleet = None
-    try:
-        dsn = pg.stdout.readline()[len("dsn: "):].strip()
-        fleet = Fleet(dsn, workdir)
-        fleet.cli("migrate")
-        fleet.cli("group", "create", GROUP, "--parts", "16")
-        fleet.start()
-        fleet.wait_settled(16)
-        fleet.produce(ARGS.reps * 30 + 20)
-        time.sleep(8)
-        results = []
-        for rep in range(ARGS.reps):
-            results.append(change(fleet, rep, 16, 64))
-            results.append(change(fleet, rep, 64, 16))
-        print("\n| change | reps | settled p50 ms | settled max ms | longest "
-              "key pause p50 ms | max ms | a key's gap before, p50 ms | "
-              "items/s before | during | after |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-              "| ---: |")
-        for old, new in ((16, 64), (64, 16)):
-            rs = [r for r in results if r["from"] == old]
-            med = lambda k: statistics.median(r[k] for r in rs)
-            print("| %d -> %d | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f "
-                  "| %.0f | %.0f |" % (
-                      old, new, len(rs), med("settled_ms"),
-                      max(r["settled_ms"] for r in rs), med("key_gap_ms"),
-                      max(r["key_gap_ms"] for r in rs),
-                      med("key_gap_base_ms"), med("before"), med("during"),
-                      med("after")))
-        print("\n%d members (record handler, 2 workers each), %d items/s over "
-              "%d keys." % (ARGS.members, ARGS.rate, ARGS.keys))
-    finally:
-        if fleet:
-            fleet.stop()
-        pg.send_signal(signal.SIGTERM)
-        pg.wait(timeout=60)
+    with private_postgres(ARGS.cli) as dsn:
+        fleet = None
+        try:
+            fleet = Fleet(dsn, workdir)
+            fleet.cli("group", "create", GROUP, "--parts", "16")
+            fleet.start()
+            fleet.wait_settled(16)
+            fleet.produce(ARGS.reps * 30 + 20)
+            time.sleep(8)
+            results = []
+            for rep in range(ARGS.reps):
+                results.append(change(fleet, rep, 16, 64))
+                results.append(change(fleet, rep, 64, 16))
+            print("\n| change | reps | settled p50 ms | settled max ms | longest "
+                  "key pause p50 ms | max ms | a key's gap before, p50 ms | "
+                  "items/s before | during | after |")
+            print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+                  "| ---: |")
+            for old, new in ((16, 64), (64, 16)):
+                rs = [r for r in results if r["from"] == old]
+                med = lambda k: statistics.median(r[k] for r in rs)
+                print("| %d -> %d | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f "
+                      "| %.0f | %.0f |" % (
+                          old, new, len(rs), med("settled_ms"),
+                          max(r["settled_ms"] for r in rs), med("key_gap_ms"),
+                          max(r["key_gap_ms"] for r in rs),
+                          med("key_gap_base_ms"), med("before"), med("during"),
+                          med("after")))
+            print("\n%d members (record handler, 2 workers each), %d items/s over "
+                  "%d keys." % (ARGS.members, ARGS.rate, ARGS.keys))
+        finally:
+            if fleet:
+                fleet.stop()
 
 
 if __name__ == "__main__":
