@@ -171,6 +171,8 @@ class Consumer::Impl {
     member.drain_deadline = options_.drain_deadline;
     member.connect_timeout = options_.connect_timeout;
     member.use_notify = options_.use_notify;
+    member.transaction_pooler = options_.transaction_pooler;
+    member.listen_dsn = options_.listen_dsn;
     member.assignor = options_.assignor;
     member.listener = options_.listener;
     member.shared_heartbeat =
@@ -192,6 +194,7 @@ class Consumer::Impl {
     worker.backoff_initial = options_.backoff_initial;
     worker.backoff_max = options_.backoff_max;
     worker.connect_timeout = options_.connect_timeout;
+    worker.transaction_pooler = options_.transaction_pooler;
     worker.ttl_ns = ttl_ns;
     worker.key_order = key_order;
     for (int i = 0; i < options_.workers; ++i) {
@@ -282,6 +285,7 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
   store::ConnectOptions connect;
   connect.connect_timeout = options.connect_timeout;
   connect.application_name = "sqlgroup-consumer";
+  connect.transaction_pooler = options.transaction_pooler;
   ASSIGN_OR_RETURN(auto conn, store::Connect(options.dsn, connect));
   RETURN_IF_ERROR(
       store::CheckSchemaVersion(*conn, internal::LatestKnownVersion()));

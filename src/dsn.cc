@@ -9,6 +9,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 
 namespace sqlgroup {
@@ -148,15 +149,39 @@ std::string RedactPasswords(std::string text, std::string_view dsn) {
   return text;
 }
 
-std::string WithConnectTimeout(const std::string& dsn, int seconds) {
-  if (absl::AsciiStrToLower(dsn).find("connect_timeout") != std::string::npos) {
-    return dsn;
-  }
+std::string WithParameter(const std::string& dsn, const std::string& key,
+                          const std::string& value) {
+  if (absl::AsciiStrToLower(dsn).find(key) != std::string::npos) return dsn;
   if (IsUri(dsn)) {
+    std::string encoded;
+    for (unsigned char c : value) {
+      if (absl::ascii_isalnum(c) || c == '-' || c == '.' || c == '_' ||
+          c == '~') {
+        encoded += static_cast<char>(c);
+      } else {
+        encoded += absl::StrFormat("%%%02X", c);
+      }
+    }
     const char sep = dsn.find('?') == std::string::npos ? '?' : '&';
-    return absl::StrCat(dsn, std::string(1, sep), "connect_timeout=", seconds);
+    return absl::StrCat(dsn, std::string(1, sep), key, "=", encoded);
   }
-  return absl::StrCat(dsn, dsn.empty() ? "" : " ", "connect_timeout=", seconds);
+  const bool plain =
+      !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+        return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' ||
+               c == '.' || c == '_';
+      });
+  if (plain) return absl::StrCat(dsn, dsn.empty() ? "" : " ", key, "=", value);
+  std::string quoted = "'";
+  for (char c : value) {
+    if (c == '\\' || c == '\'') quoted += '\\';
+    quoted += c;
+  }
+  quoted += "'";
+  return absl::StrCat(dsn, dsn.empty() ? "" : " ", key, "=", quoted);
+}
+
+std::string WithConnectTimeout(const std::string& dsn, int seconds) {
+  return WithParameter(dsn, "connect_timeout", absl::StrCat(seconds));
 }
 
 }  // namespace sqlgroup

@@ -29,6 +29,11 @@ bool MaskIsExact(std::string_view dsn);
 // messages that come from libpq or the server.
 std::string RedactPasswords(std::string text, std::string_view dsn);
 
+// Adds `key`=`value` (quoted or percent-encoded as the form needs) unless
+// the DSN mentions `key`.
+std::string WithParameter(const std::string& dsn, const std::string& key,
+                          const std::string& value);
+
 // Adds connect_timeout=`seconds` unless the DSN sets one, so an unreachable
 // host fails in bounded time.
 std::string WithConnectTimeout(const std::string& dsn, int seconds);

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/strings/cord.h"
+#include "store/connection.h"
 
 namespace sqlgroup {
 namespace {
@@ -21,6 +22,16 @@ absl::Status DeadLetterVerdict(std::string_view why) {
 
 bool IsDeadLetterVerdict(const absl::Status& status) {
   return !status.ok() && status.GetPayload(kDeadLetterPayload).has_value();
+}
+
+pqxx::work& AckTransaction::work() {
+  if (!work_) {
+    work_.emplace(conn_, "sqlgroup_ack");
+    // Through a pooler in transaction mode: the worker's limits (an ack left
+    // idle by a paused process ends after the TTL), for this transaction.
+    store::LocalLimits(*work_);
+  }
+  return *work_;
 }
 
 }  // namespace sqlgroup

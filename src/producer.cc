@@ -54,10 +54,10 @@ struct Producer::Impl {
   }
 
   absl::Status Connect() {
-    ASSIGN_OR_RETURN(
-        conn, store::Connect(options.dsn,
-                             store::ProducerOptions("sqlgroup-producer",
-                                                    options.connect_timeout)));
+    store::ConnectOptions connect =
+        store::ProducerOptions("sqlgroup-producer", options.connect_timeout);
+    connect.transaction_pooler = options.transaction_pooler;
+    ASSIGN_OR_RETURN(conn, store::Connect(options.dsn, connect));
     return absl::OkStatus();
   }
 };
@@ -70,6 +70,7 @@ Producer::~Producer() {
   if (impl_->conn && impl_->batch > 1 && impl_->pending.empty()) {
     (void)store::Guard("forget the last batch's key", [&] {
       pqxx::work tx(*impl_->conn);
+      store::LocalLimits(tx);
       tx.exec_params("SELECT sqlgroup.forget_enqueue_key($1, $2)",
                      impl_->options.group, impl_->Key(impl_->batch - 1));
       tx.commit();
@@ -118,6 +119,7 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
     if (s.ok()) {
       s = store::Guard("enqueue", [&] {
         pqxx::work tx(*p.conn);
+        store::LocalLimits(tx);
         auto got = EnqueueIn(tx, p.options.group, items, options);
         if (!got.ok()) {
           inner = got.status();

@@ -143,6 +143,17 @@ struct ConsumerOptions {
   absl::Duration connect_timeout = absl::Seconds(5);
   // Wake on PostgreSQL LISTEN/NOTIFY; false polls only (e.g. CockroachDB).
   bool use_notify = true;
+  // The dsn goes through a connection pooler in transaction mode
+  // (PgBouncer's pool_mode = transaction, RDS Proxy, Supavisor, pgcat):
+  // nothing relies on session state (no named prepared statements, no
+  // session SET), see docs/POOLERS.md. A pooler in session mode needs
+  // nothing: leave this false.
+  bool transaction_pooler = false;
+  // Optional: a connection string to LISTEN on, straight to the database
+  // (a pooler in transaction mode cannot carry a LISTEN). One connection
+  // per consumer, idle but for NOTIFYs. Empty: LISTEN on the control
+  // connection, or (transaction_pooler) poll.
+  std::string listen_dsn;
   // Optional: heartbeat together with the process's other consumers given
   // the same one (see shared_heartbeat.h): one statement per interval for
   // all of them. Created for the same dsn. Null: this consumer heartbeats

@@ -61,10 +61,8 @@ class AckTransaction {
   AckTransaction(const AckTransaction&) = delete;
   AckTransaction& operator=(const AckTransaction&) = delete;
 
-  pqxx::work& work() {
-    if (!work_) work_.emplace(conn_, "sqlgroup_ack");
-    return *work_;
-  }
+  // Begins the transaction on first use.
+  pqxx::work& work();
   bool started() const { return work_.has_value(); }
 
  private:

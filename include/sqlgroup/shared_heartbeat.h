@@ -48,6 +48,8 @@ struct SharedHeartbeatOptions {
   std::string dsn;
   // Bound on one connection attempt. >= 1 s. Default 5 s.
   absl::Duration connect_timeout = absl::Seconds(5);
+  // As the consumers' (ConsumerOptions::transaction_pooler).
+  bool transaction_pooler = false;
 };
 
 // Counters since Create().

@@ -214,7 +214,7 @@ const std::map<std::string, Command>& Commands() {
         "[--rate R] [--retry_for 60s]  (keyed payloads begin with the "
         "item's number within its key)",
         {"group", "count", "keys", "payload_bytes", "rate", "notify",
-         "retry_for"},
+         "retry_for", "pool_mode"},
         0,
         RunProduce}},
       {"consume",
@@ -222,10 +222,11 @@ const std::map<std::string, Command>& Commands() {
         "noop|count|record|sleep:D|fail:RATE] [--handler_timeout 30s] "
         "[--fail_rate R] [--instance NAME [--static_timeout D]] "
         "[--workers 4] [--members 1] [--batch] "
-        "[--metrics_addr 127.0.0.1:9464]",
+        "[--metrics_addr 127.0.0.1:9464] [--pool_mode direct|transaction "
+        "[--listen_dsn DSN]]",
         {"group", "handler", "handler_timeout", "fail_rate", "instance",
          "static_timeout", "workers", "members", "claim_batch", "max_attempts",
-         "batch", "notify", "metrics_addr"},
+         "batch", "notify", "metrics_addr", "pool_mode", "listen_dsn"},
         0,
         RunConsume}},
       {"demo", {"demo [--duration 60s]", {"duration"}, 0, RunDemo}},

@@ -77,6 +77,8 @@ absl::Status RunConsume(const Args&) {
   options.claim_batch = absl::GetFlag(FLAGS_claim_batch);
   options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
   options.use_notify = absl::GetFlag(FLAGS_notify);
+  ASSIGN_OR_RETURN(options.transaction_pooler, TransactionPooler());
+  options.listen_dsn = absl::GetFlag(FLAGS_listen_dsn);
   options.logger = CliLogger();
   {
     const HandlerContext context{
@@ -103,7 +105,9 @@ absl::Status RunConsume(const Args&) {
   if (!addr.empty()) options.metrics = registry.get();
   if (members > 1) {
     ASSIGN_OR_RETURN(options.shared_heartbeat,
-                     SharedHeartbeat::Create({options.dsn}));
+                     SharedHeartbeat::Create(
+                         {.dsn = options.dsn,
+                          .transaction_pooler = options.transaction_pooler}));
   }
   const std::string instance = absl::GetFlag(FLAGS_instance);
   std::vector<std::unique_ptr<Consumer>> consumers;

@@ -65,6 +65,17 @@ ABSL_FLAG(bool, batch, false,
           "consume: acknowledge each claimed batch in one transaction");
 ABSL_FLAG(bool, notify, true,
           "produce/consume: use LISTEN/NOTIFY wakeups (off: poll only)");
+ABSL_FLAG(std::string, pool_mode, "direct",
+          "produce/consume: how --dsn reaches the database: direct (also "
+          "right through a pooler in session mode) or transaction (a pooler "
+          "in transaction mode, e.g. PgBouncer's pool_mode = transaction: no "
+          "named prepared statements, no session SET; LISTEN only through "
+          "--listen_dsn, else polling). See docs/POOLERS.md");
+ABSL_FLAG(std::string, listen_dsn, "",
+          "consume: a connection string straight to the database to LISTEN "
+          "on (one idle connection per member) when --dsn goes through a "
+          "pooler in transaction mode; empty: LISTEN on --dsn's connection, "
+          "or poll with --pool_mode=transaction");
 ABSL_FLAG(int64_t, count, 1000, "produce: number of items");
 ABSL_FLAG(absl::Duration, retry_for, absl::Seconds(60),
           "produce: how long to keep trying a batch through a lost "
@@ -109,6 +120,16 @@ std::set<std::string>& GivenFlags() {
   return *kGiven;
 }
 }  // namespace
+
+absl::StatusOr<bool> TransactionPooler() {
+  const std::string mode = absl::GetFlag(FLAGS_pool_mode);
+  if (mode == "direct" || mode == "session") return false;
+  if (mode == "transaction") return true;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--pool_mode must be direct (also for a pooler in session mode) or "
+      "transaction (a pooler in transaction mode), got '",
+      mode, "'"));
+}
 
 void RecordGivenFlags(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {

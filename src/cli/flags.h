@@ -10,6 +10,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 ABSL_DECLARE_FLAG(std::string, dsn);
@@ -34,6 +35,8 @@ ABSL_DECLARE_FLAG(int32_t, claim_batch);
 ABSL_DECLARE_FLAG(int32_t, max_attempts);
 ABSL_DECLARE_FLAG(bool, batch);
 ABSL_DECLARE_FLAG(bool, notify);
+ABSL_DECLARE_FLAG(std::string, pool_mode);
+ABSL_DECLARE_FLAG(std::string, listen_dsn);
 ABSL_DECLARE_FLAG(int64_t, count);
 ABSL_DECLARE_FLAG(absl::Duration, retry_for);
 ABSL_DECLARE_FLAG(int32_t, keys);
@@ -53,6 +56,10 @@ const std::vector<std::string>& CommonFlags();
 // `command` does not take.
 absl::Status CheckFlagsApply(const std::string& command,
                              const std::vector<std::string>& allowed);
+
+// --pool_mode: true for a pooler in transaction mode; INVALID_ARGUMENT
+// for a value it does not know.
+absl::StatusOr<bool> TransactionPooler();
 
 // Notes which flags argv names; call before absl::ParseCommandLine.
 void RecordGivenFlags(int argc, char** argv);

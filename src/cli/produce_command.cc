@@ -23,6 +23,15 @@
 namespace sqlgroup::cli {
 namespace {
 
+// The produce connection's options: a producer's, and --pool_mode's
+// (checked when the command starts).
+store::ConnectOptions ProduceConnectOptions() {
+  store::ConnectOptions options =
+      store::ProducerOptions("sqlgroup-produce", absl::Seconds(5));
+  options.transaction_pooler = TransactionPooler().value_or(false);
+  return options;
+}
+
 struct BatchOutcome {
   absl::Status status;
   int retries = 0;
@@ -50,8 +59,7 @@ BatchOutcome EnqueueBatchWithRetries(
     bool already_in = false;
     absl::Status s = absl::OkStatus();
     if (!conn) {
-      auto c = store::Connect(
-          dsn, store::ProducerOptions("sqlgroup-produce", absl::Seconds(5)));
+      auto c = store::Connect(dsn, ProduceConnectOptions());
       if (c.ok()) {
         conn = std::move(*c);
       } else {
@@ -61,6 +69,7 @@ BatchOutcome EnqueueBatchWithRetries(
     if (s.ok()) {
       s = store::Guard("enqueue", [&] {
         pqxx::work tx(*conn);
+        store::LocalLimits(tx);
         already_in = !tx.exec_params1(
                             "SELECT sqlgroup.claim_enqueue_key($1, $2, "
                             "'{}'::uuid[], nullif($3, ''))",
@@ -168,6 +177,7 @@ absl::Status RunProduce(const Args&) {
   }
   const std::string group = absl::GetFlag(FLAGS_group);
   const std::string dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
+  ASSIGN_OR_RETURN(const bool pooled, TransactionPooler());
   // Producer::Create checks the schema and the group; batches then go
   // through EnqueueIn so the per-key tally (and with it each keyed item's
   // number) commits with the items.
@@ -175,12 +185,12 @@ absl::Status RunProduce(const Args&) {
   // for it, as a batch does.
   std::unique_ptr<pqxx::connection> conn;
   RETURN_IF_ERROR(RetryWhileUnavailable(retry_for, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(auto checked,
-                     Producer::Create({.dsn = dsn, .group = group}));
-    checked.reset();
     ASSIGN_OR_RETURN(
-        conn, store::Connect(dsn, store::ProducerOptions("sqlgroup-produce",
-                                                         absl::Seconds(5))));
+        auto checked,
+        Producer::Create(
+            {.dsn = dsn, .group = group, .transaction_pooler = pooled}));
+    checked.reset();
+    ASSIGN_OR_RETURN(conn, store::Connect(dsn, ProduceConnectOptions()));
     if (keys > 0) RETURN_IF_ERROR(EnsureDemoTables(dsn));
     return absl::OkStatus();
   }));

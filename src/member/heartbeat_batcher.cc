@@ -23,6 +23,7 @@ absl::StatusOr<std::shared_ptr<SharedHeartbeat>> SharedHeartbeat::Create(
   store::ConnectOptions connect;
   connect.connect_timeout = options.connect_timeout;
   connect.application_name = "sqlgroup-heartbeat";
+  connect.transaction_pooler = options.transaction_pooler;
   auto conn = store::Connect(options.dsn, connect);
   if (!conn.ok()) return conn.status();
   conn->reset();
@@ -177,8 +178,10 @@ bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
 
 store::ConnectOptions HeartbeatBatcher::Options(absl::Duration ttl) const {
   // As on a member's control connection.
-  return store::CoordinationOptions("sqlgroup-heartbeat", ttl,
-                                    options_.connect_timeout);
+  store::ConnectOptions options = store::CoordinationOptions(
+      "sqlgroup-heartbeat", ttl, options_.connect_timeout);
+  options.transaction_pooler = options_.transaction_pooler;
+  return options;
 }
 
 void HeartbeatBatcher::Send(const Batch& batch) {

@@ -153,6 +153,8 @@ void MemberLoop::Run() {
     if (phase() == Phase::kFailed) return;
     if (conn_) FollowTtl();
     if (!EnsureConnected()) continue;
+    StartListening();  // when it failed before (cheap when listening)
+    if (!conn_) continue;
     if (session_.empty()) {
       if (!Join()) return;  // fatal
       continue;
@@ -194,21 +196,8 @@ bool MemberLoop::EnsureConnected() {
   conn_ = std::move(*conn);
   timeouts_ = store::ConnectionTimeouts(options);
   store::PrepareMemberStatements(*conn_);  // lazily: no round trip here
-  if (config_.use_notify) {
-    absl::Status s = store::Guard("listen", [&] {
-      listener_ = std::make_unique<Listener>(*conn_, store::kChannel, this);
-    });
-    if (!s.ok()) {
-      log_->warn("group={} LISTEN failed, polling only: {}", config_.group,
-                 std::string(s.message()));
-    }
-  }
-  // Idle parts may be probed less often only while NOTIFYs reach us.
-  scheduler_.SetListening(listener_ != nullptr);
-  if (!session_.empty()) {
-    ListenForSession();
-    if (!conn_) return false;  // the LISTEN found the connection broken
-  }
+  StartListening();
+  if (!conn_) return false;  // a LISTEN found the connection broken
   // Every "dropped" gets its "restored", even when the first try succeeds.
   if (dropped_ || connect_failures_ > 0) {
     log_->info("group={} control connection restored", config_.group);
@@ -219,15 +208,76 @@ bool MemberLoop::EnsureConnected() {
   return true;
 }
 
+pqxx::connection& MemberLoop::ListenConnection() {
+  return listen_conn_ ? *listen_conn_ : *conn_;
+}
+
+void MemberLoop::StartListening() {
+  if (!config_.use_notify || listener_ || !conn_) return;
+  // Through a pooler in transaction mode a LISTEN would hold on to
+  // whichever server connection ran it, for nobody: without a direct
+  // connection to listen on, the member polls.
+  if (config_.transaction_pooler && config_.listen_dsn.empty()) return;
+  if (absl::Now() < next_listen_try_) return;
+  if (!config_.listen_dsn.empty() && !listen_conn_) {
+    store::ConnectOptions options;
+    options.connect_timeout = config_.connect_timeout;
+    options.application_name = "sqlgroup-listen";
+    auto conn = store::Connect(config_.listen_dsn, options);
+    if (!conn.ok()) {
+      StopListening(conn.status());
+      return;
+    }
+    listen_conn_ = std::move(*conn);
+  }
+  absl::Status s = store::Guard("listen", [&] {
+    listener_ =
+        std::make_unique<Listener>(ListenConnection(), store::kChannel, this);
+  });
+  if (!s.ok()) {
+    StopListening(s);
+    if (!listen_conn_ && absl::IsUnavailable(s)) Handle(s);
+    return;
+  }
+  if (listen_failures_ > 0) {
+    log_->info("group={} listening for NOTIFYs again", config_.group);
+  }
+  listen_failures_ = 0;
+  // Idle parts may be probed less often only while NOTIFYs reach us.
+  scheduler_.SetListening(true);
+  if (!session_.empty()) ListenForSession();
+}
+
+void MemberLoop::StopListening(const absl::Status& why) {
+  session_listener_.reset();
+  listener_.reset();
+  listen_conn_.reset();
+  scheduler_.SetListening(false);
+  // Once per episode: a listen connection that stays out of reach is
+  // tried again with backoff, quietly.
+  if (listen_failures_++ == 0) {
+    log_->warn("group={} cannot LISTEN, polling until it can: {}",
+               config_.group, std::string(why.message()));
+  }
+  next_listen_try_ =
+      absl::Now() +
+      Backoff(listen_failures_, absl::Milliseconds(500), absl::Seconds(30));
+}
+
 void MemberLoop::ListenForSession() {
   session_listener_.reset();
   if (!listener_) return;  // not listening at all: polling covers it
   absl::Status s = store::Guard("listen", [&] {
     session_listener_ = std::make_unique<Listener>(
-        *conn_, store::SessionChannel(session_), this);
+        ListenConnection(), store::SessionChannel(session_), this);
   });
   // Waiting members poll briskly anyway; this only makes them faster.
-  if (!s.ok()) Handle(s);
+  if (s.ok()) return;
+  if (listen_conn_) {
+    StopListening(s);
+  } else {
+    Handle(s);
+  }
 }
 
 void MemberLoop::SleepUnlessStopped(absl::Duration d) {
@@ -245,6 +295,7 @@ store::ConnectOptions MemberLoop::ControlOptions() const {
   store::ConnectOptions options = store::CoordinationOptions(
       "sqlgroup-control", settings_.ttl, config_.connect_timeout);
   options.idle_in_transaction_timeout = settings_.ttl;
+  options.transaction_pooler = config_.transaction_pooler;
   return options;
 }
 
@@ -265,6 +316,7 @@ void MemberLoop::Disconnect(const absl::Status& why) {
              config_.group, session_, std::string(why.message()));
   session_listener_.reset();
   listener_.reset();
+  listen_conn_.reset();
   conn_.reset();
   dropped_ = true;
   scheduler_.SetListening(false);
@@ -791,7 +843,13 @@ void MemberLoop::WaitForWork(absl::Time until) {
       stop_wakeup_.WaitFor(left);
       continue;
     }
-    Handle(store::AwaitNotifications(*conn_, stop_wakeup_.fd(), left));
+    const absl::Status s =
+        store::AwaitNotifications(ListenConnection(), stop_wakeup_.fd(), left);
+    if (!s.ok() && listen_conn_) {
+      StopListening(s);  // the control connection is fine
+    } else {
+      Handle(s);
+    }
   }
 }
 

@@ -45,6 +45,9 @@ struct MemberConfig {
   absl::Duration drain_deadline;
   absl::Duration connect_timeout;
   bool use_notify = true;
+  // ConsumerOptions::transaction_pooler and listen_dsn.
+  bool transaction_pooler = false;
+  std::string listen_dsn;
   // Null: the group's (GroupSettings::assignor).
   std::shared_ptr<const Assignor> assignor;
   RebalanceListener* listener = nullptr;
@@ -126,6 +129,16 @@ class MemberLoop {
       const std::vector<int>& parts);
   // LISTENs on this session's own channel (parts freed for it).
   void ListenForSession();
+  // LISTENs on the group's channel (and the session's, once there is one)
+  // when the member should and is not: on the control connection, or on
+  // one to config_.listen_dsn. Failing, polls and tries again later.
+  void StartListening();
+  // Polls instead of listening (a LISTEN or its connection failed), and
+  // says so once per episode.
+  void StopListening(const absl::Status& why);
+  // Where NOTIFYs arrive: the listen connection if there is one, else the
+  // control connection.
+  pqxx::connection& ListenConnection();
   // The sessions the last assignment gives `parts` to, this one excluded.
   std::vector<std::string> TargetsOf(const std::vector<int>& parts) const;
   // Heartbeats now if one is due; false when the member cannot go on with
@@ -143,7 +156,11 @@ class MemberLoop {
   // Control thread only.
   store::GroupSettings settings_;
   std::unique_ptr<pqxx::connection> conn_;
-  store::ConnectionTimeouts timeouts_;          // conn_'s
+  store::ConnectionTimeouts timeouts_;  // conn_'s
+  // To config_.listen_dsn, when there is one and it is open.
+  std::unique_ptr<pqxx::connection> listen_conn_;
+  int listen_failures_ = 0;  // in a row
+  absl::Time next_listen_try_ = absl::InfinitePast();
   std::unique_ptr<Listener> listener_;          // the group's channel
   std::unique_ptr<Listener> session_listener_;  // this session's channel
   int connect_failures_ = 0;

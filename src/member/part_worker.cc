@@ -156,6 +156,7 @@ store::ConnectOptions PartWorker::WorkerOptions() const {
   options.application_name = absl::StrCat("sqlgroup-worker-", index_);
   options.idle_in_transaction_timeout =
       absl::Nanoseconds(config_.ttl_ns->load());
+  options.transaction_pooler = config_.transaction_pooler;
   return options;
 }
 

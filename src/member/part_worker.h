@@ -32,6 +32,7 @@ struct WorkerConfig {
   absl::Duration backoff_initial;
   absl::Duration backoff_max;
   absl::Duration connect_timeout;
+  bool transaction_pooler = false;  // ConsumerOptions::transaction_pooler
   // Ends a transaction left idle this long (a paused process): the group's
   // TTL, which can be altered while the worker runs.
   std::shared_ptr<std::atomic<int64_t>> ttl_ns;

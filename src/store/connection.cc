@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "dsn.h"
 #include "store/errors.h"
+#include "store/statements.h"
 #include "wakeup.h"
 
 namespace sqlgroup::store {
@@ -22,10 +23,13 @@ std::string Millis(absl::Duration d) {
 }
 
 // The SET statements of `options`' server-side limits; zero is the
-// server's default.
-std::string TimeoutSettings(const ConnectOptions& options) {
-  auto set = [](const char* name, absl::Duration d) {
-    return absl::StrCat("SET ", name, " = ",
+// server's default. `local`: SET LOCAL, for one transaction. `only_set`:
+// only the limits that are set (not zero).
+std::string TimeoutSettings(const ConnectOptions& options, bool local = false,
+                            bool only_set = false) {
+  auto set = [local, only_set](const char* name, absl::Duration d) {
+    if (only_set && d <= absl::ZeroDuration()) return std::string();
+    return absl::StrCat(local ? "SET LOCAL " : "SET ", name, " = ",
                         d > absl::ZeroDuration() ? Millis(d) : "DEFAULT", ";");
   };
   return absl::StrCat(set("statement_timeout", options.statement_timeout),
@@ -64,7 +68,20 @@ std::string ConnectFailure(const std::string& dsn, std::string reason,
                       timeout_s, " s; ", hint, ")");
 }
 
+// The SET LOCAL statements of a pooled connection's limits.
+std::string LocalSettings(const ConnectOptions& options) {
+  return absl::StrCat(
+      TimeoutSettings(options, /*local=*/true, /*only_set=*/true),
+      options.asynchronous_commit ? "SET LOCAL synchronous_commit = off;" : "");
+}
+
 }  // namespace
+
+void LocalLimits(pqxx::transaction_base& tx) {
+  if (PooledState* pooled = PooledStateOf(tx.conn())) {
+    if (!pooled->local_limits.empty()) tx.exec(pooled->local_limits);
+  }
+}
 
 bool RefusedForGood(const absl::Status& s) {
   return s.GetPayload(kRefusedForGood).has_value();
@@ -114,6 +131,11 @@ absl::StatusOr<bool> ConnectionTimeouts::Follow(pqxx::connection& conn,
       wanted.idle_in_transaction_ == idle_in_transaction_) {
     return false;
   }
+  if (PooledState* pooled = PooledStateOf(conn)) {
+    pooled->local_limits = LocalSettings(options);
+    *this = wanted;
+    return true;
+  }
   absl::Status s = Guard("set the connection's timeouts", [&] {
     pqxx::nontransaction tx(conn);
     tx.exec(TimeoutSettings(options));
@@ -130,8 +152,11 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
                                options.connect_timeout, absl::Seconds(1))));
   std::unique_ptr<pqxx::connection> conn;
   try {
-    conn =
-        std::make_unique<pqxx::connection>(WithConnectTimeout(dsn, timeout_s));
+    const std::string target = WithConnectTimeout(dsn, timeout_s);
+    conn = std::make_unique<pqxx::connection>(
+        options.transaction_pooler ? WithParameter(target, "application_name",
+                                                   options.application_name)
+                                   : target);
   } catch (const std::exception& e) {
     absl::Status s =
         absl::UnavailableError(ConnectFailure(dsn, e.what(), timeout_s));
@@ -155,9 +180,15 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   conn->inhibit_reactivation(true);
 #pragma GCC diagnostic pop
+  if (options.transaction_pooler) {
+    MarkPooled(*conn).local_limits = LocalSettings(options);
+    return conn;  // no session state
+  }
+  Unmark(*conn);
+  // Limits that are zero are left alone: a new session has the server's.
   const std::string setup = absl::StrCat(
       "SET application_name = ", conn->quote(options.application_name), ";",
-      TimeoutSettings(options),
+      TimeoutSettings(options, /*local=*/false, /*only_set=*/true),
       options.asynchronous_commit ? "SET synchronous_commit = off;" : "");
   absl::Status s = Guard("configure connection", [&] {
     pqxx::nontransaction tx(*conn);

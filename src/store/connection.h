@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <pqxx/connection>
+#include <pqxx/transaction_base>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -27,6 +28,15 @@ struct ConnectOptions {
   // newest such commits whole, and a later durable commit that depends on
   // one (an ack under a take) flushes it first.
   bool asynchronous_commit = false;
+  // The connection goes through a pooler in transaction mode (PgBouncer's
+  // pool_mode = transaction): consecutive transactions may run on different
+  // server connections, shared with other clients. Nothing is set for the
+  // session (it would leak to them): application_name goes in the startup
+  // packet, and the limits above are set with SET LOCAL in each transaction
+  // that LocalLimits is called on (statements run outside a transaction
+  // run under the server's defaults). Statements are sent unnamed (see
+  // store/statements.h).
+  bool transaction_pooler = false;
 };
 
 // How long one coordination statement (heartbeat, reap, take, drop) may
@@ -70,6 +80,11 @@ bool EnqueueWorthRetrying(const absl::Status& s);
 // never waits much longer than its caller's deadline.
 ConnectOptions ProducerOptions(std::string application_name,
                                absl::Duration connect_timeout);
+
+// On a connection through a pooler in transaction mode, sets its limits
+// (ConnectOptions, as last followed) for the rest of `tx`: one round trip.
+// Does nothing on any other connection, whose limits are the session's.
+void LocalLimits(pqxx::transaction_base& tx);
 
 // The server-side limits (statement, lock and idle-in-transaction
 // timeouts) in effect on one open connection. They derive from a group's

@@ -81,6 +81,17 @@ absl::Status StatusFromCurrentException(std::string_view context) {
                       "sqlgroup schema, members the grants of `sqlgroup "
                       "grant` (README, Security)");
     }
+    // Our own statements, prepared on this connection, gone or there
+    // already: the connection's transactions run on server connections
+    // that change, i.e. a pooler in transaction mode.
+    if ((state == "26000" || state == "42P05") &&
+        absl::StrContains(message, "\"sqlgroup_")) {
+      absl::StrAppend(&message,
+                      "; the connection seems to go through a pooler in "
+                      "transaction mode: run with --pool_mode=transaction "
+                      "(ConsumerOptions::transaction_pooler), see "
+                      "docs/POOLERS.md");
+    }
     return absl::Status(CodeForSqlState(state), message);
   } catch (const pqxx::transaction_rollback& e) {
     // libpqxx 6.4 sometimes throws these without a SQLSTATE.

@@ -11,9 +11,11 @@
 #include "item_ids.h"
 #include "status_macros.h"
 #include "store/claim_sql.h"
+#include "store/connection.h"
 #include "store/errors.h"
 #include "store/interval.h"
 #include "store/member_store.h"
+#include "store/statements.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -200,22 +202,28 @@ constexpr char kOldestWaitingSql[] =
 }  // namespace
 
 void PrepareItemStatements(pqxx::connection& conn) {
-  try {
-    pqxx::nontransaction(conn).exec("SET plan_cache_mode = force_generic_plan");
-  } catch (const pqxx::sql_error& e) {
-    // 42704: a server without plan_cache_mode (PostgreSQL before 12, some
-    // CockroachDB versions) plans as it always does.
-    if (e.sqlstate() != "42704") throw;
+  // Through a pooler in transaction mode a session setting would reach
+  // other clients of the same server connection, and this one's next
+  // transaction may run on another: nothing is set.
+  if (!Pooled(conn)) {
+    try {
+      pqxx::nontransaction(conn).exec(
+          "SET plan_cache_mode = force_generic_plan");
+    } catch (const pqxx::sql_error& e) {
+      // 42704: a server without plan_cache_mode (PostgreSQL before 12, some
+      // CockroachDB versions) plans as it always does.
+      if (e.sqlstate() != "42704") throw;
+    }
   }
-  conn.prepare(kClaim, ClaimSql());
-  conn.prepare(kAck, AckSql());
-  conn.prepare(kAckAndClaim, AckAndClaimSql());
-  conn.prepare(kRelease, ReleaseSql());
-  conn.prepare(kDeadLetter, DeadLetterSql());
-  conn.prepare(kProbe, ProbeSql());
-  conn.prepare(kLag, kLagSql);
-  conn.prepare(kLagSample, kLagSampleSql);
-  conn.prepare(kOldestWaiting, kOldestWaitingSql);
+  Prepare(conn, kClaim, ClaimSql());
+  Prepare(conn, kAck, AckSql());
+  Prepare(conn, kAckAndClaim, AckAndClaimSql());
+  Prepare(conn, kRelease, ReleaseSql());
+  Prepare(conn, kDeadLetter, DeadLetterSql());
+  Prepare(conn, kProbe, ProbeSql());
+  Prepare(conn, kLag, kLagSql);
+  Prepare(conn, kLagSample, kLagSampleSql);
+  Prepare(conn, kOldestWaiting, kOldestWaitingSql);
   PrepareKeyedStatements(conn);
 }
 
@@ -225,9 +233,9 @@ absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
   return GuardOr<std::vector<Item>>(
       "claim items", [&]() -> absl::StatusOr<std::vector<Item>> {
         pqxx::nontransaction tx(conn);
-        const pqxx::result r = tx.exec_prepared(
-            kClaim, ref.group, ref.session, ref.part, ref.epoch,
-            FormatUuid(from), FormatUuid(last), limit);
+        const pqxx::result r =
+            ExecPrepared(tx, kClaim, ref.group, ref.session, ref.part,
+                         ref.epoch, FormatUuid(from), FormatUuid(last), limit);
         return ClaimedItems(r, 0, ref);
       });
 }
@@ -236,24 +244,24 @@ AckedAndClaimed AckAndClaim(pqxx::connection& conn, const ClaimRef& ref,
                             const std::vector<std::string>& ids, Uuid128 from,
                             Uuid128 last, int limit) {
   pqxx::nontransaction tx(conn);
-  const pqxx::result r = tx.exec_prepared(
-      kAckAndClaim, ref.group, ref.session, ref.part, ref.epoch,
-      FormatUuid(from), FormatUuid(last), limit, SqlArray(ids));
+  const pqxx::result r = ExecPrepared(tx, kAckAndClaim, ref.group, ref.session,
+                                      ref.part, ref.epoch, FormatUuid(from),
+                                      FormatUuid(last), limit, SqlArray(ids));
   return {r.empty() ? 0 : r[0][0].as<int64_t>(), ClaimedItems(r, 1, ref)};
 }
 
 int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
                       const std::vector<std::string>& ids) {
-  return static_cast<int64_t>(tx.exec_prepared(kAck, ref.group, SqlArray(ids),
-                                               ref.session, ref.part, ref.epoch)
+  return static_cast<int64_t>(ExecPrepared(tx, kAck, ref.group, SqlArray(ids),
+                                           ref.session, ref.part, ref.epoch)
                                   .affected_rows());
 }
 
 int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
                          const std::vector<std::string>& ids) {
   pqxx::nontransaction tx(conn);
-  return static_cast<int64_t>(tx.exec_prepared(kAck, ref.group, SqlArray(ids),
-                                               ref.session, ref.part, ref.epoch)
+  return static_cast<int64_t>(ExecPrepared(tx, kAck, ref.group, SqlArray(ids),
+                                           ref.session, ref.part, ref.epoch)
                                   .affected_rows());
 }
 
@@ -267,9 +275,9 @@ absl::StatusOr<int64_t> ReleaseForRetry(pqxx::connection& conn,
     // One autocommitted statement: one round trip, not BEGIN and COMMIT too.
     pqxx::nontransaction tx(conn);
     return static_cast<int64_t>(
-        tx.exec_prepared(kRelease, ref.group, SqlArray(ids), ref.session,
-                         ref.part, ref.epoch, StorableText(error),
-                         ToInterval(backoff), count_attempt ? 1 : 0)
+        ExecPrepared(tx, kRelease, ref.group, SqlArray(ids), ref.session,
+                     ref.part, ref.epoch, StorableText(error),
+                     ToInterval(backoff), count_attempt ? 1 : 0)
             .affected_rows());
   });
 }
@@ -279,10 +287,10 @@ absl::StatusOr<bool> DeadLetter(pqxx::connection& conn, const ClaimRef& ref,
                                 const std::string& error) {
   return GuardOr<bool>("dead-letter item", [&] {
     pqxx::work tx(conn);
-    const bool moved =
-        tx.exec_prepared(kDeadLetter, ref.group, id, ref.session, ref.part,
-                         ref.epoch, StorableText(error))
-            .affected_rows() == 1;
+    LocalLimits(tx);
+    const bool moved = ExecPrepared(tx, kDeadLetter, ref.group, id, ref.session,
+                                    ref.part, ref.epoch, StorableText(error))
+                           .affected_rows() == 1;
     tx.commit();
     return moved;
   });
@@ -296,7 +304,7 @@ absl::StatusOr<ProbeResult> ProbeParts(pqxx::connection& conn,
     const Ranges r = RangeArrays(ranges);
     pqxx::nontransaction tx(conn);
     return ProbeResultOf(
-        tx.exec_prepared(kProbe, group, SqlArray(parts), r.firsts, r.lasts));
+        ExecPrepared(tx, kProbe, group, SqlArray(parts), r.firsts, r.lasts));
   });
 }
 
@@ -313,8 +321,9 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
     tx.exec("SET LOCAL statement_timeout = 5000");
     std::vector<PartLagRow> rows;
     std::map<Uuid128, int> big;  // first key -> part, for parts at the cap
-    for (const pqxx::row& row : tx.exec_prepared(
-             kLag, group, SqlArray(parts), arrays.firsts, arrays.lasts, cap)) {
+    for (const pqxx::row& row :
+         ExecPrepared(tx, kLag, group, SqlArray(parts), arrays.firsts,
+                      arrays.lasts, cap)) {
       PartLagRow lag;
       lag.part = row[0].as<int>();
       lag.items = row[1].as<int64_t>();
@@ -344,14 +353,14 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
                              .as<double>();
     const double percent = std::min(100.0, 100.0 * kLagSamplePages / pages);
     std::map<int, double> sampled;
-    for (const pqxx::row& row : tx.exec_prepared(kLagSample, group, percent)) {
+    for (const pqxx::row& row : ExecPrepared(tx, kLagSample, group, percent)) {
       const auto part = big_part_of(Uuid128(row[0].as<int64_t>()) << 104);
       if (part) sampled[*part] += row[1].as<double>();
     }
     // Their oldest items, from the group's oldest waiting ones.
     std::map<int, absl::Duration> oldest;
     for (const pqxx::row& row :
-         tx.exec_prepared(kOldestWaiting, group, 10 * cap)) {
+         ExecPrepared(tx, kOldestWaiting, group, 10 * cap)) {
       const auto part = big_part_of(*ParseUuid(row[0].as<std::string>()));
       if (part) {
         oldest.emplace(*part, absl::Microseconds(row[1].as<int64_t>()));

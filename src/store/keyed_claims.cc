@@ -18,6 +18,7 @@
 #include "store/interval.h"
 #include "store/item_store.h"
 #include "store/member_store.h"
+#include "store/statements.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -301,12 +302,12 @@ std::vector<PartBlockedRow> BlockedRows(const pqxx::result& r) {
 }  // namespace
 
 void PrepareKeyedStatements(pqxx::connection& conn) {
-  conn.prepare(kClaimHeads, ClaimHeadsSql());
-  conn.prepare(kClaimRuns, ClaimRunsSql());
-  conn.prepare(kNextOfKey, NextOfKeySql());
-  conn.prepare(kAckAndNextOfKey, AckAndNextOfKeySql());
-  conn.prepare(kProbeHeads, ProbeHeadsSql());
-  conn.prepare(kBlocked, BlockedSql());
+  Prepare(conn, kClaimHeads, ClaimHeadsSql());
+  Prepare(conn, kClaimRuns, ClaimRunsSql());
+  Prepare(conn, kNextOfKey, NextOfKeySql());
+  Prepare(conn, kAckAndNextOfKey, AckAndNextOfKeySql());
+  Prepare(conn, kProbeHeads, ProbeHeadsSql());
+  Prepare(conn, kBlocked, BlockedSql());
 }
 
 absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
@@ -316,10 +317,10 @@ absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
   return GuardOr<HeadClaim>("claim items", [&]() -> absl::StatusOr<HeadClaim> {
     pqxx::nontransaction tx(conn);
     const pqxx::result r =
-        tx.exec_prepared(kClaimHeads, ref.group, ref.session, ref.part,
-                         ref.epoch, FormatUuid(from), FormatUuid(last), limit,
-                         /*per_key=*/1, max_blocks, BlockPrefixes(pass_over),
-                         /*heads=*/limit);
+        ExecPrepared(tx, kClaimHeads, ref.group, ref.session, ref.part,
+                     ref.epoch, FormatUuid(from), FormatUuid(last), limit,
+                     /*per_key=*/1, max_blocks, BlockPrefixes(pass_over),
+                     /*heads=*/limit);
     absl::StatusOr<std::vector<Item>> items = ClaimedItems(r, 0, ref);
     if (!items.ok()) return items.status();
     HeadClaim out;
@@ -355,9 +356,9 @@ absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
   return GuardOr<HeadClaim>("claim items", [&]() -> absl::StatusOr<HeadClaim> {
     pqxx::nontransaction tx(conn);
     const pqxx::result r =
-        tx.exec_prepared(kClaimRuns, ref.group, ref.session, ref.part,
-                         ref.epoch, FormatUuid(from), FormatUuid(last), limit,
-                         BlockPrefixes(pass_over), continued);
+        ExecPrepared(tx, kClaimRuns, ref.group, ref.session, ref.part,
+                     ref.epoch, FormatUuid(from), FormatUuid(last), limit,
+                     BlockPrefixes(pass_over), continued);
     absl::StatusOr<std::vector<Item>> items = ClaimedItems(r, 0, ref);
     if (!items.ok()) return items.status();
     HeadClaim out;
@@ -387,8 +388,8 @@ absl::StatusOr<std::vector<Item>> NextOfKey(pqxx::connection& conn,
   return GuardOr<std::vector<Item>>("claim items", [&] {
     pqxx::nontransaction tx(conn);
     return ClaimedItems(
-        tx.exec_prepared(kNextOfKey, ref.group, ref.session, ref.part,
-                         ref.epoch, settled, BlockLastOf(settled)),
+        ExecPrepared(tx, kNextOfKey, ref.group, ref.session, ref.part,
+                     ref.epoch, settled, BlockLastOf(settled)),
         0, ref);
   });
 }
@@ -396,8 +397,8 @@ absl::StatusOr<std::vector<Item>> NextOfKey(pqxx::connection& conn,
 AckedAndClaimed AckAndNextOfKey(pqxx::connection& conn, const ClaimRef& ref,
                                 const std::string& id) {
   pqxx::nontransaction tx(conn);
-  const pqxx::result r = tx.exec_prepared(
-      kAckAndNextOfKey, ref.group, ref.session, ref.part, ref.epoch, id,
+  const pqxx::result r = ExecPrepared(
+      tx, kAckAndNextOfKey, ref.group, ref.session, ref.part, ref.epoch, id,
       BlockLastOf(id), SqlArray(std::vector<std::string>{id}));
   return {r.empty() ? 0 : r[0][0].as<int64_t>(), ClaimedItems(r, 1, ref)};
 }
@@ -410,8 +411,8 @@ absl::StatusOr<ProbeResult> ProbeHeads(pqxx::connection& conn,
   return GuardOr<ProbeResult>("look for due items", [&] {
     const Ranges r = RangeArrays(ranges);
     pqxx::nontransaction tx(conn);
-    return ProbeResultOf(tx.exec_prepared(kProbeHeads, group, SqlArray(parts),
-                                          r.firsts, r.lasts, max_blocks));
+    return ProbeResultOf(ExecPrepared(tx, kProbeHeads, group, SqlArray(parts),
+                                      r.firsts, r.lasts, max_blocks));
   });
 }
 
@@ -424,8 +425,8 @@ absl::StatusOr<std::vector<PartBlockedRow>> MeasureBlocked(
     pqxx::work tx(conn);
     tx.exec("SET LOCAL statement_timeout = 5000");
     const Ranges r = RangeArrays(ranges);
-    std::vector<PartBlockedRow> rows = BlockedRows(tx.exec_prepared(
-        kBlocked, group, SqlArray(parts), r.firsts, r.lasts, cap));
+    std::vector<PartBlockedRow> rows = BlockedRows(ExecPrepared(
+        tx, kBlocked, group, SqlArray(parts), r.firsts, r.lasts, cap));
     tx.commit();
     return rows;
   });

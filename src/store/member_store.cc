@@ -8,8 +8,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "store/connection.h"
 #include "store/errors.h"
 #include "store/interval.h"
+#include "store/statements.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -177,9 +179,9 @@ void Notify(pqxx::work& tx, const std::string& payload) {
 }
 
 void PrepareMemberStatements(pqxx::connection& conn) {
-  conn.prepare(kHeartbeat, HeartbeatSql());
-  conn.prepare(kWatchedHeartbeat, WatchedHeartbeatSql());
-  conn.prepare(kGroupView, GroupViewSql());
+  Prepare(conn, kHeartbeat, HeartbeatSql());
+  Prepare(conn, kWatchedHeartbeat, WatchedHeartbeatSql());
+  Prepare(conn, kGroupView, GroupViewSql());
 }
 
 std::string SessionChannel(const std::string& session) {
@@ -257,6 +259,7 @@ absl::StatusOr<Registered> RegisterSession(pqxx::connection& conn,
       !info.instance.empty() && info.static_timeout > absl::ZeroDuration();
   absl::Status s = Guard("register session", [&] {
     pqxx::work tx(conn);
+    LocalLimits(tx);
     if (is_static) {
       // The place of the instance: whoever held it, running, away or
       // expired, is replaced (and fenced: its session is gone).
@@ -299,7 +302,7 @@ absl::StatusOr<std::optional<Beat>> Heartbeat(pqxx::connection& conn,
   }
   return GuardOr<std::optional<Beat>>("heartbeat", [&] {
     pqxx::nontransaction tx(conn);
-    const pqxx::result r = tx.exec_prepared(kHeartbeat, session);
+    const pqxx::result r = ExecPrepared(tx, kHeartbeat, session);
     std::optional<Beat> out;
     if (!r.empty()) out.emplace().settings = SettingsFrom(r[0], 0);
     return out;
@@ -313,7 +316,7 @@ absl::StatusOr<std::map<std::string, Beat>> HeartbeatMany(
     pqxx::nontransaction tx(conn);
     Beats beats;
     for (const pqxx::row& row :
-         tx.exec_prepared(kWatchedHeartbeat, SqlArray(sessions))) {
+         ExecPrepared(tx, kWatchedHeartbeat, SqlArray(sessions))) {
       Beat& beat = beats[row[0].as<std::string>()];
       beat.settings = SettingsFrom(row, 1);
       constexpr int kAfter = 1 + kSettingsColumns;
@@ -351,6 +354,7 @@ absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
     if (absl::Now() > deadline) break;  // the rest wait for the next round
     s = Guard("reap expired session", [&] {
       pqxx::work tx(conn);
+      LocalLimits(tx);
       const bool gone =
           !tx.exec_params(
                  "DELETE FROM sqlgroup.sessions s USING sqlgroup.groups g "
@@ -379,7 +383,7 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
   std::optional<GroupView> view;
   absl::Status s = Guard("read group members", [&] {
     pqxx::nontransaction tx(conn);
-    const pqxx::result r = tx.exec_prepared(kGroupView, group, session);
+    const pqxx::result r = ExecPrepared(tx, kGroupView, group, session);
     if (r.empty()) return;
     const pqxx::row& row = r[0];
     view.emplace();
@@ -437,6 +441,7 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
                                              int parts_of) {
   return GuardOr<std::vector<Owner>>("take parts", [&] {
     pqxx::work tx(conn);
+    LocalLimits(tx);
     std::vector<Owner> taken;
     std::vector<int> taken_parts;
     std::vector<int64_t> taken_epochs;
@@ -481,6 +486,7 @@ absl::StatusOr<std::vector<int>> DropParts(
     bool notify, const std::vector<std::string>& wake) {
   return GuardOr<std::vector<int>>("drop parts", [&] {
     pqxx::work tx(conn);
+    LocalLimits(tx);
     std::vector<int> dropped;
     std::vector<int64_t> epochs;
     for (const pqxx::row& row : tx.exec_params(
@@ -531,6 +537,7 @@ absl::Status StepAway(pqxx::connection& conn, const std::string& group,
                       const std::string& session, bool notify) {
   return Guard("step away", [&] {
     pqxx::work tx(conn);
+    LocalLimits(tx);
     tx.exec("SET LOCAL synchronous_commit = on");
     const bool away =
         !tx.exec_params(
@@ -549,6 +556,7 @@ absl::Status LeaveInstance(pqxx::connection& conn, const std::string& group,
   bool found = false;
   absl::Status s = Guard("leave group", [&] {
     pqxx::work tx(conn);
+    LocalLimits(tx);
     const pqxx::result r = tx.exec_params(
         "DELETE FROM sqlgroup.sessions WHERE group_name = $1 "
         "AND instance = $2 AND static_timeout IS NOT NULL RETURNING id::text",
@@ -575,6 +583,7 @@ absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
                           const std::string& session, bool notify) {
   return Guard("leave group", [&] {
     pqxx::work tx(conn);
+    LocalLimits(tx);
     // Durable even on a control connection with asynchronous commit: a
     // leave lost in a crash would leave its parts idle for a TTL.
     tx.exec("SET LOCAL synchronous_commit = on");
@@ -591,6 +600,7 @@ absl::StatusOr<int64_t> PruneOwnershipLog(pqxx::connection& conn,
                                           absl::Duration retention, int limit) {
   return GuardOr<int64_t>("prune ownership log", [&] {
     pqxx::work tx(conn);
+    LocalLimits(tx);
     const int64_t n =
         tx.exec_params(
               "DELETE FROM sqlgroup.ownership_log WHERE group_name = $1 "

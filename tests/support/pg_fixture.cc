@@ -77,8 +77,6 @@ TestDatabase::~TestDatabase() {
 
 namespace {
 
-constexpr char kMemberPassword[] = "member-pw-8d1e";
-
 std::string RandomHex(absl::BitGen& gen) {
   return absl::StrFormat("%016x", absl::Uniform<uint64_t>(gen));
 }

@@ -42,8 +42,10 @@ class TestDatabase {
   std::string dsn_;
 };
 
-// The login role of MemberDsn(), created once per cluster.
+// The login role of MemberDsn(), created once per cluster, and its
+// password.
 inline constexpr char kMemberRole[] = "sqlgroup_test_member";
+inline constexpr char kMemberPassword[] = "member-pw-8d1e";
 
 // A login role with a random name and password, for the life of this
 // object (dropped, best effort, at the end: drop databases it has

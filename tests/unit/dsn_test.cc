@@ -71,6 +71,18 @@ TEST(Dsn, ConnectTimeoutIsAddedOnlyWhenMissing) {
             "host=h connect_timeout=9");
 }
 
+TEST(Dsn, ParametersAreQuotedOrEncodedAsTheFormNeeds) {
+  EXPECT_EQ(WithParameter("host=h", "application_name", "sqlgroup-worker-1"),
+            "host=h application_name=sqlgroup-worker-1");
+  EXPECT_EQ(WithParameter("host=h", "application_name", "it's a b\\c"),
+            "host=h application_name='it\\'s a b\\\\c'");
+  EXPECT_EQ(WithParameter("postgresql://h/d", "application_name", "a b/c"),
+            "postgresql://h/d?application_name=a%20b%2Fc");
+  EXPECT_EQ(
+      WithParameter("host=h application_name=mine", "application_name", "x"),
+      "host=h application_name=mine");
+}
+
 TEST(Dsn, FlagWinsOverEnvironmentWhichWinsOverLibpqDefaults) {
   setenv("SQLGROUP_DSN", "host=from-env", 1);
   EXPECT_EQ(ResolveDsn("host=from-flag"), "host=from-flag");

@@ -1,13 +1,19 @@
 #include "cli/handlers/sql_handler.h"
 
+#include <unistd.h>
+
+#include <array>
 #include <pqxx/pqxx>
 #include <regex>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "cli/handlers/per_thread.h"
+#include "md5.h"
 #include "store/connection.h"
+#include "store/statements.h"
 
 namespace sqlgroup::cli {
 namespace {
@@ -74,17 +80,22 @@ absl::Status CheckSqlHandler(const std::string& dsn,
                                      : handler.given);
   auto conn = store::Connect(dsn, {});
   if (!conn.ok()) return conn.status();
+  // A name of its own: through a pooler in transaction mode the server
+  // connection, and a statement a failed check left on it, are shared.
+  const std::string check =
+      absl::StrCat("sqlgroup_handler_check_", getpid(), "_",
+                   absl::ToUnixMicros(absl::Now()) % 1000000000);
   try {
-    pqxx::nontransaction tx(**conn);
+    pqxx::work tx(**conn);
     // exec_params: the extended protocol, which refuses a second
     // statement after a ';' instead of running it.
-    tx.exec_params(PrepareSql(handler, "sqlgroup_handler_check"));
+    tx.exec_params(PrepareSql(handler, check));
     // PREPARE takes parameters beyond the declared ones when it can infer
     // their types; the handler passes three.
-    const int n = tx.exec1(
+    const int n = tx.exec_params1(
                         "SELECT cardinality(parameter_types) FROM "
-                        "pg_prepared_statements WHERE name = "
-                        "'sqlgroup_handler_check'")[0]
+                        "pg_prepared_statements WHERE name = $1",
+                        check)[0]
                       .as<int>();
     if (n > 3) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -94,7 +105,9 @@ absl::Status CheckSqlHandler(const std::string& dsn,
     }
     // PREPARE checks names and some privileges; planning checks the rest
     // (a function's EXECUTE, say). Nothing runs.
-    tx.exec_params("EXPLAIN EXECUTE sqlgroup_handler_check(NULL, NULL, NULL)");
+    tx.exec(absl::StrCat("EXPLAIN EXECUTE ", check, "(NULL, NULL, NULL)"));
+    tx.exec(absl::StrCat("DEALLOCATE ", check));
+    tx.commit();
   } catch (const pqxx::broken_connection&) {
     return absl::UnavailableError(
         "lost the connection while checking the handler's statement; check "
@@ -145,6 +158,10 @@ struct PreparedStatement {
       per_thread.Set(std::make_unique<Prepared>());
       p = per_thread.Get();
     }
+    if (store::Pooled(tx.conn())) {
+      ExecutePooled(tx, *p, key, payload, id);
+      return;
+    }
     const int pid = tx.conn().backendpid();
     if (p->backend_pid != pid) {
       p->backend_pid = pid;
@@ -164,6 +181,36 @@ struct PreparedStatement {
       // 0A000 cannot be told apart), a fresh statement costs one PREPARE.
       ++p->generation;
       p->done = false;
+      throw;
+    }
+  }
+
+  // Through a pooler in transaction mode each transaction may run on
+  // another server connection, shared with other clients: the statement
+  // is looked for on the one this transaction got (one round trip) and
+  // prepared there when missing. Its name holds a hash of its text, so a
+  // name found was prepared with this statement, by whichever client.
+  void ExecutePooled(pqxx::work& tx, Prepared& p, const std::string& key,
+                     const std::string& payload, const std::string& id) {
+    const std::array<uint8_t, 16> digest =
+        Md5(PrepareSql(handler, kPreparedName));
+    const std::string name =
+        absl::StrCat(kPreparedName, "_",
+                     absl::BytesToHexString(absl::string_view(
+                         reinterpret_cast<const char*>(digest.data()), 8)),
+                     "_", p.generation);
+    try {
+      const bool there =
+          tx.exec_params1(
+                "SELECT EXISTS (SELECT FROM pg_prepared_statements "
+                "WHERE name = $1)",
+                name)[0]
+              .as<bool>();
+      if (!there) tx.exec_params(PrepareSql(handler, name));
+      tx.exec(absl::StrCat("EXECUTE ", name, "(", key, ", ", payload, ", ", id,
+                           ")"));
+    } catch (const pqxx::sql_error&) {
+      ++p.generation;  // as above: a fresh statement on the next try
       throw;
     }
   }
