@@ -89,7 +89,8 @@ def main():
                     member = subprocess.Popen(
                         [cli, "consume", "--dsn", dsn, "--group", group,
                          "--handler", handlers[kind], "--workers",
-                         str(ARGS.workers), "--metrics_addr", "",
+                         str(ARGS.workers), "--max_connections",
+                         str(1 + ARGS.workers), "--metrics_addr", "",
                          "--log_level", "warn"],
                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
                     # From the moment its parts are owned (it claims at once)

@@ -395,6 +395,7 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
                  "clock_timestamp(), " +
                  MicrosOf("s.static_timeout") + ", " +
                  MicrosOf("s.away_until - clock_timestamp()") +
+                 ", s.connections, s.connection_budget"
                  " FROM sqlgroup.sessions s "
                  "JOIN sqlgroup.groups g ON g.name = s.group_name "
                  "WHERE s.group_name = $1 ORDER BY s.id",
@@ -413,6 +414,8 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
       if (!row[8].is_null() && row[8].as<int64_t>() > 0) {
         m.away_left = absl::Microseconds(row[8].as<int64_t>());
       }
+      if (!row[9].is_null()) m.connections = row[9].as<int>();
+      if (!row[10].is_null()) m.connection_budget = row[10].as<int>();
       d.members.push_back(std::move(m));
     }
     const pqxx::row change = tx.exec_params1(

@@ -12,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "member/heartbeat_batcher.h"
+#include "member/lent_connection.h"
 #include "member/member_loop.h"
 #include "member/part_scheduler.h"
 #include "member/part_worker.h"
@@ -58,6 +59,13 @@ absl::Status ConsumerOptions::Validate() const {
   }
   if (workers < 1 || workers > 256) {
     return bad(absl::StrCat("workers must be 1..256, got ", workers));
+  }
+  if (!connection_budget && (max_connections < 1 || max_connections > 10000)) {
+    return bad(absl::StrCat("max_connections must be 1..10000, got ",
+                            max_connections));
+  }
+  if (idle_connection_timeout < absl::Milliseconds(100)) {
+    return bad("idle_connection_timeout must be >= 100ms");
   }
   if (claim_batch < 1 || claim_batch > 10000) {
     return bad(absl::StrCat("claim_batch must be 1..10000, got ", claim_batch));
@@ -145,6 +153,9 @@ class Consumer::Impl {
             options_.metrics, options_.group,
             options_.instance.empty() ? DefaultInstance() : options_.instance),
         // Lag is measured only to be published: no registry, no queries.
+        budget_(options_.connection_budget ? options_.connection_budget
+                                           : std::make_shared<ConnectionBudget>(
+                                                 options_.max_connections)),
         scheduler_(options_.idle_poll,
                    options_.metrics != nullptr ? options_.lag_interval
                                                : absl::ZeroDuration(),
@@ -161,6 +172,17 @@ class Consumer::Impl {
     if (state_ != State::kCreated) {
       return absl::FailedPreconditionError("Consumer::Start called twice");
     }
+    // The control connection's slot, for the consumer's whole life.
+    if (!budget_->Reserve()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the connection budget of ", budget_->limit(),
+          " is spent: each consumer keeps one connection for its control "
+          "thread, and the budget's other consumers (and shared heartbeat) "
+          "or their workers hold every slot; give the budget at least one "
+          "slot per consumer, plus one for a shared heartbeat"));
+    }
+    reserved_ = true;
+    metrics_.ConnectionBudget(budget_->limit());
     MemberConfig member;
     member.dsn = options_.dsn;
     member.group = options_.group;
@@ -182,6 +204,8 @@ class Consumer::Impl {
     member.ttl_ns = ttl_ns;
     auto key_order = std::make_shared<std::atomic<bool>>(settings_.key_order);
     member.key_order = key_order;
+    member.lent = &lent_;
+    member.budget = budget_.get();
     loop_ = std::make_unique<MemberLoop>(member, settings_, scheduler_,
                                          metrics_, log_);
     WorkerConfig worker;
@@ -197,6 +221,9 @@ class Consumer::Impl {
     worker.transaction_pooler = options_.transaction_pooler;
     worker.ttl_ns = ttl_ns;
     worker.key_order = key_order;
+    worker.budget = budget_;
+    worker.lent = &lent_;
+    worker.idle_connection_timeout = options_.idle_connection_timeout;
     for (int i = 0; i < options_.workers; ++i) {
       workers_.push_back(
           std::make_unique<PartWorker>(i, worker, scheduler_, metrics_, log_));
@@ -227,6 +254,8 @@ class Consumer::Impl {
     scheduler_.Shutdown();  // also when the loop ended on a fatal error
     for (auto& t : threads_) t.join();
     threads_.clear();
+    if (reserved_) budget_->Unreserve();
+    reserved_ = false;
     absl::MutexLock state_lock(&mu_);
     final_ = loop_->fatal();
     state_ = final_.ok() ? State::kStopped : State::kFailed;
@@ -261,6 +290,10 @@ class Consumer::Impl {
   const store::GroupSettings settings_;
   std::shared_ptr<spdlog::logger> log_;
   MemberMetrics metrics_;
+  std::shared_ptr<ConnectionBudget> budget_;
+  bool reserved_ = false;  // a slot for the control connection
+  // The control connection, lent to the workers; outlives both.
+  LentConnection lent_;
   PartScheduler scheduler_;
   std::unique_ptr<MemberLoop> loop_;
   std::vector<std::unique_ptr<PartWorker>> workers_;

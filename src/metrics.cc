@@ -143,6 +143,35 @@ struct MemberMetrics::Families {
                       "statement (a batch handler that wrote nothing, while "
                       "no other part waited for a worker)")
                 .Register(r)),
+        connections(prometheus::BuildGauge()
+                        .Name("sqlgroup_connections")
+                        .Help("Database connections this member holds now, "
+                              "by kind: control (one while it runs; lent to "
+                              "its workers between rounds), worker (opened "
+                              "while parts have work, closed when idle), "
+                              "listen (to --listen_dsn)")
+                        .Register(r)),
+        connection_budget(
+            prometheus::BuildGauge()
+                .Name("sqlgroup_connection_budget")
+                .Help("The most connections this member's process holds "
+                      "to --dsn at once (--max_connections, shared by "
+                      "--members)")
+                .Register(r)),
+        connections_refused(
+            prometheus::BuildCounter()
+                .Name("sqlgroup_connections_refused_total")
+                .Help("Connection attempts the server refused for now "
+                      "(SQLSTATE 53300 too many clients, 57P03 starting or "
+                      "stopping, a full PgBouncer): waited out with backoff")
+                .Register(r)),
+        borrowed_tasks(
+            prometheus::BuildCounter()
+                .Name("sqlgroup_borrowed_tasks_total")
+                .Help("Worker tasks run on the member's control connection, "
+                      "borrowed between the control thread's rounds, for "
+                      "want of a connection of their own")
+                .Register(r)),
         ack_seconds(prometheus::BuildHistogram()
                         .Name("sqlgroup_ack_seconds")
                         .Help("Latency of the fenced delete and commit of "
@@ -168,6 +197,10 @@ struct MemberMetrics::Families {
   Family<Counter>& sessions_lost;
   Family<Histogram>& claim_seconds;
   Family<Counter>& carried_claims;
+  Family<Gauge>& connections;
+  Family<Gauge>& connection_budget;
+  Family<Counter>& connections_refused;
+  Family<Counter>& borrowed_tasks;
   Family<Histogram>& ack_seconds;
 
   // Fixed series, labelled group and instance.
@@ -187,6 +220,10 @@ struct MemberMetrics::Families {
   Histogram* claim = nullptr;
   Counter* carried = nullptr;
   Histogram* ack = nullptr;
+  std::map<std::string, Gauge*> connections_by_kind;
+  Gauge* budget = nullptr;
+  Counter* refused = nullptr;
+  Counter* borrowed = nullptr;
 };
 
 MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
@@ -217,6 +254,14 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
   f.claim = &f.claim_seconds.Add(base, LatencyBuckets());
   f.carried = &f.carried_claims.Add(base);
   f.ack = &f.ack_seconds.Add(base, LatencyBuckets());
+  for (const char* kind : {"control", "worker", "listen"}) {
+    prometheus::Labels l = base;
+    l["kind"] = kind;
+    f.connections_by_kind[kind] = &f.connections.Add(l);
+  }
+  f.budget = &f.connection_budget.Add(base);
+  f.refused = &f.connections_refused.Add(base);
+  f.borrowed = &f.borrowed_tasks.Add(base);
   for (const char* reason :
        {"join", "leave", "expiry", "lost", "return", "parts"}) {
     prometheus::Labels l = base;
@@ -323,6 +368,33 @@ void MemberMetrics::Heartbeat(absl::Duration round_trip) {
   if (families_) {
     families_->heartbeat->Observe(absl::ToDoubleSeconds(round_trip));
   }
+}
+
+void MemberMetrics::ConnectionOpened(const char* kind) {
+  const int64_t now = ++connections_;
+  int64_t peak = peak_connections_.load();
+  while (now > peak && !peak_connections_.compare_exchange_weak(peak, now)) {
+  }
+  if (families_) families_->connections_by_kind.at(kind)->Increment();
+}
+
+void MemberMetrics::ConnectionClosed(const char* kind) {
+  --connections_;
+  if (families_) families_->connections_by_kind.at(kind)->Decrement();
+}
+
+void MemberMetrics::ConnectionBudget(int budget) {
+  if (families_) families_->budget->Set(budget);
+}
+
+void MemberMetrics::ConnectionRefused() {
+  ++connections_refused_;
+  if (families_) families_->refused->Increment();
+}
+
+void MemberMetrics::Borrowed() {
+  ++borrowed_;
+  if (families_) families_->borrowed->Increment();
 }
 
 void MemberMetrics::SessionLost() {
@@ -452,6 +524,10 @@ ConsumerStats MemberMetrics::Snapshot() const {
   s.sessions_lost = sessions_lost_.load();
   s.rebalances = rebalances_.load();
   s.last_rebalance = absl::Microseconds(last_rebalance_us_.load());
+  s.connections = connections_.load();
+  s.peak_connections = peak_connections_.load();
+  s.connections_refused = connections_refused_.load();
+  s.borrowed_tasks = borrowed_.load();
   return s;
 }
 

@@ -54,6 +54,17 @@ class MemberMetrics {
   // ordering 'none' or when there is none.
   void PartBlocked(int part, int64_t keys, absl::Duration oldest);
 
+  // Connections (control, worker, listen) opened and closed: the member's
+  // connections in use. `budget`: its process's connection budget.
+  void ConnectionOpened(const char* kind);
+  void ConnectionClosed(const char* kind);
+  void ConnectionBudget(int budget);
+  // A connection the server refused for now (too many clients, starting
+  // or stopping).
+  void ConnectionRefused();
+  // A worker's task ran on the borrowed control connection.
+  void Borrowed();
+
   // Control thread.
   void Heartbeat(absl::Duration round_trip);
   void SessionLost();
@@ -72,6 +83,8 @@ class MemberMetrics {
   void Owned(const std::string& session, const std::map<int, int64_t>& parts);
 
   ConsumerStats Snapshot() const;
+  // Connections held now (ConnectionOpened less ConnectionClosed).
+  int64_t connections() const { return connections_.load(); }
 
  private:
   struct Families;
@@ -82,7 +95,8 @@ class MemberMetrics {
 
   std::atomic<int64_t> claimed_{0}, carried_claims_{0}, acked_{0}, failed_{0},
       dead_{0}, lost_claims_{0}, sessions_lost_{0}, rebalances_{0},
-      last_rebalance_us_{0};
+      last_rebalance_us_{0}, connections_{0}, peak_connections_{0},
+      connections_refused_{0}, borrowed_{0};
 
   absl::Mutex mu_;
   // Series that come and go with ownership.

@@ -33,6 +33,12 @@ void Wakeup::Signal() {
   (void)!write(write_fd_, &byte, 1);
 }
 
+void Wakeup::Clear() {
+  char buf[64];
+  while (read(read_fd_, buf, sizeof buf) > 0) {
+  }
+}
+
 int PollTimeoutMs(absl::Duration timeout) {
   const absl::Duration bounded =
       std::clamp(timeout, absl::ZeroDuration(), absl::Hours(1));

@@ -1,7 +1,8 @@
 // A file descriptor that becomes readable when another thread calls
 // Signal(): lets a thread block in poll() on a socket and still be woken
 // promptly (a stop request) without waking up on a timer to check.
-// Once signaled it stays readable (it stands for a stop request).
+// Once signaled it stays readable until Clear() (a stop request is never
+// cleared).
 // Thread safety: all methods from any thread.
 #ifndef SQLGROUP_WAKEUP_H_
 #define SQLGROUP_WAKEUP_H_
@@ -23,6 +24,8 @@ class Wakeup {
 
   // Makes fd() readable from now on.
   void Signal();
+  // Makes fd() unreadable again, until the next Signal().
+  void Clear();
   // Blocks until Signal() was called or `timeout` passed; true if signaled.
   bool WaitFor(absl::Duration timeout) const;
   int fd() const { return read_fd_; }

@@ -154,6 +154,7 @@ std::unique_ptr<Consumer> StartConsumer(const KeyedConfig& c,
   options.group = group;
   options.instance = "bench";
   options.workers = c.consumers;
+  options.max_connections = 1 + c.consumers;  // one per worker
   if (c.handler == "batch") {
     options.claim_batch = c.batch;
     options.batch_handler = [seen](const std::vector<Item>& items,

@@ -220,6 +220,7 @@ class SqlGroup : public System {
     options.group = kGroup;
     options.instance = "bench";
     options.workers = config_.consumers;
+    options.max_connections = 1 + config_.consumers;  // one per worker
     if (batched_) {
       options.claim_batch = config_.batch;
       options.batch_handler = [](const std::vector<Item>&, AckTransaction&) {

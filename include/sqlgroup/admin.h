@@ -105,6 +105,11 @@ struct MemberInfo {
   // A static member that stopped and keeps its place and parts: how long
   // until they move to the others unless it is back; nullopt otherwise.
   std::optional<absl::Duration> away_left;
+  // Database connections the member holds now (its control connection,
+  // its workers' own, a listen connection) and its process's budget, as it
+  // last reported them (within a second of a change); nullopt before.
+  std::optional<int> connections;
+  std::optional<int> connection_budget;
 };
 
 struct PartInfo {

@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "sqlgroup/assignor.h"
+#include "sqlgroup/connection_budget.h"
 #include "sqlgroup/item.h"
 #include "sqlgroup/shared_heartbeat.h"
 
@@ -96,9 +97,26 @@ struct ConsumerOptions {
   // every member of the group must then set the same.
   std::shared_ptr<const Assignor> assignor;
 
-  // Worker threads, each with one database connection, that serve all
-  // owned parts in turn. >= 1. Default 4.
-  int workers = 4;
+  // Worker threads that serve all owned parts in turn, each item on a
+  // connection of its own (within max_connections). >= 1. Default 2.
+  int workers = 2;
+  // The most database connections to `dsn` this consumer holds at once:
+  // one control connection for as long as it runs, and worker connections
+  // opened while its parts have work, closed after
+  // idle_connection_timeout without any. A worker without a connection of
+  // its own (the budget is spent, or the server refuses new connections)
+  // runs its tasks on the control connection between the control
+  // thread's rounds: a consumer with a budget of 1 still makes progress.
+  // 1..10000. Default 3: the control connection and one per worker.
+  // Ignored when connection_budget is set.
+  int max_connections = 3;
+  // Optional: one budget shared with the process's other consumers (and
+  // their shared heartbeat); see connection_budget.h. Start() fails with
+  // RESOURCE_EXHAUSTED when it has no slot left for the control connection.
+  std::shared_ptr<ConnectionBudget> connection_budget;
+  // A worker's own connection is closed after this long without a task.
+  // >= 100 ms. Default 10 s.
+  absl::Duration idle_connection_timeout = absl::Seconds(10);
   // Items claimed per claim query. 1..10000. Default 64.
   int claim_batch = 64;
   // Membership is re-read at least this often when the member cannot
@@ -177,6 +195,13 @@ struct ConsumerStats {
   int64_t sessions_lost = 0;
   int64_t rebalances = 0;         // changes of this member's target parts
   absl::Duration last_rebalance;  // until the target was all owned
+  // Database connections held now (control, workers', listen) and at most.
+  int64_t connections = 0;
+  int64_t peak_connections = 0;
+  // Connection attempts the server refused for now (53300, 57P03).
+  int64_t connections_refused = 0;
+  // Worker tasks run on the borrowed control connection.
+  int64_t borrowed_tasks = 0;
 };
 
 class Consumer {

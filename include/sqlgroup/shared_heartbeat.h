@@ -39,6 +39,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "sqlgroup/connection_budget.h"
 
 namespace sqlgroup {
 
@@ -50,6 +51,9 @@ struct SharedHeartbeatOptions {
   absl::Duration connect_timeout = absl::Seconds(5);
   // As the consumers' (ConsumerOptions::transaction_pooler).
   bool transaction_pooler = false;
+  // Optional: the consumers' shared budget; the heartbeat's connection
+  // keeps a slot of it (Create fails with RESOURCE_EXHAUSTED without one).
+  std::shared_ptr<ConnectionBudget> connection_budget;
 };
 
 // Counters since Create().

@@ -16,7 +16,8 @@
 -- UPDATE only.
 GRANT USAGE ON SCHEMA sqlgroup TO :"role";
 GRANT SELECT ON sqlgroup.schema_migrations, sqlgroup.groups TO :"role";
-GRANT SELECT, INSERT, DELETE, UPDATE (heartbeated_at, away_until)
+GRANT SELECT, INSERT, DELETE,
+  UPDATE (heartbeated_at, away_until, connections, connection_budget)
   ON sqlgroup.sessions TO :"role";
 -- The UPDATE is never used to update: acks hold their take FOR KEY SHARE
 -- (schema 5), which PostgreSQL allows only with UPDATE on some column.

@@ -16,11 +16,13 @@
 #include "cli/signals.h"
 #include "cli/subcommands.h"
 #include "dsn.h"
+#include "member/backoff.h"
 #include "spdlog/sinks/stdout_sinks.h"
 #include "spdlog/spdlog.h"
 #include "sqlgroup/consumer.h"
 #include "sqlgroup/shared_heartbeat.h"
 #include "status_macros.h"
+#include "store/connection.h"
 
 namespace sqlgroup::cli {
 
@@ -53,7 +55,11 @@ absl::Status InFlagTerms(const absl::Status& s) {
         {{absl::StrCat("ConsumerOptions.", field), absl::StrCat("--", field)}},
         &text);
   }
-  return absl::Status(s.code(), text);
+  absl::Status out(s.code(), text);
+  s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    out.SetPayload(url, payload);
+  });
+  return out;
 }
 
 absl::Status RunConsume(const Args&) {
@@ -71,66 +77,119 @@ absl::Status RunConsume(const Args&) {
   const sigset_t signals = BlockStopSignals();
 
   ConsumerOptions options;
-  options.dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
-  options.group = absl::GetFlag(FLAGS_group);
-  options.workers = absl::GetFlag(FLAGS_workers);
-  options.claim_batch = absl::GetFlag(FLAGS_claim_batch);
-  options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
-  options.use_notify = absl::GetFlag(FLAGS_notify);
-  ASSIGN_OR_RETURN(options.transaction_pooler, TransactionPooler());
-  options.listen_dsn = absl::GetFlag(FLAGS_listen_dsn);
-  options.logger = CliLogger();
-  {
-    const HandlerContext context{
-        .dsn = options.dsn,
-        .batch = absl::GetFlag(FLAGS_batch),
-        .timeout = absl::GetFlag(FLAGS_handler_timeout),
-        .fail_rate = fail_rate,
-        .logger = CliLogger()};
-    if (context.timeout <= absl::ZeroDuration()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--handler_timeout must be more than 0, got ",
-                       absl::FormatDuration(context.timeout)));
-    }
-    // Checked (a SQL statement on the database) before any member starts:
-    // a bad handler claims nothing.
-    ASSIGN_OR_RETURN(Handlers handlers, BuildHandlers(spec, context));
-    options.handler = std::move(handlers.handler);
-    options.batch_handler = std::move(handlers.batch_handler);
-  }
-  // The consumers are checked (schema, group) before the port is taken, so
-  // a wrong database is reported as such.
   auto registry = std::make_shared<prometheus::Registry>();
   const std::string addr = absl::GetFlag(FLAGS_metrics_addr);
-  if (!addr.empty()) options.metrics = registry.get();
-  if (members > 1) {
-    ASSIGN_OR_RETURN(options.shared_heartbeat,
-                     SharedHeartbeat::Create(
-                         {.dsn = options.dsn,
-                          .transaction_pooler = options.transaction_pooler}));
-  }
-  const std::string instance = absl::GetFlag(FLAGS_instance);
   std::vector<std::unique_ptr<Consumer>> consumers;
-  for (int i = 0; i < members; ++i) {
-    ConsumerOptions o = options;
-    o.static_timeout = absl::GetFlag(FLAGS_static_timeout);
-    // Empty: host:pid, and host:pid/N for the second and later (NAME-N for
-    // static members, whose names are plain).
-    o.instance =
-        instance.empty() || members == 1
-            ? instance
-            : absl::StrCat(instance,
-                           o.static_timeout > absl::ZeroDuration() ? "-" : "/",
-                           i + 1);
-    auto consumer = Consumer::Create(std::move(o));
-    if (!consumer.ok()) return InFlagTerms(consumer.status());
-    consumers.push_back(std::move(*consumer));
-  }
-  // Only once the schema and the group are known good: bad input changes
-  // nothing.
-  if (spec.kind == HandlerSpec::Kind::kCount ||
-      spec.kind == HandlerSpec::Kind::kRecord) {
-    RETURN_IF_ERROR(EnsureDemoTables(options.dsn));
+  // Checks the input and the database and makes the members; nothing
+  // starts yet.
+  auto prepare = [&]() -> absl::Status {
+    options = ConsumerOptions();
+    consumers.clear();
+    options.dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
+    options.group = absl::GetFlag(FLAGS_group);
+    options.workers = absl::GetFlag(FLAGS_workers);
+    options.claim_batch = absl::GetFlag(FLAGS_claim_batch);
+    options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+    options.use_notify = absl::GetFlag(FLAGS_notify);
+    ASSIGN_OR_RETURN(options.transaction_pooler, TransactionPooler());
+    options.listen_dsn = absl::GetFlag(FLAGS_listen_dsn);
+    options.logger = CliLogger();
+    {
+      const HandlerContext context{
+          .dsn = options.dsn,
+          .batch = absl::GetFlag(FLAGS_batch),
+          .timeout = absl::GetFlag(FLAGS_handler_timeout),
+          .fail_rate = fail_rate,
+          .logger = CliLogger()};
+      if (context.timeout <= absl::ZeroDuration()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--handler_timeout must be more than 0, got ",
+                         absl::FormatDuration(context.timeout)));
+      }
+      // Checked (a SQL statement on the database) before any member starts:
+      // a bad handler claims nothing.
+      ASSIGN_OR_RETURN(Handlers handlers, BuildHandlers(spec, context));
+      options.handler = std::move(handlers.handler);
+      options.batch_handler = std::move(handlers.batch_handler);
+    }
+    // The consumers are checked (schema, group) before the port is taken, so
+    // a wrong database is reported as such.
+    if (!addr.empty()) options.metrics = registry.get();
+    // One budget for the process: a control connection per member, one for
+    // the shared heartbeat, and workers' connections while there is work.
+    const int kept = members + (members > 1 ? 1 : 0);
+    int max_connections = absl::GetFlag(FLAGS_max_connections);
+    if (max_connections == 0) {
+      max_connections = kept + absl::GetFlag(FLAGS_workers);
+    }
+    if (max_connections < kept) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max_connections=", max_connections, " cannot hold ",
+          members > 1 ? absl::StrCat(members,
+                                     " members' control connections "
+                                     "and their shared heartbeat's")
+                      : "the member's control connection",
+          ": give at least ", kept,
+          " (each worker beyond that needs one more to run in parallel)"));
+    }
+    auto budget = ConnectionBudget::Create(max_connections);
+    if (!budget.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--max_connections must be 1..10000, got ", max_connections));
+    }
+    options.connection_budget = *budget;
+    options.idle_connection_timeout =
+        absl::GetFlag(FLAGS_idle_connection_timeout);
+    if (members > 1) {
+      ASSIGN_OR_RETURN(options.shared_heartbeat,
+                       SharedHeartbeat::Create(
+                           {.dsn = options.dsn,
+                            .transaction_pooler = options.transaction_pooler,
+                            .connection_budget = options.connection_budget}));
+    }
+    const std::string instance = absl::GetFlag(FLAGS_instance);
+    for (int i = 0; i < members; ++i) {
+      ConsumerOptions o = options;
+      o.static_timeout = absl::GetFlag(FLAGS_static_timeout);
+      // Empty: host:pid, and host:pid/N for the second and later (NAME-N for
+      // static members, whose names are plain).
+      o.instance =
+          instance.empty() || members == 1
+              ? instance
+              : absl::StrCat(
+                    instance,
+                    o.static_timeout > absl::ZeroDuration() ? "-" : "/", i + 1);
+      auto consumer = Consumer::Create(std::move(o));
+      if (!consumer.ok()) return InFlagTerms(consumer.status());
+      consumers.push_back(std::move(*consumer));
+    }
+    // Only once the schema and the group are known good: bad input changes
+    // nothing.
+    if (spec.kind == HandlerSpec::Kind::kCount ||
+        spec.kind == HandlerSpec::Kind::kRecord) {
+      RETURN_IF_ERROR(EnsureDemoTables(options.dsn));
+    }
+    return absl::OkStatus();
+  };
+  // A server that takes no more connections (max_connections reached, or
+  // starting or stopping) is waited out, said once: a member of a fleet
+  // that outgrew its server joins when connections free up.
+  for (int attempt = 1;; ++attempt) {
+    const absl::Status s = prepare();
+    if (s.ok()) break;
+    if (!store::ServerBusy(s)) return s;
+    if (attempt == 1) {
+      CliLogger()->warn(
+          "{}; waiting for the server to take connections, retrying with "
+          "backoff up to 5 s (SIGINT/SIGTERM stops)",
+          std::string(s.message()));
+    }
+    const absl::Duration pause =
+        Backoff(attempt, absl::Milliseconds(200), absl::Seconds(5));
+    if (const int sig = TakeStopSignal(signals, pause); sig != 0) {
+      CliLogger()->info("signal {}: stopping before the start", sig);
+      return absl::OkStatus();
+    }
   }
   std::unique_ptr<prometheus::Exposer> exposer;
   if (!addr.empty()) {

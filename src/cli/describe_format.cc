@@ -110,18 +110,27 @@ std::string DescriptionText(const GroupDescription& d) {
   }
   out += "\nMEMBERS\n";
   // STATE: see StateName; "away 12.5s" says how long the parts still wait.
-  out +=
-      absl::StrFormat("%-36s  %-16s  %-20s  %7s  %9s  %-13s  %s\n", "SESSION",
-                      "INSTANCE", "HOST", "PID", "HEARTBEAT", "STATE", "PARTS");
+  // CONNS: connections held now / the process's budget, as the member
+  // last reported them ("-": not yet).
+  out += absl::StrFormat("%-36s  %-16s  %-20s  %7s  %9s  %-13s  %6s  %s\n",
+                         "SESSION", "INSTANCE", "HOST", "PID", "HEARTBEAT",
+                         "STATE", "CONNS", "PARTS");
   if (d.members.empty()) out += "(none)\n";
+  int held = 0;
   for (const MemberInfo& m : d.members) {
     std::vector<std::string> parts;
     for (int p : m.parts) parts.push_back(absl::StrCat(p));
-    out += absl::StrFormat("%-36s  %-16s  %-20s  %7d  %8ss  %-13s  %s\n",
+    const std::string conns =
+        m.connections
+            ? absl::StrCat(*m.connections, "/", m.connection_budget.value_or(0))
+            : "-";
+    held += m.connections.value_or(0);
+    out += absl::StrFormat("%-36s  %-16s  %-20s  %7d  %8ss  %-13s  %6s  %s\n",
                            m.session_id, m.instance.empty() ? "-" : m.instance,
                            m.host, m.pid, Seconds(m.since_heartbeat),
-                           MemberState(m), absl::StrJoin(parts, ","));
+                           MemberState(m), conns, absl::StrJoin(parts, ","));
   }
+  out += absl::StrFormat("CONNECTIONS %d held by the members\n", held);
   out += "\nPARTS\n";
   // BLOCKED: keys whose head waits for a retry, holding back the key's
   // later items (ordering key).
@@ -158,6 +167,10 @@ std::string DescriptionJson(const GroupDescription& d) {
         m.static_timeout > absl::ZeroDuration() ? Seconds(m.static_timeout)
                                                 : "null",
         ",\"away_seconds_left\":", m.away_left ? Seconds(*m.away_left) : "null",
+        ",\"connections\":",
+        m.connections ? absl::StrCat(*m.connections) : "null",
+        ",\"connection_budget\":",
+        m.connection_budget ? absl::StrCat(*m.connection_budget) : "null",
         ",\"parts\":[", absl::StrJoin(m.parts, ","), "]}"));
   }
   std::vector<std::string> parts;

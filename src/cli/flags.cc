@@ -53,8 +53,18 @@ ABSL_FLAG(absl::Duration, static_timeout, absl::ZeroDuration(),
           "consume: with --instance, a static member: a restart under the "
           "same name within this long moves no part (its parts wait for "
           "it); 0: dynamic");
-ABSL_FLAG(int32_t, workers, 4,
-          "consume: worker threads (one database connection each)");
+ABSL_FLAG(int32_t, workers, 2,
+          "consume: worker threads that serve the owned parts, each item "
+          "on a connection of its own within --max_connections");
+ABSL_FLAG(int32_t, max_connections, 0,
+          "consume: the most database connections the process holds to "
+          "--dsn: one per member while it runs (lent to its workers between "
+          "its rounds), one for the shared heartbeat of --members > 1, and "
+          "workers' connections while parts have work (0: those kept, plus "
+          "one per worker of one member; an idle member holds 1)");
+ABSL_FLAG(absl::Duration, idle_connection_timeout, absl::Seconds(10),
+          "consume: a worker's connection is closed after this long without "
+          "work");
 ABSL_FLAG(int32_t, members, 1,
           "consume: members (sessions) this process runs, each with its own "
           "workers; more than one heartbeat together on one connection");

@@ -31,6 +31,8 @@ ABSL_DECLARE_FLAG(double, fail_rate);
 ABSL_DECLARE_FLAG(std::string, instance);
 ABSL_DECLARE_FLAG(int32_t, workers);
 ABSL_DECLARE_FLAG(int32_t, members);
+ABSL_DECLARE_FLAG(int32_t, max_connections);
+ABSL_DECLARE_FLAG(absl::Duration, idle_connection_timeout);
 ABSL_DECLARE_FLAG(int32_t, claim_batch);
 ABSL_DECLARE_FLAG(int32_t, max_attempts);
 ABSL_DECLARE_FLAG(bool, batch);

@@ -18,6 +18,15 @@ absl::StatusOr<std::shared_ptr<SharedHeartbeat>> SharedHeartbeat::Create(
     return absl::InvalidArgumentError(
         "SharedHeartbeatOptions.connect_timeout must be >= 1s");
   }
+  // Its connection's slot, for its whole life.
+  if (options.connection_budget && !options.connection_budget->Reserve()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the connection budget of ", options.connection_budget->limit(),
+        " has no slot left for the shared heartbeat's connection"));
+  }
+  auto unreserve = [&] {
+    if (options.connection_budget) options.connection_budget->Unreserve();
+  };
   // Only to check the connection string now, where the caller can act on
   // the error: the sending thread connects with its own settings.
   store::ConnectOptions connect;
@@ -25,7 +34,10 @@ absl::StatusOr<std::shared_ptr<SharedHeartbeat>> SharedHeartbeat::Create(
   connect.application_name = "sqlgroup-heartbeat";
   connect.transaction_pooler = options.transaction_pooler;
   auto conn = store::Connect(options.dsn, connect);
-  if (!conn.ok()) return conn.status();
+  if (!conn.ok()) {
+    unreserve();
+    return conn.status();
+  }
   conn->reset();
   return std::make_shared<HeartbeatBatcher>(std::move(options));
 }
@@ -45,6 +57,15 @@ HeartbeatBatcher::~HeartbeatBatcher() {
     stop_ = true;
   }
   thread_.join();
+  DropConnection();
+  if (options_.connection_budget) options_.connection_budget->Unreserve();
+}
+
+void HeartbeatBatcher::DropConnection() {
+  if (conn_ && options_.connection_budget) {
+    options_.connection_budget->ReservedClosed();
+  }
+  conn_.reset();
 }
 
 SharedHeartbeatStats HeartbeatBatcher::stats() const {
@@ -144,7 +165,7 @@ bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
     if (!ttl) return true;
     const absl::StatusOr<bool> set = timeouts_.Follow(*conn_, Options(*ttl));
     if (set.ok()) return true;
-    conn_.reset();
+    DropConnection();
     *why = absl::UnavailableError(
         absl::StrCat("shared heartbeat: ", set.status().message()));
     return false;
@@ -170,6 +191,7 @@ bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
     return false;
   }
   conn_ = std::move(*conn);
+  if (options_.connection_budget) options_.connection_budget->ReservedOpened();
   timeouts_ = store::ConnectionTimeouts(options);
   store::PrepareMemberStatements(*conn_);
   connect_failures_ = 0;
@@ -203,7 +225,7 @@ void HeartbeatBatcher::Send(const Batch& batch) {
   if (!beats.ok()) {
     if (absl::IsUnavailable(beats.status()) ||
         absl::IsUnknown(beats.status())) {
-      conn_.reset();
+      DropConnection();
     }
     fail(beats.status());
     return;

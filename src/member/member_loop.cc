@@ -1,5 +1,7 @@
 #include "member/member_loop.h"
 
+#include <poll.h>
+
 #include <algorithm>
 #include <pqxx/pqxx>
 #include <set>
@@ -21,6 +23,11 @@ namespace sqlgroup {
 namespace {
 
 constexpr absl::Duration kDrainCheck = absl::Milliseconds(10);
+// How often the control thread looks at its connection's socket again
+// while a worker has borrowed it.
+constexpr absl::Duration kBorrowedPoll = absl::Milliseconds(20);
+// A member's connections are recorded for describe at most this often.
+constexpr absl::Duration kConnectionsReport = absl::Seconds(1);
 // The ownership log keeps a day of history. It grows only when membership
 // changes, so it is trimmed at one of those: each join.
 constexpr absl::Duration kOwnershipHistory = absl::Hours(24);
@@ -150,8 +157,8 @@ void MemberLoop::Run() {
       config_.shared_heartbeat->Detach(settings_.ttl);
   };
   while (!StopRequested()) {
-    if (phase() == Phase::kFailed) return;
-    if (conn_) FollowTtl();
+    if (phase() == Phase::kFailed) break;
+    if (!TakeBack()) continue;
     if (!EnsureConnected()) continue;
     StartListening();  // when it failed before (cheap when listening)
     if (!conn_) continue;
@@ -161,6 +168,7 @@ void MemberLoop::Run() {
     }
     if (absl::Now() >= next_heartbeat_) Heartbeat();
     if (!conn_ || session_.empty()) continue;
+    ReportConnections();
     if (reap_now_) Reap();
     if (!conn_ || session_.empty()) continue;
     if (rebalance_now_ || absl::Now() >= next_rebalance_) Rebalance();
@@ -171,7 +179,11 @@ void MemberLoop::Run() {
     if (!revoking_.empty()) until = std::min(until, absl::Now() + kDrainCheck);
     WaitForWork(until);
   }
-  Leave();
+  if (phase() != Phase::kFailed) Leave();
+  // Workers may still run a task: none may borrow the connection, which
+  // a stopped member does not keep.
+  TakeBack();
+  if (conn_ || listen_conn_) Disconnect(absl::OkStatus());
 }
 
 bool MemberLoop::EnsureConnected() {
@@ -181,20 +193,38 @@ bool MemberLoop::EnsureConnected() {
   auto conn = store::Connect(config_.dsn, options);
   if (!conn.ok()) {
     ++connect_failures_;
-    log_->warn("group={} control connection failed (attempt {}): {}",
-               config_.group, connect_failures_,
-               std::string(conn.status().message()));
+    const bool busy = store::ServerBusy(conn.status());
+    if (busy) metrics_.ConnectionRefused();
+    // A full server is a condition to wait out: said once per episode,
+    // with backoff and jitter up to 5 s so that a waiting fleet does not
+    // knock in step. Other failures are said on every attempt.
+    if (!busy || !waiting_for_server_) {
+      log_->warn("group={} control connection failed (attempt {}): {}{}",
+                 config_.group, connect_failures_,
+                 std::string(conn.status().message()),
+                 busy ? "; waiting for the server to take connections, "
+                        "quietly until it does"
+                      : "");
+    }
+    waiting_for_server_ = busy;
     if (!session_.empty() && absl::Now() - last_heartbeat_ok_ > settings_.ttl) {
       LoseSession("no heartbeat got through for longer than the TTL");
     }
     const absl::Time until =
-        absl::Now() +
-        Backoff(connect_failures_, absl::Milliseconds(100), absl::Seconds(2));
+        absl::Now() + Backoff(connect_failures_, absl::Milliseconds(100),
+                              busy ? absl::Seconds(5) : absl::Seconds(2));
     SleepUnlessStopped(until - absl::Now());
     return false;
   }
   conn_ = std::move(*conn);
-  timeouts_ = store::ConnectionTimeouts(options);
+  config_.lent->Set(conn_.get(), options);
+  followed_ttl_ = settings_.ttl;
+  config_.budget->ReservedOpened();
+  metrics_.ConnectionOpened("control");
+  if (waiting_for_server_) {
+    log_->info("group={} the server takes connections again", config_.group);
+  }
+  waiting_for_server_ = false;
   store::PrepareMemberStatements(*conn_);  // lazily: no round trip here
   StartListening();
   if (!conn_) return false;  // a LISTEN found the connection broken
@@ -229,6 +259,7 @@ void MemberLoop::StartListening() {
       return;
     }
     listen_conn_ = std::move(*conn);
+    metrics_.ConnectionOpened("listen");
   }
   absl::Status s = store::Guard("listen", [&] {
     listener_ =
@@ -251,6 +282,7 @@ void MemberLoop::StartListening() {
 void MemberLoop::StopListening(const absl::Status& why) {
   session_listener_.reset();
   listener_.reset();
+  if (listen_conn_) metrics_.ConnectionClosed("listen");
   listen_conn_.reset();
   scheduler_.SetListening(false);
   // Once per episode: a listen connection that stays out of reach is
@@ -300,10 +332,12 @@ store::ConnectOptions MemberLoop::ControlOptions() const {
 }
 
 void MemberLoop::FollowTtl() {
-  const absl::StatusOr<bool> set = timeouts_.Follow(*conn_, ControlOptions());
+  const absl::StatusOr<bool> set =
+      config_.lent->session().timeouts.Follow(*conn_, ControlOptions());
   if (!set.ok()) {
     Handle(set.status());
-  } else if (*set) {
+  } else if (*set && settings_.ttl != followed_ttl_) {
+    followed_ttl_ = settings_.ttl;
     log_->info(
         "group={} session={} session TTL is now {}: the control "
         "connection's timeouts follow",
@@ -312,11 +346,19 @@ void MemberLoop::FollowTtl() {
 }
 
 void MemberLoop::Disconnect(const absl::Status& why) {
-  log_->warn("group={} session={} control connection dropped: {}",
-             config_.group, session_, std::string(why.message()));
+  if (!why.ok()) {
+    log_->warn("group={} session={} control connection dropped: {}",
+               config_.group, session_, std::string(why.message()));
+  }
   session_listener_.reset();
   listener_.reset();
+  if (listen_conn_) metrics_.ConnectionClosed("listen");
   listen_conn_.reset();
+  if (conn_) {
+    config_.lent->Set(nullptr, {});
+    config_.budget->ReservedClosed();
+    metrics_.ConnectionClosed("control");
+  }
   conn_.reset();
   dropped_ = true;
   scheduler_.SetListening(false);
@@ -832,24 +874,98 @@ void MemberLoop::LoseSession(const std::string& why) {
   PublishOwned();
 }
 
+void MemberLoop::ReportConnections() {
+  const int held = static_cast<int>(metrics_.connections());
+  const int budget = config_.budget->limit();
+  if (reported_session_ == session_ && held == reported_connections_ &&
+      budget == reported_budget_) {
+    return;
+  }
+  const absl::Time now = absl::Now();
+  if (now < next_connections_report_) return;
+  next_connections_report_ = now + kConnectionsReport;
+  const absl::Status s =
+      store::ReportConnections(*conn_, session_, held, budget);
+  if (!s.ok()) {
+    // A schema older than 11 has no such columns; nothing else depends on
+    // them, so the member goes on without reporting.
+    if (absl::IsFailedPrecondition(s) || absl::IsPermissionDenied(s)) {
+      log_->warn("group={} cannot report its connections for describe: {}",
+                 config_.group, std::string(s.message()));
+      next_connections_report_ = absl::InfiniteFuture();
+      return;
+    }
+    Handle(s);
+    return;
+  }
+  reported_session_ = session_;
+  reported_connections_ = held;
+  reported_budget_ = budget;
+}
+
+bool MemberLoop::TakeBack() {
+  if (!config_.lent->Hold()) {
+    Disconnect(
+        absl::UnavailableError("a worker found the control connection broken"));
+    return false;
+  }
+  if (conn_) FollowTtl();  // a borrower may have set a worker's limits
+  return true;
+}
+
+void MemberLoop::LendWhile(int sock, absl::Duration timeout,
+                           bool wake_on_stop) {
+  config_.lent->ClearReturned();
+  config_.lent->Lend();
+  const absl::Time deadline = absl::Now() + timeout;
+  // (A stop request stays signaled: while leaving, it cannot wake us.)
+  pollfd fds[3] = {{wake_on_stop ? stop_wakeup_.fd() : -1, POLLIN, 0},
+                   {config_.lent->returned_fd(), POLLIN, 0},
+                   {sock, POLLIN, 0}};
+  while (absl::Now() < deadline) {
+    // While a worker has the connection, its own results make the socket
+    // readable: then only a stop or its return counts (it dispatches the
+    // NOTIFYs it reads), looked at again every few milliseconds in case
+    // one came after its last read.
+    const bool borrowed = config_.lent->Borrowed();
+    const int n = borrowed || sock < 0 ? 2 : 3;
+    const absl::Duration wait =
+        borrowed ? std::min(kBorrowedPoll, deadline - absl::Now())
+                 : deadline - absl::Now();
+    for (pollfd& fd : fds) fd.revents = 0;
+    const int ready = poll(fds, n, PollTimeoutMs(wait));
+    if (ready < 0 || fds[0].revents != 0 || fds[1].revents != 0) break;
+    if (n == 3 && fds[2].revents != 0) break;  // NOTIFYs on the socket
+  }
+}
+
 void MemberLoop::WaitForWork(absl::Time until) {
   // Blocks on the connection's socket and the stop request, not on a timer:
   // an idle member's control thread wakes only when something happened or
-  // is due.
+  // is due. Meanwhile its workers may borrow the control connection.
   while (!StopRequested() && !rebalance_now_ && conn_) {
     const absl::Duration left = until - absl::Now();
     if (left <= absl::ZeroDuration()) return;
-    if (!listener_) {
-      stop_wakeup_.WaitFor(left);
+    absl::Status listened;
+    if (listener_ && listen_conn_) {
+      // NOTIFYs come on their own connection: the control connection is
+      // lent until they do, or a worker gives it back.
+      config_.lent->ClearReturned();
+      config_.lent->Lend();
+      listened = store::AwaitNotifications(*listen_conn_, stop_wakeup_.fd(),
+                                           left, config_.lent->returned_fd());
+    } else {
+      LendWhile(listener_ ? conn_->sock() : -1, left);
+    }
+    if (!TakeBack()) return;
+    if (!listener_) continue;
+    if (listen_conn_) {
+      if (!listened.ok()) StopListening(listened);  // the control is fine
       continue;
     }
-    const absl::Status s =
-        store::AwaitNotifications(ListenConnection(), stop_wakeup_.fd(), left);
-    if (!s.ok() && listen_conn_) {
-      StopListening(s);  // the control connection is fine
-    } else {
-      Handle(s);
-    }
+    // What arrived on the control connection, or a borrower read.
+    Handle(store::AwaitNotifications(*conn_, stop_wakeup_.fd(),
+                                     absl::ZeroDuration()));
   }
 }
 
@@ -864,7 +980,9 @@ void MemberLoop::Leave() {
       if (!beat.ok()) Handle(beat.status());
       next_heartbeat_ = absl::Now() + settings_.heartbeat;
     }
-    absl::SleepFor(kDrainCheck);
+    // The items in flight may be on the control connection.
+    LendWhile(-1, kDrainCheck, /*wake_on_stop=*/false);
+    TakeBack();
   }
   if (!local_.empty()) {
     CallListener("OnPartsRevoked", &RebalanceListener::OnPartsRevoked,

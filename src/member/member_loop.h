@@ -23,8 +23,10 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "member/heartbeat_batcher.h"
+#include "member/lent_connection.h"
 #include "member/part_scheduler.h"
 #include "metrics.h"
+#include "sqlgroup/connection_budget.h"
 #include "sqlgroup/consumer.h"
 #include "store/connection.h"
 #include "store/member_store.h"
@@ -60,6 +62,11 @@ struct MemberConfig {
   // The group's ordering as last read (GroupSettings::key_order), for the
   // workers. Optional.
   std::shared_ptr<std::atomic<bool>> key_order;
+  // The control connection as the workers borrow it, and the process's
+  // connection budget (a slot is kept for the control connection).
+  // Required.
+  LentConnection* lent = nullptr;
+  ConnectionBudget* budget = nullptr;
 };
 
 class MemberLoop {
@@ -120,6 +127,18 @@ class MemberLoop {
   void LoseSession(const std::string& why);
   void Leave();
   void WaitForWork(absl::Time until);
+  // Takes the control connection back from the workers (waiting for a
+  // borrower's task to end) and restores its limits; false when a
+  // borrower found it broken (it is dropped).
+  bool TakeBack();
+  // Records the member's connections and budget for describe when they
+  // changed, at most once per kConnectionsReport.
+  void ReportConnections();
+  // Lends the control connection to the workers for up to `timeout`, or
+  // until a stop request (`wake_on_stop`), a worker giving it back broken
+  // or with NOTIFYs, or (`sock` >= 0, the control connection's socket)
+  // NOTIFYs arriving while nobody borrows it.
+  void LendWhile(int sock, absl::Duration timeout, bool wake_on_stop = true);
   void SleepUnlessStopped(absl::Duration d);
   // Calls config_.listener's `callback` if there is a listener; logs what
   // it throws instead of letting it end the control thread.
@@ -156,7 +175,6 @@ class MemberLoop {
   // Control thread only.
   store::GroupSettings settings_;
   std::unique_ptr<pqxx::connection> conn_;
-  store::ConnectionTimeouts timeouts_;  // conn_'s
   // To config_.listen_dsn, when there is one and it is open.
   std::unique_ptr<pqxx::connection> listen_conn_;
   int listen_failures_ = 0;  // in a row
@@ -164,6 +182,15 @@ class MemberLoop {
   std::unique_ptr<Listener> listener_;          // the group's channel
   std::unique_ptr<Listener> session_listener_;  // this session's channel
   int connect_failures_ = 0;
+  bool waiting_for_server_ = false;  // the last connect was refused: busy
+  // The TTL the control connection's limits last followed (a borrower's
+  // limits are undone silently).
+  absl::Duration followed_ttl_ = absl::ZeroDuration();
+  // What ReportConnections last recorded, for which session.
+  std::string reported_session_;
+  int reported_connections_ = -1;
+  int reported_budget_ = -1;
+  absl::Time next_connections_report_ = absl::InfinitePast();
   bool dropped_ = false;  // a connection was lost: say when one is back
   int join_failures_ = 0;
   std::string session_;
@@ -200,7 +227,9 @@ class MemberLoop {
   // always, unless the heartbeat is shared and its last reply named another
   // member of the process as the one to reap.
   bool may_reap_ = true;
-  bool rebalance_now_ = true;
+  // Set by NOTIFYs, which a worker that borrowed the control connection
+  // may dispatch.
+  std::atomic<bool> rebalance_now_{true};
 
   Wakeup stop_wakeup_;  // signaled by RequestStop()
   std::atomic<bool> leave_for_good_{false};

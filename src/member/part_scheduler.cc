@@ -220,7 +220,7 @@ bool PartScheduler::HasTask() const {
   return ProbeDue(absl::Now());
 }
 
-PartTask PartScheduler::Next() {
+PartTask PartScheduler::Next(absl::Time idle_at) {
   absl::MutexLock lock(&mu_);
   while (true) {
     // Wake at the latest when a periodic task falls due.
@@ -234,8 +234,13 @@ PartTask PartScheduler::Next() {
               return w->scheduler->HasTaskOrRetimed(w->retimed);
             },
             &wait),
-        NextTimedTask());
+        std::min(NextTimedTask(), idle_at));
     if (shutdown_) return PartTask{};
+    if (absl::Now() >= idle_at && !HasTask()) {
+      PartTask idle;
+      idle.kind = PartTask::Kind::kIdle;
+      return idle;
+    }
     if (LagDue(absl::Now())) {
       PartTask task;
       task.kind = PartTask::Kind::kMeasureLag;

@@ -28,7 +28,8 @@
 namespace sqlgroup {
 
 struct PartTask {
-  enum class Kind { kClaim, kItem, kProbe, kMeasureLag, kStop };
+  // kIdle: nothing came by the time the worker asked to hear of it.
+  enum class Kind { kClaim, kItem, kProbe, kMeasureLag, kIdle, kStop };
   Kind kind = Kind::kStop;
   // kClaim: the take to claim under, its range and the sweep cursor.
   // kItem: the take and one item claimed under it, to handle.
@@ -86,8 +87,9 @@ class PartScheduler {
   // Every Next() returns kStop from now on.
   void Shutdown();
 
-  // Workers. Next() blocks until there is a task.
-  PartTask Next();
+  // Workers. Next() blocks until there is a task, or returns kIdle when
+  // there is none at `idle_at` (the worker may then close its connection).
+  PartTask Next(absl::Time idle_at = absl::InfiniteFuture());
   // After a claim task. `found` says whether the claim returned items (the
   // part stays in the rotation) or not (it goes idle). `turn`: the next
   // claim's PartTask::turn.

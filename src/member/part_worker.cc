@@ -107,10 +107,32 @@ PartWorker::PartWorker(int index, WorkerConfig config, PartScheduler& scheduler,
 
 void PartWorker::Run() {
   while (true) {
-    const PartTask task = scheduler_.Next();
+    // A worker whose task went back for want of a slot waits for one
+    // before it takes another, instead of taking tasks it cannot run.
+    if (starved_) {
+      starved_ = false;
+      AcquireSlot(kStarvedWait);
+      last_work_ = absl::Now();
+    }
+    // A connection of its own is closed after a while without work (claims
+    // and items; probes and lag reads only look): an idle member holds
+    // only its control connection. A slot held is looked at every
+    // kContendedCheck, and goes once the worker is idle when another
+    // worker of the process waits for it, or when no connection was
+    // opened on it.
+    const absl::Time idle_at = last_work_ + config_.idle_connection_timeout;
+    const PartTask task = scheduler_.Next(
+        own_ || slot_ ? std::min(idle_at, absl::Now() + kContendedCheck)
+                      : absl::InfiniteFuture());
     switch (task.kind) {
       case PartTask::Kind::kStop:
+        CloseOwn();
         return;
+      case PartTask::Kind::kIdle:
+        if (!own_ || absl::Now() >= idle_at || config_.budget->contended()) {
+          CloseOwn();
+        }
+        continue;
       case PartTask::Kind::kClaim:
         RunClaim(task);
         break;
@@ -124,30 +146,136 @@ void PartWorker::Run() {
         RunMeasureLag(task);
         break;
     }
+    GiveBack();
+    if (task.kind == PartTask::Kind::kClaim ||
+        task.kind == PartTask::Kind::kItem) {
+      last_work_ = absl::Now();
+    }
   }
 }
 
-bool PartWorker::EnsureConnected() {
-  if (conn_) return true;
+bool PartWorker::EnsureConnected(bool own_wanted) {
+  if (conn_ != nullptr) return true;
+  // Reads that find work (probes, lag) do not open a connection: they
+  // borrow the control connection when the worker has none.
+  if (!own_wanted) return BorrowControl();
+  const bool slots = config_.budget->worker_slots() > 0;
+  if (slots && OpenOwn()) return true;
+  // Items run on the control connection only when there is no other way:
+  // a budget without a slot for workers, or a server that refuses
+  // connections. A handler there holds up the member's heartbeats, so a
+  // worker whose siblings hold the budget's slots waits for one instead
+  // (its task goes back to the others at once).
+  if (refused_ || !slots) return BorrowControl();
+  starved_ = true;
+  return false;
+}
+
+bool PartWorker::AcquireSlot(absl::Duration wait) {
+  if (!slot_) slot_ = config_.budget->TryAcquire(wait);
+  return slot_;
+}
+
+void PartWorker::ReleaseSlot() {
+  if (slot_) config_.budget->Release();
+  slot_ = false;
+}
+
+bool PartWorker::OpenOwn() {
+  if (absl::Now() < next_own_try_ || !AcquireSlot(absl::ZeroDuration())) {
+    return false;
+  }
   const store::ConnectOptions options = WorkerOptions();
   auto conn = store::Connect(config_.dsn, options);
   if (!conn.ok()) {
-    log_->warn("worker={} connect failed: {}", index_,
-               std::string(conn.status().message()));
+    ReleaseSlot();
     ++connect_failures_;
-    SleepBackoff();
+    next_own_try_ =
+        absl::Now() +
+        Backoff(connect_failures_, absl::Milliseconds(200), absl::Seconds(5));
+    if (store::ServerBusy(conn.status())) {
+      metrics_.ConnectionRefused();
+      // Once per episode, not per attempt: a full server is a condition.
+      if (!refused_) {
+        log_->warn(
+            "worker={} the server takes no more connections; running on the "
+            "control connection meanwhile and trying again with backoff: {}",
+            index_, std::string(conn.status().message()));
+      }
+      refused_ = true;
+    } else if (connect_failures_ == 1) {
+      log_->warn("worker={} connect failed: {}", index_,
+                 std::string(conn.status().message()));
+    }
     return false;
   }
-  conn_ = std::move(*conn);
-  timeouts_ = store::ConnectionTimeouts(options);
+  own_ = std::move(*conn);
+  own_timeouts_ = store::ConnectionTimeouts(options);
+  metrics_.ConnectionOpened("worker");
   absl::Status s =
-      store::Guard("prepare", [&] { store::PrepareItemStatements(*conn_); });
+      store::Guard("prepare", [&] { store::PrepareItemStatements(*own_); });
   if (!s.ok()) {
-    Disconnect(s);
+    CloseOwn();
+    log_->warn("worker={} dropping connection: {}", index_,
+               std::string(s.message()));
     return false;
   }
+  if (refused_ || connect_failures_ > 1) {
+    log_->info("worker={} has a connection of its own again", index_);
+  }
+  refused_ = false;
   connect_failures_ = 0;
+  conn_ = own_.get();
+  timeouts_ = &own_timeouts_;
   return true;
+}
+
+bool PartWorker::BorrowControl() {
+  pqxx::connection* home = config_.lent->Borrow(kBorrowWait);
+  if (home == nullptr) return false;  // the control thread has it
+  conn_ = home;
+  borrowed_ = true;
+  timeouts_ = &config_.lent->session().timeouts;
+  metrics_.Borrowed();
+  if (!config_.lent->session().item_statements) {
+    absl::Status s =
+        store::Guard("prepare", [&] { store::PrepareItemStatements(*conn_); });
+    if (!s.ok()) {
+      Disconnect(s);
+      return false;
+    }
+    config_.lent->session().item_statements = true;
+  }
+  return true;
+}
+
+void PartWorker::GiveBack() {
+  if (borrowed_) {
+    // NOTIFYs for the member that arrived with this task's results:
+    // dispatched here (to the member's receivers), since the control
+    // thread's poll of the socket cannot see them any more.
+    int notified = 0;
+    if (!borrowed_broken_) {
+      const absl::Status s = store::Guard(
+          "read notifications", [&] { notified = conn_->get_notifs(); });
+      if (!s.ok()) borrowed_broken_ = true;
+    }
+    config_.lent->Return(borrowed_broken_, notified > 0);
+    borrowed_ = false;
+    borrowed_broken_ = false;
+    conn_ = nullptr;
+  } else if (own_) {
+    conn_ = own_.get();  // stays for the next task
+  }
+}
+
+void PartWorker::CloseOwn() {
+  if (own_) {
+    if (conn_ == own_.get()) conn_ = nullptr;
+    own_.reset();
+    metrics_.ConnectionClosed("worker");
+  }
+  ReleaseSlot();
 }
 
 store::ConnectOptions PartWorker::WorkerOptions() const {
@@ -161,7 +289,7 @@ store::ConnectOptions PartWorker::WorkerOptions() const {
 }
 
 bool PartWorker::FollowTtl() {
-  const absl::StatusOr<bool> set = timeouts_.Follow(*conn_, WorkerOptions());
+  const absl::StatusOr<bool> set = timeouts_->Follow(*conn_, WorkerOptions());
   if (!set.ok()) {
     Disconnect(set.status());
     return false;
@@ -169,10 +297,20 @@ bool PartWorker::FollowTtl() {
   return true;
 }
 
+bool PartWorker::YieldControl() const {
+  return borrowed_ && config_.lent->Wanted();
+}
+
 void PartWorker::Disconnect(const absl::Status& why) {
-  log_->warn("worker={} dropping connection: {}", index_,
+  log_->warn("worker={} dropping {} connection: {}", index_,
+             borrowed_ ? "the borrowed control" : "its",
              std::string(why.message()));
-  conn_.reset();
+  if (borrowed_) {
+    borrowed_broken_ = true;  // the control thread reconnects
+    conn_ = nullptr;
+    return;
+  }
+  CloseOwn();
 }
 
 void PartWorker::SleepBackoff() {
@@ -181,7 +319,7 @@ void PartWorker::SleepBackoff() {
 }
 
 void PartWorker::RunProbe(const PartTask& task) {
-  if (!EnsureConnected()) {
+  if (!EnsureConnected(/*own_wanted=*/false) || !FollowTtl()) {
     scheduler_.AbandonProbe();
     return;
   }
@@ -203,7 +341,7 @@ void PartWorker::RunProbe(const PartTask& task) {
 }
 
 void PartWorker::RunMeasureLag(const PartTask& task) {
-  if (!EnsureConnected()) {
+  if (!EnsureConnected(/*own_wanted=*/false) || !FollowTtl()) {
     scheduler_.FinishLag();
     return;
   }
@@ -249,7 +387,7 @@ void PartWorker::RunMeasureLag(const PartTask& task) {
 void PartWorker::RunClaim(const PartTask& task) {
   const store::ClaimRef& ref = task.ref;
   const int64_t epoch = ref.epoch;
-  if (!EnsureConnected() || !FollowTtl()) {
+  if (!EnsureConnected(/*own_wanted=*/true) || !FollowTtl()) {
     scheduler_.FinishClaim(ref.part, epoch, true, task.cursor);
     return;
   }
@@ -404,8 +542,10 @@ absl::StatusOr<std::vector<Item>> PartWorker::ClaimKeyHeads(
 void PartWorker::RunItem(const PartTask& task) {
   const store::ClaimRef& ref = task.ref;
   bool again = true;
-  if (!EnsureConnected() || !FollowTtl()) {
-    again = false;  // read again after a probe
+  if (!EnsureConnected(/*own_wanted=*/true) || !FollowTtl()) {
+    // Read again after a probe; at once by another worker when this one
+    // only had no slot of the budget.
+    again = starved_;
   } else {
     // The worker keeps the key for up to kItemTurn of its items, reading
     // the next one as soon as one is settled: a key that carries much of
@@ -415,7 +555,10 @@ void PartWorker::RunItem(const PartTask& task) {
     Item item = task.item;
     for (int n = 1; !scheduler_.ShouldYield(ref.part, ref.epoch); ++n) {
       // Unkeyed items have no order to keep: one per task.
-      const bool go_on = n < kItemTurn && item.key.has_value();
+      // On a borrowed control connection, one item when the control
+      // thread waits for it.
+      const bool go_on =
+          n < kItemTurn && item.key.has_value() && !YieldControl();
       NextClaim more;
       more.of_key = true;
       // As for a claim that broke, the part waits instead of spinning; the
@@ -455,6 +598,8 @@ PartWorker::Progress PartWorker::ProcessItems(const store::ClaimRef& ref,
   }
   for (size_t i = 0; i < items.size(); ++i) {
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {i, false};
+    // Borrowed: the control thread's turn, after at least one item.
+    if (i > 0 && YieldControl()) return {i, false};
     const Outcome o = HandleBatch(ref, {items[i]});
     if (o == Outcome::kBroken) return {i, true};
     if (o == Outcome::kRetryLater) return {i, false};

@@ -1,7 +1,12 @@
 // One worker thread of a member: takes tasks from the PartScheduler, claims
 // items in the part's key range, runs the handler and acknowledges each
-// item exactly once (or releases it for retry, or dead-letters it). Owns one
-// database connection, reconnecting with backoff.
+// item exactly once (or releases it for retry, or dead-letters it).
+//
+// Connections follow work: a worker opens a connection of its own for
+// claims when the member's budget has a slot and the server takes it, and
+// closes it after idle_connection_timeout without tasks. Without one (no
+// slot, a full server, or a probe that should not open one) it borrows the
+// member's control connection for the task (LentConnection).
 #ifndef SQLGROUP_MEMBER_PART_WORKER_H_
 #define SQLGROUP_MEMBER_PART_WORKER_H_
 
@@ -11,8 +16,10 @@
 #include <string>
 
 #include "member/conflict_tally.h"
+#include "member/lent_connection.h"
 #include "member/part_scheduler.h"
 #include "metrics.h"
+#include "sqlgroup/connection_budget.h"
 #include "sqlgroup/consumer.h"
 #include "store/connection.h"
 
@@ -42,6 +49,12 @@ struct WorkerConfig {
   std::shared_ptr<std::atomic<bool>> key_order;
   // Shared by the member's workers.
   std::shared_ptr<ConflictTally> conflicts = std::make_shared<ConflictTally>();
+  // The process's connection budget, and the member's control connection
+  // to borrow. Required.
+  std::shared_ptr<ConnectionBudget> budget;
+  LentConnection* lent = nullptr;
+  // A connection of the worker's own is closed after this long idle.
+  absl::Duration idle_connection_timeout = absl::Seconds(10);
 };
 
 class PartWorker {
@@ -72,10 +85,26 @@ class PartWorker {
            o == Outcome::kReleased;
   }
 
-  bool EnsureConnected();
+  // A connection for the task: the worker's own, one opened now
+  // (`own_wanted`, within the budget), or the control connection borrowed.
+  // False when none can be had now.
+  bool EnsureConnected(bool own_wanted);
+  bool OpenOwn();
+  // A slot of the budget for a connection of the worker's own, held from
+  // before it opens until it closes.
+  bool AcquireSlot(absl::Duration wait);
+  void ReleaseSlot();
+  bool BorrowControl();
+  // After each task: a borrowed connection goes back to the control thread.
+  void GiveBack();
+  void CloseOwn();
+  // Whether to cut a batch short: the control thread waits for the
+  // connection this worker borrowed.
+  bool YieldControl() const;
   // The worker connection's options under the group's TTL now (its
-  // idle-in-transaction limit), and setting them on the open connection
-  // when the TTL was altered (false: the connection broke and was dropped).
+  // idle-in-transaction limit), and setting them on the connection in use
+  // (after the TTL was altered, or on a borrowed control connection; false:
+  // the connection broke and was dropped).
   store::ConnectOptions WorkerOptions() const;
   bool FollowTtl();
   void RunClaim(const PartTask& task);
@@ -148,8 +177,25 @@ class PartWorker {
   PartScheduler& scheduler_;
   MemberMetrics& metrics_;
   std::shared_ptr<spdlog::logger> log_;
-  std::unique_ptr<pqxx::connection> conn_;
-  store::ConnectionTimeouts timeouts_;  // conn_'s
+  // How long a worker waits for the control connection to be lent, and,
+  // after a task went back for want of a slot, for a slot to free up.
+  static constexpr absl::Duration kBorrowWait = absl::Milliseconds(200);
+  static constexpr absl::Duration kStarvedWait = absl::Seconds(1);
+  static constexpr absl::Duration kContendedCheck = absl::Milliseconds(100);
+
+  std::unique_ptr<pqxx::connection> own_;
+  store::ConnectionTimeouts own_timeouts_;  // own_'s
+  // The connection of the task at hand (own_, or the control connection
+  // borrowed), and what is known of its session.
+  pqxx::connection* conn_ = nullptr;
+  store::ConnectionTimeouts* timeouts_ = nullptr;
+  bool borrowed_ = false;
+  bool borrowed_broken_ = false;  // tell the control thread on GiveBack
+  absl::Time last_work_ = absl::InfinitePast();  // the last claim or item
+  absl::Time next_own_try_ = absl::InfinitePast();
+  bool refused_ = false;  // the server refused the last try (an episode)
+  bool slot_ = false;     // holds a slot of the budget
+  bool starved_ = false;  // a task went back: no slot was free
   int connect_failures_ = 0;
   int broken_in_a_row_ = 0;  // claims that ended on kBroken, in a row
 };

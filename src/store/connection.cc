@@ -22,20 +22,46 @@ std::string Millis(absl::Duration d) {
   return absl::StrCat(absl::ToInt64Milliseconds(d));
 }
 
-// The SET statements of `options`' server-side limits; zero is the
-// server's default. `local`: SET LOCAL, for one transaction. `only_set`:
-// only the limits that are set (not zero).
-std::string TimeoutSettings(const ConnectOptions& options, bool local = false,
-                            bool only_set = false) {
-  auto set = [local, only_set](const char* name, absl::Duration d) {
+// The SET statements of `options`' server-side limits and commit mode;
+// a zero limit is the server's default, as is a synchronous commit.
+// `local`: SET LOCAL, for one transaction. `only_set`: only what differs
+// from the server's defaults (for a new session).
+std::string LimitSettings(const ConnectOptions& options, bool local,
+                          bool only_set) {
+  auto set = [&](const char* name, absl::Duration d) {
     if (only_set && d <= absl::ZeroDuration()) return std::string();
     return absl::StrCat(local ? "SET LOCAL " : "SET ", name, " = ",
                         d > absl::ZeroDuration() ? Millis(d) : "DEFAULT", ";");
   };
+  std::string commit;
+  if (options.asynchronous_commit || !only_set) {
+    commit =
+        absl::StrCat(local ? "SET LOCAL " : "SET ", "synchronous_commit = ",
+                     options.asynchronous_commit ? "off" : "DEFAULT", ";");
+  }
   return absl::StrCat(set("statement_timeout", options.statement_timeout),
                       set("lock_timeout", options.lock_timeout),
                       set("idle_in_transaction_session_timeout",
-                          options.idle_in_transaction_timeout));
+                          options.idle_in_transaction_timeout),
+                      commit);
+}
+
+// Whether libpq's reason for a failed connection says the server is full
+// or not taking connections for now (53300, 57P03; a saturated PgBouncer
+// answers 08P01 "no more connections allowed"): libpq gives the text of
+// the server's refusal, not its SQLSTATE.
+bool ServerBusyReason(const std::string& reason) {
+  for (const char* busy :
+       {"too many clients already", "remaining connection slots are reserved",
+        "too many connections for", "the database system is starting up",
+        "the database system is shutting down",
+        "the database system is in recovery mode",
+        "the database system is not yet accepting connections",
+        "the database system is not accepting connections",
+        "no more connections allowed"}) {
+    if (absl::StrContains(reason, busy)) return true;
+  }
+  return false;
 }
 
 // Names the target and libpq's reason without any password. A malformed
@@ -62,6 +88,11 @@ std::string ConnectFailure(const std::string& dsn, std::string reason,
       absl::StrContains(reason, "password authentication failed") ||
               absl::StrContains(reason, "no password supplied")
           ? "check the user name and password"
+      : ServerBusyReason(reason)
+          ? "the server takes no more connections for now (max_connections "
+            "reached, or starting or stopping): members wait and retry; "
+            "lower --max_connections or put a pooler in front "
+            "(docs/POOLERS.md)"
           : "check --dsn / SQLGROUP_DSN and that the server is up";
   return absl::StrCat("cannot connect to ", target, ": ",
                       RedactPasswords(reason, dsn), " (tried for at most ",
@@ -70,9 +101,7 @@ std::string ConnectFailure(const std::string& dsn, std::string reason,
 
 // The SET LOCAL statements of a pooled connection's limits.
 std::string LocalSettings(const ConnectOptions& options) {
-  return absl::StrCat(
-      TimeoutSettings(options, /*local=*/true, /*only_set=*/true),
-      options.asynchronous_commit ? "SET LOCAL synchronous_commit = off;" : "");
+  return LimitSettings(options, /*local=*/true, /*only_set=*/true);
 }
 
 }  // namespace
@@ -85,6 +114,10 @@ void LocalLimits(pqxx::transaction_base& tx) {
 
 bool RefusedForGood(const absl::Status& s) {
   return s.GetPayload(kRefusedForGood).has_value();
+}
+
+bool ServerBusy(const absl::Status& s) {
+  return s.GetPayload(kServerBusy).has_value();
 }
 
 absl::Duration CoordinationBound(absl::Duration ttl) {
@@ -122,13 +155,15 @@ ConnectOptions CoordinationOptions(std::string application_name,
 ConnectionTimeouts::ConnectionTimeouts(const ConnectOptions& options)
     : statement_(options.statement_timeout),
       lock_(options.lock_timeout),
-      idle_in_transaction_(options.idle_in_transaction_timeout) {}
+      idle_in_transaction_(options.idle_in_transaction_timeout),
+      asynchronous_commit_(options.asynchronous_commit) {}
 
 absl::StatusOr<bool> ConnectionTimeouts::Follow(pqxx::connection& conn,
                                                 const ConnectOptions& options) {
   const ConnectionTimeouts wanted(options);
   if (wanted.statement_ == statement_ && wanted.lock_ == lock_ &&
-      wanted.idle_in_transaction_ == idle_in_transaction_) {
+      wanted.idle_in_transaction_ == idle_in_transaction_ &&
+      wanted.asynchronous_commit_ == asynchronous_commit_) {
     return false;
   }
   if (PooledState* pooled = PooledStateOf(conn)) {
@@ -138,7 +173,7 @@ absl::StatusOr<bool> ConnectionTimeouts::Follow(pqxx::connection& conn,
   }
   absl::Status s = Guard("set the connection's timeouts", [&] {
     pqxx::nontransaction tx(conn);
-    tx.exec(TimeoutSettings(options));
+    tx.exec(LimitSettings(options, /*local=*/false, /*only_set=*/false));
   });
   if (!s.ok()) return s;
   *this = wanted;
@@ -163,6 +198,7 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     // Refused for a reason that waiting does not change: callers that
     // retry connections (a producer riding out a restart) stop at once.
     const std::string reason = e.what();
+    if (ServerBusyReason(reason)) s.SetPayload(kServerBusy, absl::Cord("1"));
     for (const char* lasting :
          {"password authentication failed", "no password supplied",
           "does not exist", "pg_hba.conf rejects",
@@ -188,8 +224,7 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
   // Limits that are zero are left alone: a new session has the server's.
   const std::string setup = absl::StrCat(
       "SET application_name = ", conn->quote(options.application_name), ";",
-      TimeoutSettings(options, /*local=*/false, /*only_set=*/true),
-      options.asynchronous_commit ? "SET synchronous_commit = off;" : "");
+      LimitSettings(options, /*local=*/false, /*only_set=*/true));
   absl::Status s = Guard("configure connection", [&] {
     pqxx::nontransaction tx(*conn);
     tx.exec(setup);
@@ -199,14 +234,15 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
 }
 
 absl::Status AwaitNotifications(pqxx::connection& conn, int wake_fd,
-                                absl::Duration timeout) {
+                                absl::Duration timeout, int other_fd) {
   return Guard("wait for notifications", [&] {
     // Some may have arrived with the results of an earlier statement.
     if (conn.get_notifs() > 0) return;
     const int sock = conn.sock();
     if (sock < 0) throw pqxx::broken_connection("connection is closed");
-    pollfd fds[2] = {{sock, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-    const int ready = poll(fds, 2, PollTimeoutMs(timeout));
+    pollfd fds[3] = {
+        {sock, POLLIN, 0}, {wake_fd, POLLIN, 0}, {other_fd, POLLIN, 0}};
+    const int ready = poll(fds, other_fd >= 0 ? 3 : 2, PollTimeoutMs(timeout));
     if (ready < 0 && errno != EINTR) {
       throw pqxx::broken_connection(std::string("poll: ") +
                                     std::strerror(errno));

@@ -68,6 +68,14 @@ inline constexpr char kRefusedForGood[] = "sqlgroup/connect-refused-for-good";
 // True for a Connect failure that retrying will not cure.
 bool RefusedForGood(const absl::Status& s);
 
+// The payload that marks a connection the server refused for now.
+inline constexpr char kServerBusy[] = "sqlgroup/connect-server-busy";
+
+// True for a Connect failure because the server takes no more connections
+// for now: too many (SQLSTATE 53300, or a full PgBouncer), or it is
+// starting, stopping or recovering (57P03). A condition to wait out.
+bool ServerBusy(const absl::Status& s);
+
 // True when an enqueue that failed with `s` may be tried again under its
 // idempotency key: the database was out of reach (but not refused for
 // good), a commit's outcome was lost, a conflict, or an id taken by
@@ -87,29 +95,31 @@ ConnectOptions ProducerOptions(std::string application_name,
 void LocalLimits(pqxx::transaction_base& tx);
 
 // The server-side limits (statement, lock and idle-in-transaction
-// timeouts) in effect on one open connection. They derive from a group's
-// TTL, which can be altered while the connection lives: Follow sets new
-// ones on the same connection, and only when they differ.
+// timeouts) and commit mode in effect on one open connection. They derive from
+// a group's TTL, which can be altered while the connection lives: Follow sets
+// new ones on the same connection, and only when they differ.
 class ConnectionTimeouts {
  public:
   // Those `options` gave a connection when Connect opened it.
   explicit ConnectionTimeouts(const ConnectOptions& options = {});
 
-  // Sets `options`' limits on `conn`, outside any transaction, unless they
-  // are those in effect. True when it set them.
+  // Sets `options`' limits and commit mode on `conn`, outside any
+  // transaction, unless they are those in effect. True when it set them.
   absl::StatusOr<bool> Follow(pqxx::connection& conn,
                               const ConnectOptions& options);
 
  private:
   absl::Duration statement_, lock_, idle_in_transaction_;
+  bool asynchronous_commit_;
 };
 
 // Blocks until a notification arrives on `conn` (and dispatches it to its
-// receivers), `wake_fd` becomes readable, or `timeout` passes, whichever
-// comes first. No timer wake-ups in between: an idle member's control
-// thread sleeps here. UNAVAILABLE when the connection broke.
+// receivers), `wake_fd` (or `other_fd`, if >= 0) becomes readable, or
+// `timeout` passes, whichever comes first. No timer wake-ups in between: an
+// idle member's control thread sleeps here. UNAVAILABLE when the connection
+// broke.
 absl::Status AwaitNotifications(pqxx::connection& conn, int wake_fd,
-                                absl::Duration timeout);
+                                absl::Duration timeout, int other_fd = -1);
 
 }  // namespace sqlgroup::store
 

@@ -579,6 +579,18 @@ absl::Status LeaveInstance(pqxx::connection& conn, const std::string& group,
   return absl::OkStatus();
 }
 
+absl::Status ReportConnections(pqxx::connection& conn,
+                               const std::string& session, int connections,
+                               int budget) {
+  return Guard("report connections", [&] {
+    pqxx::nontransaction tx(conn);
+    tx.exec_params(
+        "UPDATE sqlgroup.sessions SET connections = $2, connection_budget = "
+        "$3 WHERE id = $1::uuid",
+        session, connections, budget);
+  });
+}
+
 absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
                           const std::string& session, bool notify) {
   return Guard("leave group", [&] {

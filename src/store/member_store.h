@@ -206,6 +206,12 @@ absl::StatusOr<std::vector<int>> DropParts(
     const std::string& session, const std::vector<int>& parts, int parts_of,
     bool notify, const std::vector<std::string>& wake);
 
+// Records the connections the session's member holds now and its
+// process's budget (schema 11), for describe.
+absl::Status ReportConnections(pqxx::connection& conn,
+                               const std::string& session, int connections,
+                               int budget);
+
 // Deletes the session: a graceful leave, its parts free at once.
 absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
                           const std::string& session, bool notify);

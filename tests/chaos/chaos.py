@@ -14,7 +14,14 @@ promoted, a new standby built), and changes of the part count (group alter
 --parts: 16 -> 40 -> 8 -> 16, a member killed and restarted during the
 middle one), and the producer's connection cut right after three of its
 COMMITs reached the server (commit_cut: the batches committed, the
-producer cannot know; producer_mismatch checks none was added twice). The short profile injects each once; the long one adds random
+producer cannot know; producer_mismatch checks none was added twice).
+
+With --pooler transaction the members reach the primary through a private
+PgBouncer 1.18 in transaction mode (a server pool smaller than their
+connections; consume --pool_mode transaction, LISTEN on a direct
+--listen_dsn), failover is left out (the pooler points at one server) and
+a pooler_restart fault stops PgBouncer, cutting every client and server
+connection, and starts it again. The short profile injects each once; the long one adds random
 faults until --minutes have passed. While the group recovers from each, the
 current owners are sampled for overlapping key ranges (overlapping_samples).
 
@@ -55,6 +62,10 @@ import checker  # noqa: E402
 from pgnode import PgNode, make_root, psql  # noqa: E402
 from workload import Member, Producer  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "support"))
+from pgbouncer import PgBouncer  # noqa: E402
+
 KINDS = ["kill9", "sigstop", "pg_restart", "terminate", "stall", "rolling",
          "failover", "resize", "commit_cut"]
 # One resize fault: the part count 16 -> 40 -> 8 -> 16 (from --parts: x2.5,
@@ -89,6 +100,10 @@ class ChaosRun:
         self.overlap_samples = 0
         self.overlapping_samples = 0
         self.kinds = KINDS + (STATIC_KINDS if args.static_timeout else [])
+        self.bouncer = None
+        if args.pooler == "transaction":
+            self.kinds = [k for k in self.kinds if k != "failover"]
+            self.kinds.append("pooler_restart")
         self.twins = 0  # zombie faults so far (names their logs)
 
     # --- the database ----------------------------------------------------
@@ -113,10 +128,20 @@ class ChaosRun:
                      "--heartbeat", f"{HEARTBEAT_S * 1000:g}ms",
                      "--dsn", self.node_dsn())
         self.grant_roles()
+        slots, extra = [n.port for n in self.nodes], []
+        if self.bouncer is None and self.args.pooler == "transaction":
+            # Fewer server connections than the members' 3 each.
+            self.bouncer = PgBouncer(a.port, "transaction", pool_size=6,
+                                     users={"chaos_member": ""}).start()
+        if self.bouncer:
+            slots = [self.bouncer.port]
+            extra = ["--pool_mode", "transaction",
+                     "--listen_dsn", self.node_dsn("chaos_member")]
         for i in range(self.args.members):
-            m = Member(self.args.cli, f"m{i}", [n.port for n in self.nodes],
+            m = Member(self.args.cli, f"m{i}", slots,
                        self.log_dir, "chaos_member", "record", 2,
-                       self.args.fail_rate, self.args.static_timeout)
+                       self.args.fail_rate, self.args.static_timeout,
+                       extra_args=extra)
             m.start()
             self.members.append(m)
         self.wait("every part owned", lambda: self.owned_by_live([]))
@@ -303,6 +328,14 @@ class ChaosRun:
         t0 = time.time()
         self.primary.restart_immediate()
         self.recover("pg_restart", self.primary.name, t0, [],
+                     db_back_s=time.time() - t0)
+
+    def fault_pooler_restart(self):
+        """PgBouncer stops (every client and server connection cut, the
+        members' work in flight with it) and starts again on its port."""
+        t0 = time.time()
+        self.bouncer.restart(down_for=0.5)
+        self.recover("pooler_restart", "pgbouncer", t0, [],
                      db_back_s=time.time() - t0)
 
     def fault_terminate(self):
@@ -506,6 +539,8 @@ class ChaosRun:
             self.producer.stop()
             for p in self.producer.proxies:
                 p.close()
+        if self.bouncer:
+            self.bouncer.close()
         for n in self.nodes:
             n.kill()
         if keep:
@@ -563,6 +598,10 @@ def main():
     ap.add_argument("--static_timeout", default=None,
                     help="run static members (consume --static_timeout), "
                     "e.g. 10s, and add the kill9_return and zombie faults")
+    ap.add_argument("--pooler", choices=["none", "transaction"],
+                    default="none",
+                    help="members through a PgBouncer in transaction mode "
+                    "(and a pooler_restart fault instead of failover)")
     ap.add_argument("--keep", action="store_true", help="keep logs and data")
     args = ap.parse_args()
     seeds = ([int(s) for s in args.seeds.split(",")] if args.seeds else

@@ -85,8 +85,9 @@ def scalar(port, sql, **kw):
 class PgNode:
     """One server: `PgNode.primary(root)` or `PgNode.standby_of(p, root)`."""
 
-    def __init__(self, root, name):
+    def __init__(self, root, name, extra_conf=""):
         self.name = name
+        self.extra_conf = extra_conf
         self.dir = os.path.join(root, name)
         self.port = free_port()
         self.proc = None
@@ -94,8 +95,10 @@ class PgNode:
         self._user = _server_user()
 
     @classmethod
-    def primary(cls, root, name="pg-a"):
-        node = cls(root, name)
+    def primary(cls, root, name="pg-a", extra_conf=""):
+        """`extra_conf`: postgresql.conf lines that override the defaults
+        (e.g. "max_connections = 40")."""
+        node = cls(root, name, extra_conf)
         node._run([os.path.join(BIN, "initdb"), "-D", node.dir, "-U",
                    "postgres", "--auth=trust", "-E", "UTF8", "--locale=C",
                    "-N"])
@@ -140,7 +143,8 @@ class PgNode:
                 "shared_buffers = '64MB'\nlog_min_messages = warning\n"
                 # A standby retries its primary every 5 s by default, and a
                 # primary with a synchronous standby commits nothing meanwhile.
-                "wal_retrieve_retry_interval = '100ms'\n")
+                "wal_retrieve_retry_interval = '100ms'\n" + self.extra_conf +
+                "\n")
 
     def start(self, timeout=30):
         logf = open(self.log, "a")

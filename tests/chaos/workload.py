@@ -18,8 +18,11 @@ class Member:
     failover path users would configure."""
 
     def __init__(self, cli, name, slots, log_dir, user, handler, workers,
-                 fail_rate=0.0, static_timeout=None, log_name=None):
+                 fail_rate=0.0, static_timeout=None, log_name=None,
+                 extra_args=()):
         self.cli, self.name, self.user = cli, name, user
+        # More flags of `consume` (e.g. --pool_mode transaction).
+        self.extra_args = list(extra_args)
         self.handler, self.workers = handler, workers
         self.fail_rate = fail_rate
         # A static member (--static_timeout) keeps its place through a
@@ -43,7 +46,7 @@ class Member:
              "--fail_rate", str(self.fail_rate),
              "--instance", self.name, "--metrics_addr", ""] +
             (["--static_timeout", self.static_timeout]
-             if self.static_timeout else []),
+             if self.static_timeout else []) + self.extra_args,
             stdout=log, stderr=subprocess.STDOUT)
         log.close()
 
@@ -54,7 +57,7 @@ class Member:
         return Member(self.cli, self.name,
                       [p.upstream_port for p in self.proxies], log_dir,
                       self.user, self.handler, self.workers, self.fail_rate,
-                      self.static_timeout, log_name)
+                      self.static_timeout, log_name, self.extra_args)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None

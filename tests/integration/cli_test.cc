@@ -422,7 +422,7 @@ TEST(Cli, EachCommandHasItsOwnHelp) {
   const auto consume = RunCli({"consume", "-h"});
   EXPECT_THAT(consume.out, HasSubstr("--handler (default \"noop\"; "
                                      "$SQLGROUP_HANDLER)"));
-  EXPECT_THAT(consume.out, HasSubstr("--workers (default 4;"));
+  EXPECT_THAT(consume.out, HasSubstr("--workers (default 2;"));
   EXPECT_THAT(RunCli({"help", "group", "create"}).out,
               HasSubstr("--parts (default 16;"));
   EXPECT_THAT(RunCli({"--help"}).out, HasSubstr("Commands:"));

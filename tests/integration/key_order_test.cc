@@ -229,6 +229,7 @@ TEST_F(KeyOrderTest, TheKeysOfOnePartRunOnSeveralWorkersAtOnce) {
     return absl::OkStatus();
   });
   o.workers = 4;
+  o.max_connections = 5;  // every worker on a connection of its own
   auto c = Start(o);
   ASSERT_TRUE(Drained(absl::Seconds(60)));
   EXPECT_TRUE(c->Stop().ok());

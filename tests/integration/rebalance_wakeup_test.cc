@@ -45,6 +45,7 @@ TEST_F(RebalanceWakeupTest, ADropWakesTheMemberWaitingForThePart) {
   std::atomic<int> in_flight{0};
   ConsumerOptions holder = Patient("g");
   holder.workers = 8;
+  holder.max_connections = 9;  // every worker on a connection of its own
   holder.drain_deadline = absl::Seconds(30);
   holder.handler = [&](const Item&, AckTransaction&) {
     ++in_flight;

@@ -134,6 +134,8 @@ TEST_F(RolesTest, TheMemberRoleHasExactlyTheGrantedPrivileges) {
       "sessions INSERT",
       "sessions SELECT",
       "sessions.away_until UPDATE",
+      "sessions.connection_budget UPDATE",
+      "sessions.connections UPDATE",
       "sessions.heartbeated_at UPDATE",
   };
   EXPECT_EQ(Privileges(member_.name()), want);

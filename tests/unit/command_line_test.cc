@@ -70,7 +70,7 @@ TEST(ReadCommandLine, HelpIsAskedForInEachSpelling) {
 TEST(CommandHelp, ListsTheCommandsFlagsWithDefaultsAndVariables) {
   const std::string help = CommandHelp({"consume"});
   EXPECT_THAT(help, HasSubstr("usage: sqlgroup consume --group NAME"));
-  EXPECT_THAT(help, HasSubstr("--workers (default 4; $SQLGROUP_WORKERS)"));
+  EXPECT_THAT(help, HasSubstr("--workers (default 2; $SQLGROUP_WORKERS)"));
   EXPECT_THAT(help, HasSubstr("--handler_timeout (default 30s;"));
   EXPECT_THAT(help, HasSubstr("--dsn (default \"\"; $SQLGROUP_DSN)"));
   EXPECT_THAT(help, Not(HasSubstr("--parts")));  // group create's

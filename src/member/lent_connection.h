@@ -1,0 +1,84 @@
+// A member's control connection, lent to its workers while the control
+// thread waits. A worker that cannot have a connection of its own (the
+// member's budget is spent, or the server refuses new connections) runs
+// its task on this one instead, between the control thread's rounds, so a
+// member that holds a single connection still makes progress (issue 22).
+//
+// The control thread comes first: a worker borrows only while the control
+// thread has lent the connection and no other worker has it, gives it back
+// after each task, and cuts a batch short when the control thread waits
+// for it (Wanted). A libpqxx connection is used by one thread at a time;
+// this hands it over with a mutex, so uses never overlap.
+//
+// Thread safety: all methods from any thread; the connection itself only
+// by its holder (the control thread between Hold and Lend, a worker
+// between Borrow and Return).
+#ifndef SQLGROUP_MEMBER_LENT_CONNECTION_H_
+#define SQLGROUP_MEMBER_LENT_CONNECTION_H_
+
+#include <pqxx/connection>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "store/connection.h"
+#include "wakeup.h"
+
+namespace sqlgroup {
+
+class LentConnection {
+ public:
+  // What a holder knows of the connection's session: the limits in effect
+  // (the control thread's and a worker's differ) and whether the workers'
+  // statements are prepared on it.
+  struct Session {
+    store::ConnectionTimeouts timeouts;
+    bool item_statements = false;
+  };
+
+  // Control thread. `conn` (null: none) is the control connection from
+  // now on, opened with `options`; the control thread holds it.
+  void Set(pqxx::connection* conn, const store::ConnectOptions& options);
+  // Takes the connection back, waiting for a borrower's task to end.
+  // False when a borrower found it broken: the control thread drops it.
+  bool Hold();
+  // Lets workers borrow it until the next Hold().
+  void Lend();
+  // Readable after a worker gave the connection back broken or with
+  // NOTIFYs dispatched. ClearReturned() before polling.
+  int returned_fd() const { return returned_.fd(); }
+  void ClearReturned() { returned_.Clear(); }
+
+  // Workers. The connection for one task, or null when it is not lent
+  // within `wait`. The holder may use *session().
+  pqxx::connection* Borrow(absl::Duration wait);
+  // Gives it back; `broken`: a statement found it broken. `notified`: the
+  // borrower dispatched NOTIFYs its statements read (which the control
+  // thread, polling the socket, could not see): wakes the control thread.
+  void Return(bool broken, bool notified);
+  // Whether the control thread waits to take the connection back.
+  bool Wanted() const;
+  // Whether a worker has it now.
+  bool Borrowed() const;
+
+  // The holder's view of the connection's session.
+  Session& session() { return session_; }
+
+ private:
+  bool Free() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return lent_ && !borrowed_ && !wanted_;
+  }
+
+  mutable absl::Mutex mu_;
+  pqxx::connection* conn_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool lent_ ABSL_GUARDED_BY(mu_) = false;
+  bool borrowed_ ABSL_GUARDED_BY(mu_) = false;
+  bool wanted_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  Session session_;  // by the holder only
+  Wakeup returned_;
+};
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_MEMBER_LENT_CONNECTION_H_

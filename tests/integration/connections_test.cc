@@ -1,0 +1,257 @@
+// Connections follow work (issue 22, invariant 9): a member never holds
+// more connections than its budget, holds one when idle, still makes
+// progress on that one, and waits out a server that refuses connections
+// (SQLSTATE 53300) without losing its session or an item.
+#include <signal.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/consumer_fixture.h"
+#include "support/subprocess.h"
+
+namespace sqlgroup::testing {
+namespace {
+
+class ConnectionsTest : public ConsumerFixture {
+ protected:
+  // Backends of this test's database opened by members (control, worker
+  // and listen connections; not the check of Consumer::Create, nor ours).
+  static constexpr char kMemberBackendsSql[] =
+      "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND "
+      "(application_name IN ('sqlgroup-control', 'sqlgroup-listen') OR "
+      "application_name LIKE 'sqlgroup-worker-%')";
+
+  int64_t MemberBackends() {
+    pqxx::nontransaction tx(*conn_);
+    return tx.exec_params1(kMemberBackendsSql, db_.name())[0].as<int64_t>();
+  }
+
+  // Samples MemberBackends() every few milliseconds on its own thread.
+  class PeakSampler {
+   public:
+    explicit PeakSampler(ConnectionsTest* test)
+        : thread_([this, dsn = test->db_.dsn(), name = test->db_.name()] {
+            pqxx::connection conn(dsn);
+            while (!stop_) {
+              pqxx::nontransaction tx(conn);
+              const int64_t n =
+                  tx.exec_params1(kMemberBackendsSql, name)[0].as<int64_t>();
+              peak_ = std::max<int64_t>(peak_, n);
+              absl::SleepFor(absl::Milliseconds(2));
+            }
+          }) {}
+    ~PeakSampler() { Stop(); }
+    int64_t Stop() {
+      stop_ = true;
+      if (thread_.joinable()) thread_.join();
+      return peak_;
+    }
+
+   private:
+    std::atomic<bool> stop_{false};
+    std::atomic<int64_t> peak_{0};
+    std::thread thread_;
+  };
+
+  static Handler Slow(const std::string& group, absl::Duration d) {
+    return [group, d](const Item& item, AckTransaction& ack) {
+      absl::SleepFor(d);
+      ack.work().exec_params(
+          "INSERT INTO results (grp, id, part) VALUES ($1, $2::uuid, $3)",
+          group, item.id, item.part);
+      return absl::OkStatus();
+    };
+  }
+
+  void ExpectEachOnce(int n) {
+    EXPECT_EQ(Count("SELECT count(*) FROM results"), n);
+    EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM results"), n);
+    EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
+  }
+};
+
+TEST_F(ConnectionsTest, StaysWithinItsBudgetUnderLoadAndHoldsOneWhenIdle) {
+  CreateGroup("g", 8);
+  ConsumerOptions o = Options("g", Slow("g", absl::Milliseconds(1)));
+  o.workers = 4;
+  o.max_connections = 2;
+  o.idle_connection_timeout = absl::Milliseconds(500);
+  auto member = Start(std::move(o));
+  ASSERT_NE(member, nullptr);
+  ASSERT_TRUE(Settles("g", 8, {member.get()}));
+  PeakSampler sampler(this);
+  Produce("g", 1500);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  const int64_t sampled = sampler.Stop();
+  const ConsumerStats busy = member->stats();
+  // The bound, seen from both sides.
+  EXPECT_LE(sampled, 2);
+  EXPECT_LE(busy.peak_connections, 2);
+  // The work used the budget: a worker's own connection beside the control
+  // connection (lent to the workers for probes).
+  EXPECT_EQ(busy.peak_connections, 2);
+  ExpectEachOnce(1500);
+  // Idle: worker connections close, the control connection stays.
+  EXPECT_TRUE(WaitFor([&] { return MemberBackends() == 1; }, absl::Seconds(10)))
+      << MemberBackends() << " connections while idle";
+  EXPECT_EQ(member->stats().connections, 1);
+  EXPECT_EQ(member->stats().sessions_lost, 0);
+  // describe shows what the member holds and its budget (reported within
+  // a second of a change, on the control thread's next round).
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        auto d = admin_->DescribeGroup("g");
+        return d.ok() && d->members.size() == 1 &&
+               d->members[0].connections == 1 &&
+               d->members[0].connection_budget == 2;
+      },
+      absl::Seconds(5)));
+  EXPECT_TRUE(member->Stop().ok());
+  EXPECT_EQ(MemberBackends(), 0);
+}
+
+TEST_F(ConnectionsTest, ABudgetOfOneRunsEverythingOnTheControlConnection) {
+  CreateGroup("g", 4);
+  ConsumerOptions o = Options("g", Slow("g", absl::Milliseconds(1)));
+  o.workers = 3;
+  o.max_connections = 1;
+  auto member = Start(std::move(o));
+  ASSERT_NE(member, nullptr);
+  PeakSampler sampler(this);
+  Produce("g", 400);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  EXPECT_LE(sampler.Stop(), 1);
+  const ConsumerStats s = member->stats();
+  EXPECT_EQ(s.peak_connections, 1);
+  EXPECT_GE(s.borrowed_tasks, 1);
+  EXPECT_EQ(s.sessions_lost, 0) << "heartbeats waited behind the workers";
+  ExpectEachOnce(400);
+  EXPECT_TRUE(member->Stop().ok());
+}
+
+TEST_F(ConnectionsTest, SharedBudgetRefusesAConsumerWithoutASlot) {
+  CreateGroup("g", 4);
+  auto budget = ConnectionBudget::Create(1);
+  ASSERT_TRUE(budget.ok());
+  ConsumerOptions o = Options("g", Recorder("g"));
+  o.connection_budget = *budget;
+  auto first = Start(o);
+  ASSERT_NE(first, nullptr);
+  auto second = Consumer::Create(o);
+  ASSERT_TRUE(second.ok()) << second.status();
+  const absl::Status s = (*second)->Start();
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_TRUE(first->Stop().ok());
+  // The slot is free again.
+  EXPECT_TRUE((*second)->Start().ok());
+  EXPECT_TRUE((*second)->Stop().ok());
+}
+
+// A role whose connection limit the test fills: the server answers 53300
+// ("too many connections for role"), as a full server would.
+class FullServerTest : public ConnectionsTest {
+ protected:
+  void SetUp() override {
+    ConnectionsTest::SetUp();
+    ASSERT_TRUE(admin_->GrantRoles({.member_role = role_.name()}).ok());
+    ExecSql(db_.dsn(),
+            absl::StrCat("GRANT INSERT, SELECT ON results TO ", role_.name()));
+    dsn_ = role_.Dsn(db_.name());
+  }
+
+  void LimitRole(int n) {
+    ExecSql(db_.dsn(),
+            absl::StrCat("ALTER ROLE ", role_.name(), " CONNECTION LIMIT ", n));
+  }
+
+  // Opens connections as the role until the server refuses one.
+  void FillRole() {
+    for (int i = 0; i < 50; ++i) {
+      try {
+        fillers_.push_back(std::make_unique<pqxx::connection>(dsn_));
+      } catch (const std::exception& e) {
+        ASSERT_NE(std::string(e.what()).find("too many connections"),
+                  std::string::npos)
+            << e.what();
+        return;
+      }
+    }
+    FAIL() << "the role's connection limit did not hold";
+  }
+
+  TestRole role_;
+  std::string dsn_;
+  std::vector<std::unique_ptr<pqxx::connection>> fillers_;
+};
+
+TEST_F(FullServerTest, AMemberFacing53300KeepsItsSessionAndLosesNothing) {
+  CreateGroup("g", 8);
+  LimitRole(3);
+  ConsumerOptions o = Options("g", Slow("g", absl::Milliseconds(1)));
+  o.dsn = dsn_;
+  o.workers = 3;
+  o.max_connections = 3;
+  o.idle_connection_timeout = absl::Milliseconds(300);
+  auto member = Start(std::move(o));
+  ASSERT_NE(member, nullptr);
+  ASSERT_TRUE(Settles("g", 8, {member.get()}));
+  const std::string session = member->session_id();
+  // The control connection is open; the rest of the role's limit is
+  // taken: every worker connection is refused.
+  FillRole();
+  Produce("g", 300);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  const ConsumerStats full = member->stats();
+  EXPECT_GT(full.connections_refused, 0);
+  EXPECT_GT(full.borrowed_tasks, 0);
+  EXPECT_EQ(full.sessions_lost, 0);
+  EXPECT_EQ(member->session_id(), session);
+  ExpectEachOnce(300);
+  // Connections free up: workers get their own again, by themselves.
+  fillers_.clear();
+  Produce("g", 600);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  EXPECT_GT(member->stats().peak_connections, 1);
+  EXPECT_EQ(member->session_id(), session);
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 900);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM results"), 900);
+  EXPECT_TRUE(member->Stop().ok());
+}
+
+TEST_F(FullServerTest, TheCliWaitsForAFullServerAndJoinsWhenItCan) {
+  CreateGroup("g", 4);
+  LimitRole(2);
+  FillRole();
+  const std::string log = absl::StrCat(::testing::TempDir(), "full-cli.log");
+  std::remove(log.c_str());
+  ChildProcess consume({CliPath(), "consume", "--group=g", "--metrics_addr=",
+                        "--handler=noop", absl::StrCat("--dsn=", dsn_)},
+                       log);
+  // It waits, politely: still running, and said so once.
+  absl::SleepFor(absl::Seconds(3));
+  ASSERT_TRUE(consume.running());
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.sessions"), 0);
+  fillers_.clear();
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM sqlgroup.sessions") == 1; },
+      absl::Seconds(20)))
+      << consume.Log();
+  Produce("g", 100);
+  EXPECT_TRUE(Drained(absl::Seconds(30))) << consume.Log();
+  consume.Signal(SIGTERM);
+  EXPECT_EQ(consume.Wait(absl::Seconds(30)), 0) << consume.Log();
+  const std::string text = consume.Log();
+  size_t said = 0;
+  for (size_t at = text.find("waiting for the server"); at != std::string::npos;
+       at = text.find("waiting for the server", at + 1)) {
+    ++said;
+  }
+  EXPECT_EQ(said, 1u) << text;
+}
+
+}  // namespace
+}  // namespace sqlgroup::testing
