@@ -8,9 +8,11 @@ ordinary role, so the 3 superuser slots stay free. A backlog of N keyed
 items (`produce --keys`) is waiting. Reported: seconds until every item is
 acknowledged, whether every item was acknowledged exactly once and in key
 order (the `count` handler's tallies), members still running at the end
-(none may exit), members that joined and that waited for the server, the
-peak of the server's client backends, and how many superuser connections
-made during the run succeeded.
+(none may exit), members joined when the backlog was drained and 15 s
+later (idle workers close their connections, and waiting members join),
+members that waited for the server, the peak of the server's client
+backends, and how many superuser connections made during the run
+succeeded.
 
 Scenario `pooled`: M processes (default 200) join one group of P parts,
 then drain N keyed items; once straight to a server with room for all of
@@ -19,8 +21,10 @@ transaction mode with a server pool of S (default 20; --pool_mode
 transaction, no --listen_dsn: members poll). Reported per run: seconds
 until the group converged (every member registered and every part owned by
 its lexical target), items/s of the drain, database CPU during the drain
-(% of one core: the postmaster and every backend, from /proc), the peak of
-server backends, and exactly-once.
+(% of one core: the postmaster and every backend, from /proc) and
+PgBouncer's, the CPU of the database and of the fleet while idle, the peak
+of server backends, and exactly-once. The member role has
+plan_cache_mode = force_generic_plan (docs/POOLERS.md).
 
 Prints a table per scenario and one JSON line each.
 
@@ -62,6 +66,8 @@ def prepare(cluster, parts):
     run("migrate", "--dsn", dsn)
     db = Psql(dsn)
     db.sql(f"CREATE ROLE member LOGIN PASSWORD '{MEMBER_PW}'")
+    # Generic plans behind a transaction pooler too (docs/POOLERS.md).
+    db.sql("ALTER ROLE member SET plan_cache_mode = force_generic_plan")
     run("grant", "--dsn", dsn, "--member_role", "member")
     run("group", "create", "g", "--parts", str(parts), "--dsn", dsn)
     # Creates sqlgroup_demo's tables (as their owner); the members write them.
@@ -207,13 +213,18 @@ def scenario_full():
         drained = wait_drained(db, ARGS.timeout)
         drain_s = None if drained is None else time.monotonic() - t0
         sessions = int(db.sql("SELECT count(*) FROM sqlgroup.sessions"))
+        # Idle, workers close their connections (--idle_connection_timeout
+        # 10 s) and members that waited join, one connection each.
+        time.sleep(15)
+        sessions_idle = int(db.sql("SELECT count(*) FROM sqlgroup.sessions"))
         alive = fleet.alive()
         sampler.stop()
         result = {
             "scenario": "full", "members": ARGS.members,
             "max_connections": ARGS.max_connections, "items": ARGS.items,
             "drain_s": drain_s, "alive_at_end": alive,
-            "sessions_at_end": sessions,
+            "sessions_at_drain": sessions,
+            "sessions_15s_idle": sessions_idle,
             "members_that_waited": fleet.logs_with("waiting for the server"),
             "peak_client_backends": sampler.peak,
             "admin_ok": sampler.admin_ok, "admin_tries": sampler.admin_tries,
@@ -226,6 +237,18 @@ def scenario_full():
     finally:
         cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def bouncer_ticks(bouncer):
+    """utime+stime of the PgBouncer process (0 without one)."""
+    if bouncer is None or bouncer.proc is None:
+        return 0
+    try:
+        with open(f"/proc/{bouncer.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except OSError:
+        return 0
 
 
 def scenario_pooled(pooled):
@@ -263,16 +286,21 @@ def scenario_pooled(pooled):
         idle_fleet = (fleet.cpu_ticks() - fleet_t0) / TICK / idle_window * 100
         produce(cluster.dsn, ARGS.items)
         db_t0, t1 = cluster.cpu_ticks(), time.monotonic()
+        bouncer_t0 = bouncer_ticks(bouncer)
         drained = wait_drained(db, ARGS.timeout)
         elapsed = time.monotonic() - t1
         db_cpu = (cluster.cpu_ticks() - db_t0) / TICK / elapsed * 100
+        bouncer_cpu = (bouncer_ticks(bouncer) - bouncer_t0) / TICK / \
+            elapsed * 100
         sampler.stop()
         result = {
             "scenario": "pooled" if pooled else "direct", "members": m,
             "pool": ARGS.pool if pooled else None, "parts": ARGS.parts,
             "converged_s": converged,
             "items_s": None if drained is None else ARGS.items / drained,
-            "drain_db_cpu_pct": db_cpu, "idle_db_cpu_pct": idle_db,
+            "drain_db_cpu_pct": db_cpu,
+            "drain_pgbouncer_cpu_pct": bouncer_cpu if pooled else None,
+            "idle_db_cpu_pct": idle_db,
             "idle_fleet_cpu_pct": idle_fleet,
             "peak_client_backends": sampler.peak,
             "alive_at_end": fleet.alive(),

@@ -108,7 +108,14 @@ std::string LocalSettings(const ConnectOptions& options) {
 
 void LocalLimits(pqxx::transaction_base& tx) {
   if (PooledState* pooled = PooledStateOf(tx.conn())) {
-    if (!pooled->local_limits.empty()) tx.exec(pooled->local_limits);
+    // In the same round trip: which of our statements the server
+    // connection this transaction got has prepared (ExecPrepared).
+    const bool list = !pooled->statements.empty();
+    const std::string query =
+        absl::StrCat(pooled->local_limits, list ? kListPrepared : "");
+    if (query.empty()) return;
+    const pqxx::result r = tx.exec(query);
+    if (list) NoteListed(*pooled, &tx, r);
   }
 }
 
@@ -188,10 +195,13 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
   std::unique_ptr<pqxx::connection> conn;
   try {
     const std::string target = WithConnectTimeout(dsn, timeout_s);
+    // Through a pooler one name for every kind of connection: PgBouncer
+    // sets a server connection's application_name again whenever it
+    // passes to a client with another, a statement per transaction.
     conn = std::make_unique<pqxx::connection>(
-        options.transaction_pooler ? WithParameter(target, "application_name",
-                                                   options.application_name)
-                                   : target);
+        options.transaction_pooler
+            ? WithParameter(target, "application_name", "sqlgroup")
+            : target);
   } catch (const std::exception& e) {
     absl::Status s =
         absl::UnavailableError(ConnectFailure(dsn, e.what(), timeout_s));

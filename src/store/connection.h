@@ -31,10 +31,11 @@ struct ConnectOptions {
   // The connection goes through a pooler in transaction mode (PgBouncer's
   // pool_mode = transaction): consecutive transactions may run on different
   // server connections, shared with other clients. Nothing is set for the
-  // session (it would leak to them): application_name goes in the startup
-  // packet, and the limits above are set with SET LOCAL in each transaction
-  // that LocalLimits is called on (statements run outside a transaction
-  // run under the server's defaults). Statements are sent unnamed (see
+  // session (it would leak to them): application_name ("sqlgroup" for
+  // every kind of connection) goes in the startup packet, and the limits
+  // above are set with SET LOCAL in each transaction that LocalLimits is
+  // called on (statements run outside a transaction run under the server's
+  // defaults). Statements are prepared per server connection (see
   // store/statements.h).
   bool transaction_pooler = false;
 };
@@ -90,7 +91,9 @@ ConnectOptions ProducerOptions(std::string application_name,
                                absl::Duration connect_timeout);
 
 // On a connection through a pooler in transaction mode, sets its limits
-// (ConnectOptions, as last followed) for the rest of `tx`: one round trip.
+// (ConnectOptions, as last followed) for the rest of `tx`, and lists the
+// statements its server connection has prepared (store/statements.h): one
+// round trip. Call it first in every transaction on such a connection.
 // Does nothing on any other connection, whose limits are the session's.
 void LocalLimits(pqxx::transaction_base& tx);
 

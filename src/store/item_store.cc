@@ -318,6 +318,7 @@ absl::StatusOr<std::vector<PartLagRow>> MeasureLag(
     for (size_t i = 0; i < parts.size(); ++i) by_part[parts[i]] = ranges[i];
     // A bounded read, but never one that holds back vacuum for long.
     pqxx::work tx(conn);
+    LocalLimits(tx);
     tx.exec("SET LOCAL statement_timeout = 5000");
     std::vector<PartLagRow> rows;
     std::map<Uuid128, int> big;  // first key -> part, for parts at the cap

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "key_placement.h"
 #include "store/claim_sql.h"
+#include "store/connection.h"
 #include "store/errors.h"
 #include "store/interval.h"
 #include "store/item_store.h"
@@ -423,6 +424,7 @@ absl::StatusOr<std::vector<PartBlockedRow>> MeasureBlocked(
   return GuardOr<std::vector<PartBlockedRow>>("count blocked keys", [&] {
     // Bounded, but never one that holds back vacuum for long (as the lag).
     pqxx::work tx(conn);
+    LocalLimits(tx);
     tx.exec("SET LOCAL statement_timeout = 5000");
     const Ranges r = RangeArrays(ranges);
     std::vector<PartBlockedRow> rows = BlockedRows(ExecPrepared(

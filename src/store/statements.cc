@@ -1,9 +1,14 @@
 #include "store/statements.h"
 
+#include <array>
 #include <memory>
+#include <pqxx/pqxx>
 #include <unordered_map>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
+#include "md5.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -57,6 +62,82 @@ PooledState* PooledStateOf(const pqxx::connection_base& conn) {
     if (auto* mark = dynamic_cast<Mark*>(h)) return &mark->state;
   }
   return nullptr;
+}
+
+std::string NameOnServer(const std::string& name, const std::string& sql) {
+  const std::array<uint8_t, 16> digest = Md5(sql);
+  return absl::StrCat(
+      name, "_",
+      absl::BytesToHexString(absl::string_view(
+          reinterpret_cast<const char*>(digest.data()), 6)));
+}
+
+const char kListPrepared[] =
+    "SELECT coalesce(array_agg(name::text), '{}') FROM "
+    "pg_prepared_statements WHERE name LIKE 'sqlgroup\\_%'";
+
+void NoteListed(PooledState& state, const void* tx, const pqxx::result& r) {
+  state.listed_tx = tx;
+  state.on_server.clear();
+  if (r.empty() || r[0][0].is_null()) return;
+  std::string text = r[0][0].as<std::string>();  // {a,b,c}
+  if (text.size() < 2) return;
+  for (absl::string_view name :
+       absl::StrSplit(absl::string_view(text).substr(1, text.size() - 2), ',',
+                      absl::SkipEmpty())) {
+    state.on_server.insert(std::string(name));
+  }
+}
+
+namespace {
+
+bool Missing(const pqxx::sql_error& e) {
+  // 26000; libpqxx 6.4 may leave the class's SQLSTATE empty.
+  return dynamic_cast<const pqxx::invalid_sql_statement_name*>(&e) !=
+             nullptr ||
+         e.sqlstate() == "26000";
+}
+
+bool AlreadyThere(const pqxx::sql_error& e) {
+  return e.sqlstate() == "42P05" ||
+         std::string(e.what()).find("already exists") != std::string::npos;
+}
+
+}  // namespace
+
+pqxx::result ExecPooled(pqxx::transaction_base& tx, PooledState& state,
+                        const std::string& server_name,
+                        const std::string& sql, const std::string& call) {
+  const std::string prepare_and_call =
+      absl::StrCat("PREPARE ", server_name, " AS ", sql, "; ", call);
+  if (dynamic_cast<pqxx::nontransaction*>(&tx) != nullptr) {
+    // Each try may run on another server connection: run it, prepare it
+    // where it is missing, run it where another client prepared it first.
+    for (int i = 0; i < 3; ++i) {
+      try {
+        return tx.exec(call);
+      } catch (const pqxx::sql_error& e) {
+        if (!Missing(e)) throw;
+      }
+      try {
+        return tx.exec(prepare_and_call);
+      } catch (const pqxx::sql_error& e) {
+        if (!AlreadyThere(e)) throw;
+      }
+    }
+    return tx.exec(call);  // one more try; its error is the caller's
+  }
+  // In a transaction, which keeps its server connection: what that has
+  // is known.
+  if (state.on_server.count(server_name) > 0) return tx.exec(call);
+  pqxx::result r = tx.exec(prepare_and_call);
+  state.on_server.insert(server_name);
+  return r;
+}
+
+bool CanPrepare(pqxx::transaction_base& tx, const PooledState& state) {
+  return dynamic_cast<pqxx::nontransaction*>(&tx) != nullptr ||
+         state.listed_tx == &tx;
 }
 
 void Prepare(pqxx::connection& conn, const std::string& name,

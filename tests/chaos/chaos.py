@@ -555,7 +555,7 @@ def report(faults, runs):
           "every part processing again (s) p50 / max | "
           "takes by bystanders |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for kind in KINDS + STATIC_KINDS:
+    for kind in KINDS + STATIC_KINDS + ["pooler_restart"]:
         mine = [f for f in faults if f["kind"] == kind]
         if not mine:
             continue
