@@ -172,16 +172,6 @@ class Consumer::Impl {
     if (state_ != State::kCreated) {
       return absl::FailedPreconditionError("Consumer::Start called twice");
     }
-    // The control connection's slot, for the consumer's whole life.
-    if (!budget_->Reserve()) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the connection budget of ", budget_->limit(),
-          " is spent: each consumer keeps one connection for its control "
-          "thread, and the budget's other consumers (and shared heartbeat) "
-          "or their workers hold every slot; give the budget at least one "
-          "slot per consumer, plus one for a shared heartbeat"));
-    }
-    reserved_ = true;
     metrics_.ConnectionBudget(budget_->limit());
     MemberConfig member;
     member.dsn = options_.dsn;
@@ -242,6 +232,7 @@ class Consumer::Impl {
       absl::MutexLock state_lock(&mu_);
       if (state_ == State::kCreated) {
         state_ = State::kStopped;
+        Unreserve();
         return absl::OkStatus();
       }
       if (state_ == State::kStopped || state_ == State::kFailed) {
@@ -254,8 +245,7 @@ class Consumer::Impl {
     scheduler_.Shutdown();  // also when the loop ended on a fatal error
     for (auto& t : threads_) t.join();
     threads_.clear();
-    if (reserved_) budget_->Unreserve();
-    reserved_ = false;
+    Unreserve();
     absl::MutexLock state_lock(&mu_);
     final_ = loop_->fatal();
     state_ = final_.ok() ? State::kStopped : State::kFailed;
@@ -285,13 +275,34 @@ class Consumer::Impl {
   }
   ConsumerStats stats() const { return metrics_.Snapshot(); }
 
+  // The control connection's slot of the budget, kept from Create() (a
+  // process creates its consumers before starting any, so the first
+  // one's workers cannot take the last's slot) until Stop().
+  absl::Status Reserve() {
+    if (!budget_->Reserve()) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the connection budget of ", budget_->limit(),
+          " has no slot left for this consumer's control connection: each "
+          "consumer keeps one for as long as it lives, and the budget's "
+          "other consumers (and a shared heartbeat) or their workers hold "
+          "the rest; give the budget at least one slot per consumer, plus "
+          "one for a shared heartbeat"));
+    }
+    reserved_ = true;
+    return absl::OkStatus();
+  }
+  void Unreserve() {
+    if (reserved_) budget_->Unreserve();
+    reserved_ = false;
+  }
+
  private:
   ConsumerOptions options_;
   const store::GroupSettings settings_;
   std::shared_ptr<spdlog::logger> log_;
   MemberMetrics metrics_;
   std::shared_ptr<ConnectionBudget> budget_;
-  bool reserved_ = false;  // a slot for the control connection
+  bool reserved_ = false;  // Reserve(); Create() and Stop() only
   // The control connection, lent to the workers; outlives both.
   LentConnection lent_;
   PartScheduler scheduler_;
@@ -334,8 +345,9 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
         "): a restart could never come back in time; use at least the "
         "interval, typically the time a restart takes plus a margin"));
   }
-  return std::unique_ptr<Consumer>(
-      new Consumer(std::make_unique<Impl>(std::move(options), settings)));
+  auto impl = std::make_unique<Impl>(std::move(options), settings);
+  RETURN_IF_ERROR(impl->Reserve());
+  return std::unique_ptr<Consumer>(new Consumer(std::move(impl)));
 }
 
 absl::Status Consumer::Start() { return impl_->Start(); }

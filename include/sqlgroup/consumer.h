@@ -111,8 +111,9 @@ struct ConsumerOptions {
   // Ignored when connection_budget is set.
   int max_connections = 3;
   // Optional: one budget shared with the process's other consumers (and
-  // their shared heartbeat); see connection_budget.h. Start() fails with
-  // RESOURCE_EXHAUSTED when it has no slot left for the control connection.
+  // their shared heartbeat); see connection_budget.h. Create() keeps a
+  // slot of it for the control connection until Stop(), and fails with
+  // RESOURCE_EXHAUSTED when none is left.
   std::shared_ptr<ConnectionBudget> connection_budget;
   // A worker's own connection is closed after this long without a task.
   // >= 100 ms. Default 10 s.
@@ -210,7 +211,8 @@ class Consumer {
 
   // Validates the options, connects, and checks the schema version and
   // that the group exists. Does not join yet. INVALID_ARGUMENT,
-  // UNAVAILABLE, FAILED_PRECONDITION (schema), NOT_FOUND (group).
+  // UNAVAILABLE, FAILED_PRECONDITION (schema), NOT_FOUND (group),
+  // RESOURCE_EXHAUSTED (the connection budget has no slot left).
   static absl::StatusOr<std::unique_ptr<Consumer>> Create(
       ConsumerOptions options);
   ~Consumer();  // Stop()

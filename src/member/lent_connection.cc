@@ -35,6 +35,7 @@ pqxx::connection* LentConnection::Borrow(absl::Duration wait) {
     return nullptr;
   }
   borrowed_ = true;
+  ++borrows_;
   return conn_;
 }
 
@@ -53,6 +54,11 @@ void LentConnection::Return(bool broken, bool notified) {
 bool LentConnection::Borrowed() const {
   absl::MutexLock lock(&mu_);
   return borrowed_;
+}
+
+uint64_t LentConnection::borrows() const {
+  absl::MutexLock lock(&mu_);
+  return borrows_;
 }
 
 bool LentConnection::Wanted() const {

@@ -16,6 +16,7 @@
 #ifndef SQLGROUP_MEMBER_LENT_CONNECTION_H_
 #define SQLGROUP_MEMBER_LENT_CONNECTION_H_
 
+#include <cstdint>
 #include <pqxx/connection>
 
 #include "absl/base/thread_annotations.h"
@@ -58,8 +59,9 @@ class LentConnection {
   void Return(bool broken, bool notified);
   // Whether the control thread waits to take the connection back.
   bool Wanted() const;
-  // Whether a worker has it now.
+  // Whether a worker has it now, and how many times it was borrowed.
   bool Borrowed() const;
+  uint64_t borrows() const;
 
   // The holder's view of the connection's session.
   Session& session() { return session_; }
@@ -75,6 +77,7 @@ class LentConnection {
   bool borrowed_ ABSL_GUARDED_BY(mu_) = false;
   bool wanted_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t borrows_ ABSL_GUARDED_BY(mu_) = 0;
   Session session_;  // by the holder only
   Wakeup returned_;
 };

@@ -163,12 +163,13 @@ void MemberLoop::Run() {
     StartListening();  // when it failed before (cheap when listening)
     if (!conn_) continue;
     if (session_.empty()) {
-      if (!Join()) return;  // fatal
+      if (!Join()) break;  // fatal: phase() is kFailed
       continue;
     }
     if (absl::Now() >= next_heartbeat_) Heartbeat();
     if (!conn_ || session_.empty()) continue;
     ReportConnections();
+    if (!conn_ || session_.empty()) continue;
     if (reap_now_) Reap();
     if (!conn_ || session_.empty()) continue;
     if (rebalance_now_ || absl::Now() >= next_rebalance_) Rebalance();
@@ -926,7 +927,9 @@ void MemberLoop::LendWhile(int sock, absl::Duration timeout,
     // While a worker has the connection, its own results make the socket
     // readable: then only a stop or its return counts (it dispatches the
     // NOTIFYs it reads), looked at again every few milliseconds in case
-    // one came after its last read.
+    // one came after its last read. A socket readable while nobody
+    // borrowed it since before the poll has NOTIFYs.
+    const uint64_t borrows = config_.lent->borrows();
     const bool borrowed = config_.lent->Borrowed();
     const int n = borrowed || sock < 0 ? 2 : 3;
     const absl::Duration wait =
@@ -935,7 +938,10 @@ void MemberLoop::LendWhile(int sock, absl::Duration timeout,
     for (pollfd& fd : fds) fd.revents = 0;
     const int ready = poll(fds, n, PollTimeoutMs(wait));
     if (ready < 0 || fds[0].revents != 0 || fds[1].revents != 0) break;
-    if (n == 3 && fds[2].revents != 0) break;  // NOTIFYs on the socket
+    if (n == 3 && fds[2].revents != 0 && config_.lent->borrows() == borrows &&
+        !config_.lent->Borrowed()) {
+      break;
+    }
   }
 }
 
@@ -946,6 +952,13 @@ void MemberLoop::WaitForWork(absl::Time until) {
   while (!StopRequested() && !rebalance_now_ && conn_) {
     const absl::Duration left = until - absl::Now();
     if (left <= absl::ZeroDuration()) return;
+    if (listener_ && !listen_conn_) {
+      // NOTIFYs that came with the results of this thread's own statements
+      // are already read, and the socket will not show them.
+      Handle(store::AwaitNotifications(*conn_, stop_wakeup_.fd(),
+                                       absl::ZeroDuration()));
+      if (!conn_ || rebalance_now_) return;
+    }
     absl::Status listened;
     if (listener_ && listen_conn_) {
       // NOTIFYs come on their own connection: the control connection is

@@ -150,6 +150,12 @@ void PartWorker::Run() {
     if (task.kind == PartTask::Kind::kClaim ||
         task.kind == PartTask::Kind::kItem) {
       last_work_ = absl::Now();
+      // Another worker of the process (maybe of another member) waits for
+      // a slot: one held for a while goes, so that slots take turns.
+      if (own_ && last_work_ - own_since_ >= kShareAfter &&
+          config_.budget->contended()) {
+        CloseOwn();
+      }
     }
   }
 }
@@ -160,14 +166,23 @@ bool PartWorker::EnsureConnected(bool own_wanted) {
   // borrow the control connection when the worker has none.
   if (!own_wanted) return BorrowControl();
   const bool slots = config_.budget->worker_slots() > 0;
-  if (slots && OpenOwn()) return true;
+  const Opened opened = slots ? OpenOwn() : Opened::kNoSlot;
+  if (opened == Opened::kYes) return true;
   // Items run on the control connection only when there is no other way:
   // a budget without a slot for workers, or a server that refuses
   // connections. A handler there holds up the member's heartbeats, so a
   // worker whose siblings hold the budget's slots waits for one instead
   // (its task goes back to the others at once).
   if (refused_ || !slots) return BorrowControl();
-  starved_ = true;
+  if (opened == Opened::kNoSlot) {
+    starved_ = true;
+  } else {
+    // The server is out of reach (not full): nothing to borrow either,
+    // most likely; the task goes back after a pause, not in a spin.
+    const absl::Duration pause = std::clamp(next_own_try_ - absl::Now(),
+                                            absl::ZeroDuration(), kBorrowWait);
+    absl::SleepFor(pause);
+  }
   return false;
 }
 
@@ -181,10 +196,9 @@ void PartWorker::ReleaseSlot() {
   slot_ = false;
 }
 
-bool PartWorker::OpenOwn() {
-  if (absl::Now() < next_own_try_ || !AcquireSlot(absl::ZeroDuration())) {
-    return false;
-  }
+PartWorker::Opened PartWorker::OpenOwn() {
+  if (absl::Now() < next_own_try_) return Opened::kFailed;
+  if (!AcquireSlot(absl::ZeroDuration())) return Opened::kNoSlot;
   const store::ConnectOptions options = WorkerOptions();
   auto conn = store::Connect(config_.dsn, options);
   if (!conn.ok()) {
@@ -207,7 +221,7 @@ bool PartWorker::OpenOwn() {
       log_->warn("worker={} connect failed: {}", index_,
                  std::string(conn.status().message()));
     }
-    return false;
+    return Opened::kFailed;
   }
   own_ = std::move(*conn);
   own_timeouts_ = store::ConnectionTimeouts(options);
@@ -218,7 +232,7 @@ bool PartWorker::OpenOwn() {
     CloseOwn();
     log_->warn("worker={} dropping connection: {}", index_,
                std::string(s.message()));
-    return false;
+    return Opened::kFailed;
   }
   if (refused_ || connect_failures_ > 1) {
     log_->info("worker={} has a connection of its own again", index_);
@@ -227,7 +241,8 @@ bool PartWorker::OpenOwn() {
   connect_failures_ = 0;
   conn_ = own_.get();
   timeouts_ = &own_timeouts_;
-  return true;
+  own_since_ = absl::Now();
+  return Opened::kYes;
 }
 
 bool PartWorker::BorrowControl() {
@@ -302,14 +317,19 @@ bool PartWorker::YieldControl() const {
 }
 
 void PartWorker::Disconnect(const absl::Status& why) {
-  log_->warn("worker={} dropping {} connection: {}", index_,
-             borrowed_ ? "the borrowed control" : "its",
-             std::string(why.message()));
   if (borrowed_) {
-    borrowed_broken_ = true;  // the control thread reconnects
-    conn_ = nullptr;
+    // The control connection is the control thread's to drop: only when
+    // it broke, not for a statement that failed on it.
+    log_->warn("worker={} on the borrowed control connection: {}", index_,
+               std::string(why.message()));
+    if (absl::IsUnavailable(why) || absl::IsUnknown(why)) {
+      borrowed_broken_ = true;  // the control thread reconnects
+      conn_ = nullptr;
+    }
     return;
   }
+  log_->warn("worker={} dropping its connection: {}", index_,
+             std::string(why.message()));
   CloseOwn();
 }
 
@@ -447,7 +467,9 @@ void PartWorker::RunClaim(const PartTask& task) {
     // else waits for a worker (and the sweep does not wrap). Not under
     // per-key order: the claim there is a walk over keys, not a read along
     // the key range.
-    const bool keep = config_.batch_handler && !key_order &&
+    // Not on a borrowed control connection that the control thread waits
+    // for: its heartbeats come first.
+    const bool keep = config_.batch_handler && !key_order && !YieldControl() &&
                       scheduler_.KeepClaiming(ref.part, epoch);
     if (carried && (!keep || !FollowTtl())) {
       // Another part began to wait while this batch was claimed (or the

@@ -89,7 +89,10 @@ class PartWorker {
   // (`own_wanted`, within the budget), or the control connection borrowed.
   // False when none can be had now.
   bool EnsureConnected(bool own_wanted);
-  bool OpenOwn();
+  enum class Opened { kYes, kNoSlot, kFailed };
+  // kNoSlot: the budget's slots are taken; kFailed: backing off after a
+  // failed connect, or this one failed.
+  Opened OpenOwn();
   // A slot of the budget for a connection of the worker's own, held from
   // before it opens until it closes.
   bool AcquireSlot(absl::Duration wait);
@@ -182,6 +185,9 @@ class PartWorker {
   static constexpr absl::Duration kBorrowWait = absl::Milliseconds(200);
   static constexpr absl::Duration kStarvedWait = absl::Seconds(1);
   static constexpr absl::Duration kContendedCheck = absl::Milliseconds(100);
+  // A connection of its own held this long goes after a task when another
+  // worker waits for a slot.
+  static constexpr absl::Duration kShareAfter = absl::Seconds(1);
 
   std::unique_ptr<pqxx::connection> own_;
   store::ConnectionTimeouts own_timeouts_;  // own_'s
@@ -192,6 +198,7 @@ class PartWorker {
   bool borrowed_ = false;
   bool borrowed_broken_ = false;  // tell the control thread on GiveBack
   absl::Time last_work_ = absl::InfinitePast();  // the last claim or item
+  absl::Time own_since_ = absl::InfinitePast();  // own_ opened
   absl::Time next_own_try_ = absl::InfinitePast();
   bool refused_ = false;  // the server refused the last try (an episode)
   bool slot_ = false;     // holds a slot of the budget

@@ -46,22 +46,28 @@ std::string LimitSettings(const ConnectOptions& options, bool local,
                       commit);
 }
 
-// Whether libpq's reason for a failed connection says the server is full
-// or not taking connections for now (53300, 57P03; a saturated PgBouncer
-// answers 08P01 "no more connections allowed"): libpq gives the text of
-// the server's refusal, not its SQLSTATE.
-bool ServerBusyReason(const std::string& reason) {
-  for (const char* busy :
+// What libpq's reason for a failed connection says of the server's
+// readiness: libpq gives the text of the server's refusal, not its
+// SQLSTATE. kFull: no slot left (53300, a role's or database's limit, or a
+// saturated PgBouncer's 08P01 "no more connections allowed"); kNotReady:
+// starting, stopping or recovering (57P03).
+enum class Busy { kNo, kFull, kNotReady };
+
+Busy BusyReason(const std::string& reason) {
+  for (const char* full :
        {"too many clients already", "remaining connection slots are reserved",
-        "too many connections for", "the database system is starting up",
+        "too many connections for", "no more connections allowed"}) {
+    if (absl::StrContains(reason, full)) return Busy::kFull;
+  }
+  for (const char* not_ready :
+       {"the database system is starting up",
         "the database system is shutting down",
         "the database system is in recovery mode",
         "the database system is not yet accepting connections",
-        "the database system is not accepting connections",
-        "no more connections allowed"}) {
-    if (absl::StrContains(reason, busy)) return true;
+        "the database system is not accepting connections"}) {
+    if (absl::StrContains(reason, not_ready)) return Busy::kNotReady;
   }
-  return false;
+  return Busy::kNo;
 }
 
 // Names the target and libpq's reason without any password. A malformed
@@ -84,19 +90,32 @@ std::string ConnectFailure(const std::string& dsn, std::string reason,
       dsn.empty() ? "the database named by libpq's PG* variables (no "
                     "--dsn or SQLGROUP_DSN given)"
                   : absl::StrCat("'", MaskDsn(dsn), "'");
+  const std::string said = absl::StrCat("cannot connect to ", target, ": ",
+                                        RedactPasswords(reason, dsn));
+  switch (BusyReason(reason)) {
+    case Busy::kFull:
+      return absl::StrCat(
+          said,
+          ". The server has no connection slot left for now (its "
+          "max_connections, a role's or database's connection limit, or a "
+          "full pooler); members and producers wait for one and try again. "
+          "To need fewer, give the fleet smaller connection budgets "
+          "(max_connections) or put a pooler in front (docs/POOLERS.md)");
+    case Busy::kNotReady:
+      return absl::StrCat(said,
+                          ". The server is starting, stopping or recovering; "
+                          "members and producers wait until it takes "
+                          "connections again");
+    case Busy::kNo:
+      break;
+  }
   const std::string hint =
       absl::StrContains(reason, "password authentication failed") ||
               absl::StrContains(reason, "no password supplied")
           ? "check the user name and password"
-      : ServerBusyReason(reason)
-          ? "the server takes no more connections for now (max_connections "
-            "reached, or starting or stopping): members wait and retry; "
-            "lower --max_connections or put a pooler in front "
-            "(docs/POOLERS.md)"
           : "check --dsn / SQLGROUP_DSN and that the server is up";
-  return absl::StrCat("cannot connect to ", target, ": ",
-                      RedactPasswords(reason, dsn), " (tried for at most ",
-                      timeout_s, " s; ", hint, ")");
+  return absl::StrCat(said, " (tried for at most ", timeout_s, " s; ", hint,
+                      ")");
 }
 
 // The SET LOCAL statements of a pooled connection's limits.
@@ -208,7 +227,9 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     // Refused for a reason that waiting does not change: callers that
     // retry connections (a producer riding out a restart) stop at once.
     const std::string reason = e.what();
-    if (ServerBusyReason(reason)) s.SetPayload(kServerBusy, absl::Cord("1"));
+    if (BusyReason(reason) != Busy::kNo) {
+      s.SetPayload(kServerBusy, absl::Cord("1"));
+    }
     for (const char* lasting :
          {"password authentication failed", "no password supplied",
           "does not exist", "pg_hba.conf rejects",

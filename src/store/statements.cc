@@ -66,10 +66,9 @@ PooledState* PooledStateOf(const pqxx::connection_base& conn) {
 
 std::string NameOnServer(const std::string& name, const std::string& sql) {
   const std::array<uint8_t, 16> digest = Md5(sql);
-  return absl::StrCat(
-      name, "_",
-      absl::BytesToHexString(absl::string_view(
-          reinterpret_cast<const char*>(digest.data()), 6)));
+  return absl::StrCat(name, "_",
+                      absl::BytesToHexString(absl::string_view(
+                          reinterpret_cast<const char*>(digest.data()), 6)));
 }
 
 const char kListPrepared[] =
@@ -93,21 +92,24 @@ namespace {
 
 bool Missing(const pqxx::sql_error& e) {
   // 26000; libpqxx 6.4 may leave the class's SQLSTATE empty.
-  return dynamic_cast<const pqxx::invalid_sql_statement_name*>(&e) !=
-             nullptr ||
+  return dynamic_cast<const pqxx::invalid_sql_statement_name*>(&e) != nullptr ||
          e.sqlstate() == "26000";
 }
 
 bool AlreadyThere(const pqxx::sql_error& e) {
+  // 42P05; should libpqxx leave it empty, the server's own words.
   return e.sqlstate() == "42P05" ||
-         std::string(e.what()).find("already exists") != std::string::npos;
+         (e.sqlstate().empty() &&
+          std::string(e.what()).find("prepared statement") !=
+              std::string::npos &&
+          std::string(e.what()).find("already exists") != std::string::npos);
 }
 
 }  // namespace
 
 pqxx::result ExecPooled(pqxx::transaction_base& tx, PooledState& state,
-                        const std::string& server_name,
-                        const std::string& sql, const std::string& call) {
+                        const std::string& server_name, const std::string& sql,
+                        const std::string& call) {
   const std::string prepare_and_call =
       absl::StrCat("PREPARE ", server_name, " AS ", sql, "; ", call);
   if (dynamic_cast<pqxx::nontransaction*>(&tx) != nullptr) {

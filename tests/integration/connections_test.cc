@@ -88,9 +88,11 @@ TEST_F(ConnectionsTest, StaysWithinItsBudgetUnderLoadAndHoldsOneWhenIdle) {
   ASSERT_TRUE(Drained(absl::Seconds(60)));
   const int64_t sampled = sampler.Stop();
   const ConsumerStats busy = member->stats();
-  // The bound, seen from both sides.
-  EXPECT_LE(sampled, 2);
+  // The bound, counted by the member, and seen from the server (where a
+  // connection just closed can still be listed for a moment next to the
+  // one that replaced it: one more is allowed there).
   EXPECT_LE(busy.peak_connections, 2);
+  EXPECT_LE(sampled, 3);
   // The work used the budget: a worker's own connection beside the control
   // connection (lent to the workers for probes).
   EXPECT_EQ(busy.peak_connections, 2);
@@ -111,7 +113,9 @@ TEST_F(ConnectionsTest, StaysWithinItsBudgetUnderLoadAndHoldsOneWhenIdle) {
       },
       absl::Seconds(5)));
   EXPECT_TRUE(member->Stop().ok());
-  EXPECT_EQ(MemberBackends(), 0);
+  // A stopped member keeps no connection (backends leave the server's
+  // list a moment after their client closed).
+  EXPECT_TRUE(WaitFor([&] { return MemberBackends() == 0; }, absl::Seconds(5)));
 }
 
 TEST_F(ConnectionsTest, ABudgetOfOneRunsEverythingOnTheControlConnection) {
@@ -141,14 +145,13 @@ TEST_F(ConnectionsTest, SharedBudgetRefusesAConsumerWithoutASlot) {
   o.connection_budget = *budget;
   auto first = Start(o);
   ASSERT_NE(first, nullptr);
-  auto second = Consumer::Create(o);
-  ASSERT_TRUE(second.ok()) << second.status();
-  const absl::Status s = (*second)->Start();
-  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  auto refused = Consumer::Create(o);
+  EXPECT_TRUE(absl::IsResourceExhausted(refused.status())) << refused.status();
   EXPECT_TRUE(first->Stop().ok());
   // The slot is free again.
-  EXPECT_TRUE((*second)->Start().ok());
-  EXPECT_TRUE((*second)->Stop().ok());
+  auto second = Start(o);
+  ASSERT_NE(second, nullptr);
+  EXPECT_TRUE(second->Stop().ok());
 }
 
 // A role whose connection limit the test fills: the server answers 53300
@@ -211,14 +214,21 @@ TEST_F(FullServerTest, AMemberFacing53300KeepsItsSessionAndLosesNothing) {
   EXPECT_EQ(full.sessions_lost, 0);
   EXPECT_EQ(member->session_id(), session);
   ExpectEachOnce(300);
-  // Connections free up: workers get their own again, by themselves.
+  // Connections free up: workers get their own again, by themselves (after
+  // their backoff, up to 5 s), while items keep coming.
   fillers_.clear();
-  Produce("g", 600);
+  int produced = 300;
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        Produce("g", 50);
+        produced += 50;
+        return member->stats().connections > 1;
+      },
+      absl::Seconds(20), absl::Milliseconds(200)));
   ASSERT_TRUE(Drained(absl::Seconds(60)));
-  EXPECT_GT(member->stats().peak_connections, 1);
   EXPECT_EQ(member->session_id(), session);
-  EXPECT_EQ(Count("SELECT count(*) FROM results"), 900);
-  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM results"), 900);
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), produced);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM results"), produced);
   EXPECT_TRUE(member->Stop().ok());
 }
 

@@ -199,18 +199,27 @@ struct PreparedStatement {
                      absl::BytesToHexString(absl::string_view(
                          reinterpret_cast<const char*>(digest.data()), 8)),
                      "_", p.generation);
+    const bool there =
+        tx.exec_params1(
+              "SELECT EXISTS (SELECT FROM pg_prepared_statements "
+              "WHERE name = $1)",
+              name)[0]
+            .as<bool>();
     try {
-      const bool there =
-          tx.exec_params1(
-                "SELECT EXISTS (SELECT FROM pg_prepared_statements "
-                "WHERE name = $1)",
-                name)[0]
-              .as<bool>();
       if (!there) tx.exec_params(PrepareSql(handler, name));
+    } catch (const pqxx::sql_error&) {
+      ++p.generation;  // a fresh name on the next try
+      throw;
+    }
+    try {
       tx.exec(absl::StrCat("EXECUTE ", name, "(", key, ", ", payload, ", ", id,
                            ")"));
-    } catch (const pqxx::sql_error&) {
-      ++p.generation;  // as above: a fresh statement on the next try
+    } catch (const pqxx::feature_not_supported&) {
+      // 0A000: the statement no longer works as prepared (a result type
+      // changed under an ALTER). Only then a fresh name: statements on
+      // shared server connections are never deallocated, so a name per
+      // failure (a dead-letter raise, a conflict) would pile up.
+      ++p.generation;
       throw;
     }
   }
