@@ -297,8 +297,14 @@ store::ConnectOptions PartWorker::WorkerOptions() const {
   store::ConnectOptions options;
   options.connect_timeout = config_.connect_timeout;
   options.application_name = absl::StrCat("sqlgroup-worker-", index_);
+  // Half the TTL: a process paused inside an acknowledging transaction
+  // holds its take's lock, which a static member's replacement (deleting
+  // the old session) and any reaper wait for; ended at half the TTL, it is
+  // gone no later than the paused session expires (a heartbeat interval is
+  // at most half the TTL), so the replacement takes the place at once, not
+  // the others after an expiry.
   options.idle_in_transaction_timeout =
-      absl::Nanoseconds(config_.ttl_ns->load());
+      absl::Nanoseconds(config_.ttl_ns->load()) / 2;
   options.transaction_pooler = config_.transaction_pooler;
   return options;
 }

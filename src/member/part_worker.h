@@ -40,8 +40,8 @@ struct WorkerConfig {
   absl::Duration backoff_max;
   absl::Duration connect_timeout;
   bool transaction_pooler = false;  // ConsumerOptions::transaction_pooler
-  // Ends a transaction left idle this long (a paused process): the group's
-  // TTL, which can be altered while the worker runs.
+  // Ends a transaction left idle for half of it (a paused process): the
+  // group's TTL, which can be altered while the worker runs.
   std::shared_ptr<std::atomic<int64_t>> ttl_ns;
   // The group's ordering (true: 'key'), as the control loop last read it
   // with the settings: a change made in the database reaches running
