@@ -142,6 +142,16 @@ def produce(dsn, n):
         "--dsn", dsn)
 
 
+def finish(result, db, fleet):
+    """`result` with exactly-once from the tallies and the fleet's clean
+    exits on SIGTERM."""
+    result.update(check_exactly_once(db, ARGS.items))
+    codes = fleet.stop()
+    result["clean_exits"] = sum(1 for c in codes if c == 0)
+    db.close()
+    return result
+
+
 def check_exactly_once(db, produced):
     """(acknowledged once, in key order, nothing dead) per the tallies."""
     counted = int(db.sql("SELECT coalesce(sum(n), 0) FROM "
@@ -229,11 +239,7 @@ def scenario_full():
             "peak_client_backends": sampler.peak,
             "admin_ok": sampler.admin_ok, "admin_tries": sampler.admin_tries,
         }
-        result.update(check_exactly_once(db, ARGS.items))
-        codes = fleet.stop()
-        result["clean_exits"] = sum(1 for c in codes if c == 0)
-        db.close()
-        return result
+        return finish(result, db, fleet)
     finally:
         cluster.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -305,11 +311,7 @@ def scenario_pooled(pooled):
             "peak_client_backends": sampler.peak,
             "alive_at_end": fleet.alive(),
         }
-        result.update(check_exactly_once(db, ARGS.items))
-        codes = fleet.stop()
-        result["clean_exits"] = sum(1 for c in codes if c == 0)
-        db.close()
-        return result
+        return finish(result, db, fleet)
     finally:
         if bouncer:
             bouncer.close()
