@@ -108,10 +108,9 @@ bool AlreadyThere(const pqxx::sql_error& e) {
 }  // namespace
 
 pqxx::result ExecPooled(pqxx::transaction_base& tx, PooledState& state,
-                        const std::string& server_name, const std::string& sql,
-                        const std::string& call) {
-  const std::string prepare_and_call =
-      absl::StrCat("PREPARE ", server_name, " AS ", sql, "; ", call);
+                        const std::string& server_name,
+                        const std::string& prepare, const std::string& call) {
+  auto prepare_and_call = [&] { return absl::StrCat(prepare, "; ", call); };
   if (dynamic_cast<pqxx::nontransaction*>(&tx) != nullptr) {
     // Each try may run on another server connection: run it, prepare it
     // where it is missing, run it where another client prepared it first.
@@ -122,7 +121,7 @@ pqxx::result ExecPooled(pqxx::transaction_base& tx, PooledState& state,
         if (!Missing(e)) throw;
       }
       try {
-        return tx.exec(prepare_and_call);
+        return tx.exec(prepare_and_call());
       } catch (const pqxx::sql_error& e) {
         if (!AlreadyThere(e)) throw;
       }
@@ -132,7 +131,7 @@ pqxx::result ExecPooled(pqxx::transaction_base& tx, PooledState& state,
   // In a transaction, which keeps its server connection: what that has
   // is known.
   if (state.on_server.count(server_name) > 0) return tx.exec(call);
-  pqxx::result r = tx.exec(prepare_and_call);
+  pqxx::result r = tx.exec(prepare_and_call());
   state.on_server.insert(server_name);
   return r;
 }
@@ -145,7 +144,9 @@ bool CanPrepare(pqxx::transaction_base& tx, const PooledState& state) {
 void Prepare(pqxx::connection& conn, const std::string& name,
              const std::string& sql) {
   if (PooledState* pooled = PooledStateOf(conn)) {
-    pooled->statements[name] = sql;
+    const std::string server_name = NameOnServer(name, sql);
+    pooled->statements[name] = {
+        sql, server_name, absl::StrCat("PREPARE ", server_name, " AS ", sql)};
     return;
   }
   conn.prepare(name, sql);

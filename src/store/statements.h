@@ -21,9 +21,9 @@
 #define SQLGROUP_STORE_STATEMENTS_H_
 
 #include <map>
-#include <set>
 #include <pqxx/connection>
 #include <pqxx/transaction_base>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -34,9 +34,16 @@ namespace sqlgroup::store {
 // What a connection through a pooler in transaction mode keeps on the
 // client instead of in its (shared) server session. Attached to the
 // connection for its life (see MarkPooled).
+struct PooledStatement {
+  std::string sql;          // its text, sent unnamed where not prepared
+  std::string server_name;  // NameOnServer
+  std::string prepare;      // "PREPARE <server_name> AS <sql>"
+};
+
 struct PooledState {
-  // Name -> text of the statements "prepared" on the connection.
-  std::map<std::string, std::string> statements;
+  // Name -> the statements "prepared" on the connection (computed once:
+  // the hash of a statement's text is not taken per execution).
+  std::map<std::string, PooledStatement> statements;
   // SET LOCAL statements of the connection's limits (LocalLimits).
   std::string local_limits;
   // The transaction whose server connection's statements were listed
@@ -60,11 +67,11 @@ void NoteListed(PooledState& state, const void* tx, const pqxx::result& r);
 bool CanPrepare(pqxx::transaction_base& tx, const PooledState& state);
 
 // Runs `call` (EXECUTE of the statement prepared as `server_name`) on tx's
-// pooled connection, preparing it there first when it is missing. Only
-// where CanPrepare.
+// pooled connection, running `prepare` (its PREPARE) first, in the same
+// round trip, where the server connection lacks it. Only where CanPrepare.
 pqxx::result ExecPooled(pqxx::transaction_base& tx, PooledState& state,
                         const std::string& server_name,
-                        const std::string& sql, const std::string& call);
+                        const std::string& prepare, const std::string& call);
 
 // Marks `conn`, just opened, as going through a pooler in transaction
 // mode; a connection opened since at the same address as an earlier one
@@ -91,18 +98,16 @@ template <typename... Args>
 pqxx::result ExecPrepared(pqxx::transaction_base& tx, const std::string& name,
                           Args&&... args) {
   if (PooledState* pooled = PooledStateOf(tx.conn())) {
-    const std::string& sql = pooled->statements.at(name);
+    const PooledStatement& st = pooled->statements.at(name);
     if (!CanPrepare(tx, *pooled)) {
-      return tx.exec_params(sql, std::forward<Args>(args)...);
+      return tx.exec_params(st.sql, std::forward<Args>(args)...);
     }
-    const std::string server_name = NameOnServer(name, sql);
-    std::string call = absl::StrCat("EXECUTE ", server_name, "(");
+    std::string call = absl::StrCat("EXECUTE ", st.server_name, "(");
     bool first = true;
-    ((absl::StrAppend(&call, first ? "" : ", ", tx.quote(args)),
-      first = false),
+    ((absl::StrAppend(&call, first ? "" : ", ", tx.quote(args)), first = false),
      ...);
     call += ")";
-    return ExecPooled(tx, *pooled, server_name, sql, call);
+    return ExecPooled(tx, *pooled, st.server_name, st.prepare, call);
   }
   return tx.exec_prepared(name, std::forward<Args>(args)...);
 }

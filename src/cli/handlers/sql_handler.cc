@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <array>
 #include <pqxx/pqxx>
 #include <regex>
 
@@ -11,7 +10,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/handlers/per_thread.h"
-#include "md5.h"
 #include "store/connection.h"
 #include "store/statements.h"
 
@@ -139,6 +137,9 @@ struct Prepared {
   int backend_pid = 0;  // the connection it was prepared on (0: none yet)
   int generation = 0;   // the name's suffix: a new name after a failure
   bool done = false;
+  // Through a pooler: the name on server connections, for `generation`.
+  std::string server_name;
+  int named_generation = -1;
 };
 
 // Runs the statement on the transaction's connection, preparing it first
@@ -158,8 +159,8 @@ struct PreparedStatement {
       per_thread.Set(std::make_unique<Prepared>());
       p = per_thread.Get();
     }
-    if (store::Pooled(tx.conn())) {
-      ExecutePooled(tx, *p, key, payload, id);
+    if (store::PooledState* pooled = store::PooledStateOf(tx.conn())) {
+      ExecutePooled(tx, *pooled, *p, key, payload, id);
       return;
     }
     const int pid = tx.conn().backendpid();
@@ -187,39 +188,36 @@ struct PreparedStatement {
 
   // Through a pooler in transaction mode each transaction may run on
   // another server connection, shared with other clients: the statement
-  // is looked for on the one this transaction got (one round trip) and
-  // prepared there when missing. Its name holds a hash of its text, so a
-  // name found was prepared with this statement, by whichever client.
-  void ExecutePooled(pqxx::work& tx, Prepared& p, const std::string& key,
-                     const std::string& payload, const std::string& id) {
-    const std::array<uint8_t, 16> digest =
-        Md5(PrepareSql(handler, kPreparedName));
-    const std::string name =
-        absl::StrCat(kPreparedName, "_",
-                     absl::BytesToHexString(absl::string_view(
-                         reinterpret_cast<const char*>(digest.data()), 8)),
-                     "_", p.generation);
-    const bool there =
-        tx.exec_params1(
-              "SELECT EXISTS (SELECT FROM pg_prepared_statements "
-              "WHERE name = $1)",
-              name)[0]
-            .as<bool>();
-    try {
-      if (!there) tx.exec_params(PrepareSql(handler, name));
-    } catch (const pqxx::sql_error&) {
-      ++p.generation;  // a fresh name on the next try
-      throw;
+  // goes through the store's statements (store/statements.h), prepared on
+  // a server connection the first time it runs there, under a name that
+  // holds a hash of its text. The acknowledging transaction listed its
+  // server connection's statements when it began: no lookup per item.
+  void ExecutePooled(pqxx::work& tx, store::PooledState& state, Prepared& p,
+                     const std::string& key, const std::string& payload,
+                     const std::string& id) {
+    if (p.named_generation != p.generation) {
+      p.server_name =
+          store::NameOnServer(absl::StrCat(kPreparedName, "_", p.generation),
+                              PrepareSql(handler, kPreparedName));
+      p.named_generation = p.generation;
     }
+    if (!store::CanPrepare(tx, state)) store::LocalLimits(tx);
+    const bool there = state.on_server.count(p.server_name) > 0;
     try {
-      tx.exec(absl::StrCat("EXECUTE ", name, "(", key, ", ", payload, ", ", id,
-                           ")"));
+      store::ExecPooled(tx, state, p.server_name,
+                        PrepareSql(handler, p.server_name),
+                        absl::StrCat("EXECUTE ", p.server_name, "(", key, ", ",
+                                     payload, ", ", id, ")"));
     } catch (const pqxx::feature_not_supported&) {
       // 0A000: the statement no longer works as prepared (a result type
-      // changed under an ALTER). Only then a fresh name: statements on
+      // changed under an ALTER): a fresh name on the next try.
+      ++p.generation;
+      throw;
+    } catch (const pqxx::sql_error&) {
+      // Only a PREPARE that failed takes a fresh name: statements on
       // shared server connections are never deallocated, so a name per
       // failure (a dead-letter raise, a conflict) would pile up.
-      ++p.generation;
+      if (!there) ++p.generation;
       throw;
     }
   }
