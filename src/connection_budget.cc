@@ -1,7 +1,5 @@
 #include "sqlgroup/connection_budget.h"
 
-#include <algorithm>
-
 #include "absl/strings/str_cat.h"
 
 namespace sqlgroup {
@@ -13,16 +11,6 @@ absl::StatusOr<std::shared_ptr<ConnectionBudget>> ConnectionBudget::Create(
         "max_connections must be 1..10000, got ", max_connections));
   }
   return std::make_shared<ConnectionBudget>(max_connections);
-}
-
-int ConnectionBudget::in_use() const {
-  absl::MutexLock lock(&mu_);
-  return reserved_open_ + acquired_;
-}
-
-int ConnectionBudget::peak() const {
-  absl::MutexLock lock(&mu_);
-  return peak_;
 }
 
 bool ConnectionBudget::Reserve() {
@@ -50,7 +38,6 @@ bool ConnectionBudget::TryAcquire(absl::Duration wait) {
     if (!freed) return false;
   }
   ++acquired_;
-  peak_ = std::max(peak_, reserved_open_ + acquired_);
   return true;
 }
 
@@ -67,17 +54,6 @@ int ConnectionBudget::worker_slots() const {
 void ConnectionBudget::Release() {
   absl::MutexLock lock(&mu_);
   --acquired_;
-}
-
-void ConnectionBudget::ReservedOpened() {
-  absl::MutexLock lock(&mu_);
-  ++reserved_open_;
-  peak_ = std::max(peak_, reserved_open_ + acquired_);
-}
-
-void ConnectionBudget::ReservedClosed() {
-  absl::MutexLock lock(&mu_);
-  --reserved_open_;
 }
 
 }  // namespace sqlgroup

@@ -35,9 +35,6 @@ class ConnectionBudget {
       int max_connections);
 
   int limit() const { return limit_; }
-  // Connections held now, and held at most since Create().
-  int in_use() const;
-  int peak() const;
 
   // For consumers and shared heartbeats. A slot kept for a connection its
   // holder needs for its whole life (a control or heartbeat connection,
@@ -52,9 +49,6 @@ class ConnectionBudget {
   int worker_slots() const;
   // Whether a worker waits for a slot now: an idle holder gives its up.
   bool contended() const;
-  // A kept slot's connection opened or closed (for in_use and peak).
-  void ReservedOpened();
-  void ReservedClosed();
 
   explicit ConnectionBudget(int limit) : limit_(limit) {}
 
@@ -67,8 +61,6 @@ class ConnectionBudget {
   mutable absl::Mutex mu_;
   int reserved_ ABSL_GUARDED_BY(mu_) = 0;
   int acquired_ ABSL_GUARDED_BY(mu_) = 0;
-  int reserved_open_ ABSL_GUARDED_BY(mu_) = 0;
-  int peak_ ABSL_GUARDED_BY(mu_) = 0;
   int waiting_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -24,9 +24,6 @@ absl::StatusOr<std::shared_ptr<SharedHeartbeat>> SharedHeartbeat::Create(
         "the connection budget of ", options.connection_budget->limit(),
         " has no slot left for the shared heartbeat's connection"));
   }
-  auto unreserve = [&] {
-    if (options.connection_budget) options.connection_budget->Unreserve();
-  };
   // Only to check the connection string now, where the caller can act on
   // the error: the sending thread connects with its own settings.
   store::ConnectOptions connect;
@@ -35,7 +32,7 @@ absl::StatusOr<std::shared_ptr<SharedHeartbeat>> SharedHeartbeat::Create(
   connect.transaction_pooler = options.transaction_pooler;
   auto conn = store::Connect(options.dsn, connect);
   if (!conn.ok()) {
-    unreserve();
+    if (options.connection_budget) options.connection_budget->Unreserve();
     return conn.status();
   }
   conn->reset();
@@ -57,15 +54,7 @@ HeartbeatBatcher::~HeartbeatBatcher() {
     stop_ = true;
   }
   thread_.join();
-  DropConnection();
   if (options_.connection_budget) options_.connection_budget->Unreserve();
-}
-
-void HeartbeatBatcher::DropConnection() {
-  if (conn_ && options_.connection_budget) {
-    options_.connection_budget->ReservedClosed();
-  }
-  conn_.reset();
 }
 
 SharedHeartbeatStats HeartbeatBatcher::stats() const {
@@ -165,7 +154,7 @@ bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
     if (!ttl) return true;
     const absl::StatusOr<bool> set = timeouts_.Follow(*conn_, Options(*ttl));
     if (set.ok()) return true;
-    DropConnection();
+    conn_.reset();
     *why = absl::UnavailableError(
         absl::StrCat("shared heartbeat: ", set.status().message()));
     return false;
@@ -191,7 +180,6 @@ bool HeartbeatBatcher::EnsureConnected(absl::Status* why) {
     return false;
   }
   conn_ = std::move(*conn);
-  if (options_.connection_budget) options_.connection_budget->ReservedOpened();
   timeouts_ = store::ConnectionTimeouts(options);
   store::PrepareMemberStatements(*conn_);
   connect_failures_ = 0;
@@ -225,7 +213,7 @@ void HeartbeatBatcher::Send(const Batch& batch) {
   if (!beats.ok()) {
     if (absl::IsUnavailable(beats.status()) ||
         absl::IsUnknown(beats.status())) {
-      DropConnection();
+      conn_.reset();
     }
     fail(beats.status());
     return;

@@ -80,8 +80,6 @@ class HeartbeatBatcher : public SharedHeartbeat {
   // False with the reason in `why` while no connection can be had (after a
   // failure, not again before a backoff).
   bool EnsureConnected(absl::Status* why);
-  // Closes the sending thread's connection, if open.
-  void DropConnection();
   // Of the shared connection, for members with `ttl`.
   store::ConnectOptions Options(absl::Duration ttl) const;
   bool BatchReady() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

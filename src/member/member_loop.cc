@@ -220,7 +220,6 @@ bool MemberLoop::EnsureConnected() {
   conn_ = std::move(*conn);
   config_.lent->Set(conn_.get(), options);
   followed_ttl_ = settings_.ttl;
-  config_.budget->ReservedOpened();
   metrics_.ConnectionOpened("control");
   if (waiting_for_server_) {
     log_->info("group={} the server takes connections again", config_.group);
@@ -357,7 +356,6 @@ void MemberLoop::Disconnect(const absl::Status& why) {
   listen_conn_.reset();
   if (conn_) {
     config_.lent->Set(nullptr, {});
-    config_.budget->ReservedClosed();
     metrics_.ConnectionClosed("control");
   }
   conn_.reset();
