@@ -7,45 +7,19 @@ backends with it, and it dies with us (parent-death signal). The server
 refuses to run as root, so when we are root it runs as the `postgres` user.
 """
 
-import ctypes
 import os
-import pwd
 import shutil
 import signal
-import socket
 import subprocess
+import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "support"))
+from server_process import demote_and_tie, free_port, server_user  # noqa: E402
+
 BIN = os.environ.get("SQLGROUP_PG_BIN", "/usr/lib/postgresql/15/bin")
-_PR_SET_PDEATHSIG = 1
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _server_user():
-    """(uid, gid) to run the server as, or None when we are not root."""
-    if os.geteuid() != 0:
-        return None
-    pw = pwd.getpwnam("postgres")
-    return pw.pw_uid, pw.pw_gid
-
-
-def _demote_and_tie(user):
-    def run():
-        os.setsid()
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-        if user:
-            os.setgid(user[1])
-            os.setuid(user[0])
-    return run
-
-
 def psql(port, sql, db="chaos", timeout=10, check=True):
     """Runs `sql` on 127.0.0.1:port; returns rows as lists of strings.
     With check, a failure raises; failing to connect is retried for a while
@@ -92,7 +66,7 @@ class PgNode:
         self.port = free_port()
         self.proc = None
         self.log = os.path.join(root, f"{name}.log")
-        self._user = _server_user()
+        self._user = server_user()
 
     @classmethod
     def primary(cls, root, name="pg-a", extra_conf=""):
@@ -127,7 +101,7 @@ class PgNode:
 
     def _run(self, argv):
         r = subprocess.run(argv, capture_output=True, text=True,
-                           preexec_fn=_demote_and_tie(self._user),
+                           preexec_fn=demote_and_tie(self._user),
                            cwd="/", timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"{argv[0]} failed: {r.stderr.strip()}")
@@ -150,7 +124,7 @@ class PgNode:
         logf = open(self.log, "a")
         self.proc = subprocess.Popen(
             [os.path.join(BIN, "postgres"), "-D", self.dir], stdout=logf,
-            stderr=subprocess.STDOUT, preexec_fn=_demote_and_tie(self._user),
+            stderr=subprocess.STDOUT, preexec_fn=demote_and_tie(self._user),
             cwd="/")
         logf.close()
         deadline = time.time() + timeout
@@ -215,7 +189,7 @@ class PgNode:
 
 def make_root():
     root = tempfile.mkdtemp(prefix="sqlgroup-chaos-")
-    user = _server_user()
+    user = server_user()
     if user:
         os.chown(root, user[0], user[1])
     return root

@@ -22,9 +22,7 @@ with plain-text passwords there), so the server's own rules still apply.
 """
 
 import argparse
-import ctypes
 import os
-import pwd
 import shutil
 import signal
 import socket
@@ -33,24 +31,11 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_process import (demote_and_tie, free_port, server_user,  # noqa
+                            tie_to_parent)
+
 PGBOUNCER = shutil.which("pgbouncer") or "/usr/sbin/pgbouncer"
-_PR_SET_PDEATHSIG = 1
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _run_as():
-    """(uid, gid) to run PgBouncer as, or None when we are not root."""
-    if os.geteuid() != 0:
-        return None
-    pw = pwd.getpwnam("postgres")
-    return pw.pw_uid, pw.pw_gid
-
-
 def _quote(s):
     return '"' + s.replace('"', '""') + '"'
 
@@ -76,7 +61,7 @@ class PgBouncer:
         self._write_config()
 
     def _write_config(self):
-        user = _run_as()
+        user = server_user()
         with open(os.path.join(self.dir, "userlist.txt"), "w") as f:
             for name, password in sorted(self.users.items()):
                 f.write(f"{_quote(name)} {_quote(password)}\n")
@@ -123,20 +108,11 @@ log_disconnections = 0
                 f"{pw}")
 
     def start(self, timeout=20):
-        user = _run_as()
-
-        def demote():
-            os.setsid()
-            libc = ctypes.CDLL("libc.so.6", use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-            if user:
-                os.setgid(user[1])
-                os.setuid(user[0])
-
         self.proc = subprocess.Popen(
             [PGBOUNCER, os.path.join(self.dir, "pgbouncer.ini")],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL, preexec_fn=demote)
+            stderr=subprocess.DEVNULL,
+            preexec_fn=demote_and_tie(server_user()))
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -195,8 +171,7 @@ def main():
                    help="NAME:PASSWORD of a role clients log in as")
     args = p.parse_args()
     users = dict(u.split(":", 1) for u in args.user)
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    tie_to_parent(signal.SIGTERM)
     bouncer = PgBouncer(args.pg_port, args.mode, args.pool_size, users)
     stop, restart = [], []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
