@@ -192,6 +192,28 @@ TEST_F(HandlersTest, SqlFunctionPaysEachOrderOnceInKeyOrder) {
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
 }
 
+// Workers that share the member's control connection (a budget of one)
+// each prepare the statement there, under names of their own.
+TEST_F(HandlersTest, SqlFunctionOnAConnectionItsWorkersShare) {
+  CreateGroup("g", 8);
+  ProduceKeyed("g", 10, 20);
+  auto h = Build("sql:app.pay");
+  ASSERT_TRUE(h.ok()) << h.status();
+  ConsumerOptions o = Options("g", h->handler);
+  o.workers = 3;
+  o.max_connections = 1;
+  auto c = Start(std::move(o));
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  const ConsumerStats stats = c->stats();
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_EQ(stats.failed, 0);
+  EXPECT_GE(stats.borrowed_tasks, 10);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 200);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 20 AND "
+                  "last_seq = 20 AND order_violations = 0"),
+            10);
+}
+
 TEST_F(HandlersTest, SqlBatchHandlerGetsArrays) {
   CreateGroup("g", 4);
   ProduceKeyed("g", 5, 40);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <pqxx/pqxx>
 #include <regex>
 
@@ -134,6 +135,9 @@ namespace {
 
 // Where a worker thread's connection stands with the statement.
 struct Prepared {
+  // Part of the name: workers of a member share its control connection
+  // when they borrow it, and each prepares the statement there itself.
+  int thread = 0;
   int backend_pid = 0;  // the connection it was prepared on (0: none yet)
   int generation = 0;   // the name's suffix: a new name after a failure
   bool done = false;
@@ -156,8 +160,10 @@ struct PreparedStatement {
                const std::string& payload, const std::string& id) {
     Prepared* p = per_thread.Get();
     if (p == nullptr) {
+      static std::atomic<int> threads{0};
       per_thread.Set(std::make_unique<Prepared>());
       p = per_thread.Get();
+      p->thread = threads++;
     }
     if (store::PooledState* pooled = store::PooledStateOf(tx.conn())) {
       ExecutePooled(tx, *pooled, *p, key, payload, id);
@@ -168,7 +174,8 @@ struct PreparedStatement {
       p->backend_pid = pid;
       p->done = false;
     }
-    const std::string name = absl::StrCat(kPreparedName, "_", p->generation);
+    const std::string name =
+        absl::StrCat(kPreparedName, "_", p->thread, "_", p->generation);
     try {
       if (!p->done) {
         tx.exec_params(PrepareSql(handler, name));  // one statement only
