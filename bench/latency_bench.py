@@ -8,6 +8,18 @@ clock - enqueue clock, both from the database. Per part count (16, 256,
 4096 by default) prints one JSON line with p50/p90/p99/max in ms, then a
 table.
 
+Stages: the members run with --log_level trace, whose per-claim lines say
+when the announcement was heard, the worker took the claim, had a
+connection and had the items, and when each handler began (unix
+microseconds, the same clock as the database's on this machine). Each
+item's latency splits into: enqueue -> heard (the enqueue's commit and the
+NOTIFY's delivery to the control thread), heard -> task (to a worker,
+through a probe when the announcement did not say where), task ->
+connected (a connection opened or borrowed), connected -> claimed (the
+claim), claimed -> handler (to the worker that handles it), handler ->
+stamp (the handler's transaction up to its clock read). The median and
+p99 of each stage are printed per part count.
+
 Usage: bench/latency_bench.py --cli build/sqlgroup [--parts 16,256,4096]
 """
 import argparse
@@ -36,6 +48,45 @@ $$;
 def quantile(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
+
+
+STAGES = ["enqueue->heard", "heard->task", "task->connected",
+          "connected->claimed", "claimed->handler", "handler->stamp"]
+
+
+def stage_breakdown(rows_db, logs):
+    """p50/p99 ms of each stage, from the members' trace lines (see the
+    module's doc) joined with the items' database clocks by id."""
+    claims, handlers = {}, {}
+    for path in logs:
+        with open(path) as f:
+            for line in f:
+                if "stages part=" in line:
+                    kv = dict(w.split("=", 1) for w in line.split()
+                              if "=" in w)
+                    for i in kv["ids"].split(","):
+                        claims[i] = [int(kv[k]) for k in
+                                     ("heard", "task", "connected", "claimed")]
+                elif "handler ids=" in line:
+                    kv = dict(w.split("=", 1) for w in line.split()
+                              if "=" in w)
+                    for i in kv["ids"].split(","):
+                        handlers.setdefault(i, int(kv["at"]))
+    per = {k: [] for k in STAGES}
+    n = 0
+    for i, enq, handled in rows_db:
+        c, h = claims.get(i), handlers.get(i)
+        if c is None or h is None or c[0] == 0:
+            continue  # not announced (found by a poll), or no line
+        n += 1
+        points = [float(enq)] + c + [h, float(handled)]
+        for k, a, b in zip(STAGES, points, points[1:]):
+            per[k].append((b - a) / 1000)
+    out = {"n": n}
+    for k, xs in per.items():
+        out[k] = [round(quantile(xs, 0.5), 2), round(quantile(xs, 0.99), 2)] \
+            if xs else [0, 0]
+    return out
 
 
 def main():
@@ -68,7 +119,7 @@ def main():
                     members.append(subprocess.Popen(
                         [cli, "consume", "--dsn", dsn, "--group", group,
                          "--handler", "sql:bench.handled", "--workers", "2",
-                         "--metrics_addr", "", "--log_level", "warn"],
+                         "--metrics_addr", "", "--log_level", "trace"],
                         stdout=log, stderr=log))
                 # Settled: every part owned, then a few idle seconds.
                 deadline = time.time() + 120
@@ -91,19 +142,24 @@ def main():
                     if time.time() > deadline:
                         raise RuntimeError("not every item was handled in 60 s")
                     time.sleep(0.1)
-                ms = [float(x) for x in sql(
-                    "SELECT extract(epoch FROM handled_at - enqueued_at) * 1000 "
-                    "FROM bench.latency").split()]
+                rows_db = [line.split("|") for line in sql(
+                    "SELECT id, extract(epoch FROM enqueued_at) * 1e6, "
+                    "extract(epoch FROM handled_at) * 1e6 "
+                    "FROM bench.latency").splitlines()]
+                ms = [(float(h) - float(e)) / 1000 for _, e, h in rows_db]
                 sql("TRUNCATE bench.latency")
                 for m in members:
                     m.send_signal(signal.SIGTERM)
                 for m in members:
                     m.wait(timeout=60)
+                stages = stage_breakdown(
+                    rows_db, [os.path.join(workdir, "%s-m%d.log" % (group, i))
+                              for i in range(args.members)])
                 r = {"bench": "latency", "parts": parts, "members": args.members,
                      "items": len(ms), "p50_ms": round(quantile(ms, 0.5), 2),
                      "p90_ms": round(quantile(ms, 0.9), 2),
                      "p99_ms": round(quantile(ms, 0.99), 2),
-                     "max_ms": round(max(ms), 2)}
+                     "max_ms": round(max(ms), 2), "stages": stages}
                 print(json.dumps(r), flush=True)
                 rows.append(r)
             print("\n| parts | items | p50 ms | p90 ms | p99 ms | max ms |")
@@ -112,6 +168,13 @@ def main():
                 print("| %d | %d | %.1f | %.1f | %.1f | %.1f |" % (
                     r["parts"], r["items"], r["p50_ms"], r["p90_ms"],
                     r["p99_ms"], r["max_ms"]))
+            print("\nStages, ms (p50 / p99; n: items whose lines were found):")
+            print("\n| parts | n | " + " | ".join(STAGES) + " |")
+            print("| ---: | ---: |" + " ---: |" * len(STAGES))
+            for r in rows:
+                st = r["stages"]
+                print("| %d | %d | " % (r["parts"], st["n"]) + " | ".join(
+                    "%.2f / %.2f" % tuple(st[k]) for k in STAGES) + " |")
             print("\n%d idle members (2 workers each), one item every %g s "
                   "from one SQL session, the sql handler stamping the clock in "
                   "its acknowledging transaction." % (args.members, args.gap))

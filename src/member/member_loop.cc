@@ -73,6 +73,9 @@ class MemberLoop::Listener : public pqxx::notification_receiver {
       loop_->rebalance_now_ = true;
     } else if (payload == store::ItemsArrived(loop_->config_.group)) {
       loop_->scheduler_.WakeIdle();
+    } else if (const auto ranges = store::ParseItemsArrivedIn(
+                   loop_->config_.group, payload)) {
+      loop_->scheduler_.WakeParts(*ranges);
     } else if (const auto delay =
                    store::ParseItemsDueIn(loop_->config_.group, payload)) {
       loop_->scheduler_.ExpectAt(absl::Now() + *delay);

@@ -102,8 +102,31 @@ bool PartScheduler::AnyBusy() const {
 
 void PartScheduler::WakeIdle() {
   absl::MutexLock lock(&mu_);
+  if (!wake_) wake_heard_ = absl::Now();
   wake_ = true;
   last_work_ = absl::Now();
+}
+
+void PartScheduler::WakeParts(const std::vector<KeyRange>& ranges) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  // One comparison per owned part: no query, and far below the cost of the
+  // probe this replaces even at thousands of parts.
+  for (auto& [part, e] : parts_) {
+    const bool holds = std::any_of(
+        ranges.begin(), ranges.end(), [&](const KeyRange& r) {
+          return r.first <= e.range.last && e.range.first <= r.last;
+        });
+    if (!holds || e.revoked || e.rest_until > now) continue;
+    last_work_ = now;
+    if (e.heard == absl::InfinitePast()) e.heard = now;
+    // Under offers, Enqueue asks a claim that is out to claim again.
+    if (!e.offers && InFlight(part) > 0) {
+      e.claim_again = true;
+    } else {
+      Enqueue(part, e);
+    }
+  }
 }
 
 void PartScheduler::ExpectAt(absl::Time due) {
@@ -262,6 +285,7 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
         (now - last_probe_ >= ProbeInterval(now) || !Rotating())) {
       PartTask task;
       task.kind = PartTask::Kind::kProbe;
+      if (wake_) task.heard = wake_heard_;
       for (const auto& [part, e] : parts_) {
         if (!Idle(part, e, now)) continue;
         task.probe_parts.push_back(part);
@@ -300,10 +324,12 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
       task.turn = e.turn;
       task.finished = e.finished;
       task.busy_keys.assign(e.keys.begin(), e.keys.end());
-      if (e.offers) {
-        e.claiming = true;
-        e.claim_again = false;
-      }
+      task.heard = e.heard;
+      e.heard = absl::InfinitePast();
+      // This claim reads what came before it; an announcement from now on
+      // asks for another.
+      e.claim_again = false;
+      if (e.offers) e.claiming = true;
       return task;
     }
   }
@@ -394,13 +420,16 @@ void PartScheduler::FinishItem(int part, int64_t epoch, const Item& item,
   Enqueue(part, e);
 }
 
-void PartScheduler::FinishProbe(const std::vector<int>& due) {
+void PartScheduler::FinishProbe(const std::vector<int>& due,
+                                absl::Time heard) {
   absl::MutexLock lock(&mu_);
   probing_ = false;
   if (!due.empty()) last_work_ = absl::Now();
   for (int part : due) {
     auto it = parts_.find(part);
-    if (it != parts_.end()) Enqueue(part, it->second);
+    if (it == parts_.end()) continue;
+    if (it->second.heard == absl::InfinitePast()) it->second.heard = heard;
+    Enqueue(part, it->second);
   }
 }
 

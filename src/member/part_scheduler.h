@@ -49,6 +49,9 @@ struct PartTask {
   // kProbe: the idle parts to look at; kMeasureLag: every owned part.
   std::vector<int> probe_parts;
   std::vector<KeyRange> probe_ranges;
+  // kProbe and kClaim: when the announcement of items that led here was
+  // heard (InfinitePast: none did); for the stage breakdown of latency.
+  absl::Time heard = absl::InfinitePast();
 };
 
 class PartScheduler {
@@ -77,6 +80,12 @@ class PartScheduler {
   bool AnyBusy() const;
   // Items arrived (a producer's NOTIFY): probe the idle parts now.
   void WakeIdle();
+  // Items arrived in `ranges` (a producer's NOTIFY naming where): the
+  // owned parts that hold any of those keys are claimed at once, without a
+  // probe; the others stay as they are. A part whose claim is out is
+  // claimed again after it (that claim may have read before the commit).
+  // A member that owns none of them does nothing.
+  void WakeParts(const std::vector<KeyRange>& ranges);
   // Items fall due at `due` (an item released for retry, a producer's
   // NOTIFY of delayed items, a probe's look-ahead): probe the idle parts
   // then, or up to kExpectMerge later when another due time is that close.
@@ -111,7 +120,9 @@ class PartScheduler {
   // not be settled for a reason that would repeat at once (a broken
   // connection); the part then waits for a probe.
   void FinishItem(int part, int64_t epoch, const Item& item, bool again);
-  void FinishProbe(const std::vector<int>& due);
+  // After a probe task: `due` parts have work; `heard` is the task's.
+  void FinishProbe(const std::vector<int>& due,
+                   absl::Time heard = absl::InfinitePast());
   // A probe failed: idle parts stay idle until the next one.
   void AbandonProbe();
   void FinishLag();
@@ -150,6 +161,8 @@ class PartScheduler {
     // until when the part rests for it: not probed, so not claimed.
     int broken = 0;
     absl::Time rest_until = absl::InfinitePast();
+    // When the announcement that queued the part's next claim was heard.
+    absl::Time heard = absl::InfinitePast();
   };
 
   bool HasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -192,6 +205,7 @@ class PartScheduler {
   std::map<int, int> in_flight_ ABSL_GUARDED_BY(mu_);
   std::deque<int> run_queue_ ABSL_GUARDED_BY(mu_);
   bool wake_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time wake_heard_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool probing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_probe_ ABSL_GUARDED_BY(mu_);
   // Announced due times still ahead of the last probe: at most

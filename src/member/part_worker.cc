@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "key_placement.h"
 #include "member/backoff.h"
@@ -14,6 +15,11 @@
 
 namespace sqlgroup {
 namespace {
+
+// For trace lines; 0 for a time that never was.
+int64_t UnixMicros(absl::Time t) {
+  return t == absl::InfinitePast() ? 0 : absl::ToUnixMicros(t);
+}
 
 // Serialization failures, deadlocks and lock timeouts say nothing about the
 // item: it is retried without counting an attempt.
@@ -363,7 +369,7 @@ void PartWorker::RunProbe(const PartTask& task) {
     // Measured before this clock read: never early.
     scheduler_.ExpectAt(absl::Now() + probe->soonest);
   }
-  scheduler_.FinishProbe(probe->due);
+  scheduler_.FinishProbe(probe->due, task.heard);
 }
 
 void PartWorker::RunMeasureLag(const PartTask& task) {
@@ -413,6 +419,7 @@ void PartWorker::RunMeasureLag(const PartTask& task) {
 void PartWorker::RunClaim(const PartTask& task) {
   const store::ClaimRef& ref = task.ref;
   const int64_t epoch = ref.epoch;
+  const absl::Time task_start = absl::Now();
   if (!EnsureConnected(/*own_wanted=*/true) || !FollowTtl()) {
     scheduler_.FinishClaim(ref.part, epoch, true, task.cursor);
     return;
@@ -451,6 +458,17 @@ void PartWorker::RunClaim(const PartTask& task) {
   if (items->empty()) {
     scheduler_.FinishClaim(ref.part, epoch, false, task.range.first);
     return;
+  }
+  if (log_->should_log(spdlog::level::trace)) {
+    // The stages of a wake-up, as unix microseconds (0: not announced):
+    // bench/latency_bench.py joins them with the items' database clocks.
+    std::vector<std::string> ids;
+    for (const Item& item : *items) ids.push_back(item.id);
+    log_->trace("stages part={} heard={} task={} connected={} claimed={} "
+                "ids={}",
+                ref.part, UnixMicros(task.heard), UnixMicros(task_start),
+                UnixMicros(claim_start), UnixMicros(absl::Now()),
+                absl::StrJoin(ids, ","));
   }
   if (key_order && !config_.batch_handler) {
     // One item at a time, on whichever workers are free: the keys of the
@@ -650,6 +668,10 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   // missing grant, a broken schema), not the item's.
   bool acking = false;
   absl::Time ack_start;
+  if (log_->should_log(spdlog::level::trace)) {
+    log_->trace("handler ids={} at={}", absl::StrJoin(ids, ","),
+                UnixMicros(absl::Now()));
+  }
   try {
     AckTransaction ack(*conn_);
     verdict = RunHandler([&] {

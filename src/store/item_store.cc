@@ -199,6 +199,28 @@ constexpr char kOldestWaitingSql[] =
     "  * 1000000)::bigint FROM sqlgroup.items WHERE group_name = $1 "
     "ORDER BY enqueued_at LIMIT $2";
 
+// Announces items due now with their ids' prefixes (ItemsArrivedIn), so
+// that only the members owning them wake, for the transaction's first
+// kMaxTargetedAnnouncements announcements; then plainly (ItemsArrived,
+// which PostgreSQL folds into one): a transaction of many enqueues sends a
+// bounded number of notifications. The count is a transaction-local
+// setting, shared with sqlgroup.announce_items (schema 12).
+void AnnounceItems(pqxx::work& tx, const std::string& group,
+                   const std::vector<std::string>& ids) {
+  const std::string plain = ItemsArrived(group);
+  const std::string targeted = ItemsArrivedIn(group, ids);
+  if (targeted == plain) {
+    Notify(tx, plain);
+    return;
+  }
+  tx.exec_params(
+      "SELECT pg_notify($1, CASE WHEN n < $4 THEN $2 ELSE $3 END), "
+      "set_config('sqlgroup.announced', (n + 1)::text, true) FROM (SELECT "
+      "coalesce(nullif(current_setting('sqlgroup.announced', true), ''), "
+      "'0')::int AS n) s",
+      kChannel, targeted, plain, kMaxTargetedAnnouncements);
+}
+
 }  // namespace
 
 void PrepareItemStatements(pqxx::connection& conn) {
@@ -458,16 +480,16 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
     if (notify) {
       // One NOTIFY for the items due now, one for the soonest delayed one:
       // idle members then probe exactly when something falls due.
-      bool due_now = false;
+      std::vector<std::string> due_now;
       absl::Duration soonest = absl::InfiniteDuration();
-      for (const NewItem& item : items) {
-        if (item.delay > absl::ZeroDuration()) {
-          soonest = std::min(soonest, item.delay);
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (items[i].delay > absl::ZeroDuration()) {
+          soonest = std::min(soonest, items[i].delay);
         } else {
-          due_now = true;
+          due_now.push_back(ids[i]);
         }
       }
-      if (due_now) Notify(tx, ItemsArrived(group));
+      if (!due_now.empty()) AnnounceItems(tx, group, due_now);
       if (soonest != absl::InfiniteDuration()) {
         Notify(tx, ItemsDueIn(group, soonest));
       }

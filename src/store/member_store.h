@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "keyspace.h"
 
 namespace sqlgroup::store {
 
@@ -100,6 +101,21 @@ std::string ItemsDueIn(const std::string& group, absl::Duration delay);
 // The delay of an ItemsDueIn payload of `group`; nullopt for anything else.
 std::optional<absl::Duration> ParseItemsDueIn(const std::string& group,
                                               const std::string& payload);
+// Items due now whose ids begin with the given 16-bit prefixes (the first
+// four hex digits of the UUID): "items:G#0a1b,ff00" ('#' is never part of
+// a group name). Members wake only the parts that hold those keys, instead
+// of probing every idle part. Producers name at most kMaxAnnouncedPrefixes
+// and send at most kMaxTargetedAnnouncements of these per transaction,
+// then the plain ItemsArrived (which PostgreSQL folds into one).
+// ItemsArrived when `ids` have more than kMaxAnnouncedPrefixes prefixes.
+std::string ItemsArrivedIn(const std::string& group,
+                           const std::vector<std::string>& ids);
+// The key ranges an ItemsArrivedIn payload of `group` names; nullopt for
+// anything else (a malformed list included).
+std::optional<std::vector<KeyRange>> ParseItemsArrivedIn(
+    const std::string& group, const std::string& payload);
+inline constexpr size_t kMaxAnnouncedPrefixes = 16;
+inline constexpr int kMaxTargetedAnnouncements = 8;
 inline constexpr char kChannel[] = "sqlgroup";
 // One session's own channel, "sqlgroup:<id>": a part it waits for was
 // freed. Addressed, so a drop wakes the member that takes the part instead

@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <pqxx/pqxx>
@@ -19,6 +20,8 @@
 #include "spdlog/sinks/ostream_sink.h"
 #include "sqlgroup/admin.h"
 #include "sqlgroup/private_postgres.h"
+#include "store/member_store.h"
+#include "support/notifications.h"
 #include "support/pg_fixture.h"
 #include "support/wait.h"
 
@@ -342,6 +345,52 @@ TEST(ProducerRestart, ADatabaseRestartIsRiddenOutAndToldPlainly) {
   EXPECT_THAT(said.str(), HasSubstr("got through after"));
   EXPECT_THAT(said.str(), Not(HasSubstr("client encoding")));
   EXPECT_THAT(said.str(), Not(HasSubstr("check manually")));
+}
+
+// An enqueue says where its items are, so that only their parts' owners
+// wake; a transaction of many enqueues sends a bounded number of
+// announcements, counted together with the SQL functions'.
+TEST_F(ProducerTest, EnqueueInAnnouncesWhereItsItemsAreBoundedPerTransaction) {
+  pqxx::connection listener(db_.dsn());
+  Announcements announcements(listener);
+  std::vector<std::string> expected;
+  {
+    pqxx::work tx(*conn_);
+    auto three = Producer::EnqueueIn(
+        tx, "g", {{.key = "a", .payload = "1"}, {.payload = "2"},
+                  {.key = "b", .payload = "3"}});
+    ASSERT_TRUE(three.ok()) << three.status();
+    expected.push_back(store::ItemsArrivedIn("g", *three));
+    // More prefixes than one announcement names (40 keys, spread over the
+    // key space by their hash): a plain one.
+    std::vector<NewItem> many;
+    for (int i = 0; i < 40; ++i) {
+      many.push_back({.key = absl::StrCat("many", i), .payload = "x"});
+    }
+    ASSERT_TRUE(Producer::EnqueueIn(tx, "g", many).ok());
+    expected.push_back(store::ItemsArrived("g"));
+    // The SQL function's calls count with the producer's.
+    for (int i = 1; i < store::kMaxTargetedAnnouncements; ++i) {
+      const std::string id =
+          tx.exec_params1("SELECT sqlgroup.enqueue('g', $1, 'x')::text",
+                          absl::StrCat("k", i))[0]
+              .as<std::string>();
+      expected.push_back(store::ItemsArrivedIn("g", {id}));
+    }
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_TRUE(Producer::EnqueueIn(tx, "g", {{.key = "c", .payload = "y"}})
+                      .ok());
+    }
+    tx.commit();
+  }
+  // Distinct payloads only: PostgreSQL folds repeats within a transaction.
+  std::vector<std::string> distinct;
+  for (const std::string& p : expected) {
+    if (std::find(distinct.begin(), distinct.end(), p) == distinct.end()) {
+      distinct.push_back(p);
+    }
+  }
+  EXPECT_EQ(announcements.Heard(*conn_), distinct);
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
                   "004_hot_heartbeats.sql", "005_take_fenced_claims.sql",
                   "006_keyed_items.sql", "007_group_assignor.sql",
                   "008_static_members.sql", "009_part_count_change.sql",
-                  "010_idempotent_enqueue.sql", "011_member_connections.sql"));
+                  "010_idempotent_enqueue.sql", "011_member_connections.sql",
+                  "012_targeted_wakeups.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :

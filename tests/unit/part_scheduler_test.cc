@@ -145,6 +145,78 @@ TEST(PartScheduler, IdlePartsAreProbedAllTogetherOnAWakeUp) {
   EXPECT_EQ(next.ref.part, 2);
 }
 
+// Parts 0..2 of 3, each idle after a claim that found nothing.
+void AllIdle(PartScheduler& s) {
+  for (int p = 0; p < 3; ++p) s.Add(Ref(p, p + 1), PartRange(p, 3));
+  ProbeFindsWork(s, {0, 1, 2});
+  for (int p = 0; p < 3; ++p) {
+    const PartTask t = s.Next();
+    s.FinishClaim(t.ref.part, t.ref.epoch, /*found=*/false, t.range.first);
+  }
+}
+
+TEST(PartScheduler, AnAnnouncementThatSaysWhereClaimsThosePartsWithoutAProbe) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  AllIdle(s);
+  // One key in part 2, and a range that straddles parts 0 and 1.
+  const Uuid128 in2 = PartStart(2, 3) + 5;
+  s.WakeParts({{in2, in2}, {PartStart(1, 3) - 1, PartStart(1, 3)}});
+  std::set<int> claimed;
+  for (int n = 0; n < 3; ++n) {
+    const PartTask t = s.Next(absl::Now() + absl::Milliseconds(50));
+    ASSERT_EQ(t.kind, PartTask::Kind::kClaim) << "task " << n;
+    EXPECT_NE(t.heard, absl::InfinitePast());
+    claimed.insert(t.ref.part);
+  }
+  EXPECT_EQ(claimed, (std::set<int>{0, 1, 2}));
+  // Nothing else: no probe of the idle parts followed.
+  EXPECT_EQ(s.Next(absl::Now() + absl::Milliseconds(50)).kind,
+            PartTask::Kind::kIdle);
+}
+
+TEST(PartScheduler, AnAnnouncementOfPartsOwnedElsewhereWakesNothing) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  s.Add(Ref(0, 1), PartRange(0, 2));
+  ProbeFindsWork(s, {});
+  const Uuid128 elsewhere = PartStart(1, 2) + 7;
+  s.WakeParts({{elsewhere, elsewhere}});
+  EXPECT_EQ(s.Next(absl::Now() + absl::Milliseconds(50)).kind,
+            PartTask::Kind::kIdle);
+}
+
+TEST(PartScheduler, AnAnnouncementDuringAClaimClaimsThePartAgainAfterIt) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  AllIdle(s);
+  s.WakeParts({PartRange(1, 3)});
+  const PartTask claim = s.Next();
+  ASSERT_EQ(claim.kind, PartTask::Kind::kClaim);
+  // More items come while the claim reads (it may have read before their
+  // commit): the claim finds nothing, and the part is claimed once more.
+  s.WakeParts({PartRange(1, 3)});
+  s.FinishClaim(1, claim.ref.epoch, /*found=*/false, claim.range.first);
+  const PartTask again = s.Next(absl::Now() + absl::Milliseconds(50));
+  ASSERT_EQ(again.kind, PartTask::Kind::kClaim);
+  EXPECT_EQ(again.ref.part, 1);
+  s.FinishClaim(1, again.ref.epoch, /*found=*/false, again.range.first);
+  // Then idle: the announcement asked for one claim after it, not a loop.
+  EXPECT_EQ(s.Next(absl::Now() + absl::Milliseconds(50)).kind,
+            PartTask::Kind::kIdle);
+}
+
+TEST(PartScheduler, ProbesAndTheirClaimsCarryWhenTheAnnouncementWasHeard) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  AllIdle(s);
+  const absl::Time before = absl::Now();
+  s.WakeIdle();
+  const PartTask probe = s.Next();
+  ASSERT_EQ(probe.kind, PartTask::Kind::kProbe);
+  EXPECT_GE(probe.heard, before);
+  s.FinishProbe({2}, probe.heard);
+  const PartTask claim = s.Next();
+  ASSERT_EQ(claim.kind, PartTask::Kind::kClaim);
+  EXPECT_EQ(claim.heard, probe.heard);
+}
+
 TEST(PartScheduler, LagIsMeasuredForEveryOwnedPartWhenDue) {
   PartScheduler s(kLong, absl::Milliseconds(20));
   s.Add(Ref(0, 1), PartRange(0, 2));
