@@ -46,6 +46,11 @@ bool ConnectionBudget::contended() const {
   return waiting_ > 0;
 }
 
+bool ConnectionBudget::slot_free() const {
+  absl::MutexLock lock(&mu_);
+  return HasFreeSlot();
+}
+
 int ConnectionBudget::worker_slots() const {
   absl::MutexLock lock(&mu_);
   return limit_ - reserved_;

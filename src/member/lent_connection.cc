@@ -8,14 +8,18 @@ void LentConnection::Set(pqxx::connection* conn,
   conn_ = conn;
   lent_ = false;
   broken_ = false;
-  session_ = Session{store::ConnectionTimeouts(options), false};
+  session_ = Session{store::ConnectionTimeouts(options), false, false};
 }
 
-bool LentConnection::Hold() {
+std::optional<bool> LentConnection::Hold(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   wanted_ = true;
-  mu_.Await(absl::Condition(
-      +[](bool* borrowed) { return !*borrowed; }, &borrowed_));
+  if (!mu_.AwaitWithDeadline(
+          absl::Condition(+[](bool* borrowed) { return !*borrowed; },
+                          &borrowed_),
+          deadline)) {
+    return std::nullopt;
+  }
   wanted_ = false;
   lent_ = false;
   const bool ok = !broken_;

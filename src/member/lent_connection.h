@@ -17,6 +17,7 @@
 #define SQLGROUP_MEMBER_LENT_CONNECTION_H_
 
 #include <cstdint>
+#include <optional>
 #include <pqxx/connection>
 
 #include "absl/base/thread_annotations.h"
@@ -31,10 +32,11 @@ class LentConnection {
  public:
   // What a holder knows of the connection's session: the limits in effect
   // (the control thread's and a worker's differ) and whether the workers'
-  // statements are prepared on it.
+  // statements are prepared on it, and were run once.
   struct Session {
     store::ConnectionTimeouts timeouts;
     bool item_statements = false;
+    bool item_statements_warm = false;  // run once (PartWorker::WarmUp)
   };
 
   // Control thread. `conn` (null: none) is the control connection from
@@ -42,7 +44,9 @@ class LentConnection {
   void Set(pqxx::connection* conn, const store::ConnectOptions& options);
   // Takes the connection back, waiting for a borrower's task to end.
   // False when a borrower found it broken: the control thread drops it.
-  bool Hold();
+  // nullopt when the borrower still has it at `deadline`: it is still
+  // wanted (nobody else may borrow it), and Hold is to be called again.
+  std::optional<bool> Hold(absl::Time deadline = absl::InfiniteFuture());
   // Lets workers borrow it until the next Hold().
   void Lend();
   // Readable after a worker gave the connection back broken or with

@@ -906,13 +906,75 @@ void MemberLoop::ReportConnections() {
 }
 
 bool MemberLoop::TakeBack() {
-  if (!config_.lent->Hold()) {
+  // A worker's task on the control connection may outlast a heartbeat (a
+  // slow handler of the first claim after a quiet spell): the heartbeats
+  // then go aside, so the session never depends on how long a handler
+  // runs. A little late first: most tasks take milliseconds.
+  std::optional<bool> held;
+  while (!(held = config_.lent->Hold(
+               session_.empty() ? absl::InfiniteFuture()
+                                : std::max(next_heartbeat_, absl::Now()) +
+                                      settings_.heartbeat / 4))) {
+    HeartbeatAside();
+  }
+  if (aside_) {
+    aside_.reset();
+    config_.budget->Release();
+    metrics_.ConnectionClosed("control");
+  }
+  if (!*held) {
     Disconnect(
         absl::UnavailableError("a worker found the control connection broken"));
     return false;
   }
   if (conn_) FollowTtl();  // a borrower may have set a worker's limits
   return true;
+}
+
+void MemberLoop::HeartbeatAside() {
+  absl::StatusOr<std::optional<store::Beat>> beat;
+  if (config_.shared_heartbeat) {
+    beat = SendHeartbeat(/*watch=*/false);
+  } else {
+    if (!aside_) {
+      // Within the budget: a worker borrows for want of its own
+      // connection only while a slot is free, which it uses after its
+      // task if this did not. Without a free slot the member waits for
+      // its connection (a budget without worker slots).
+      if (!config_.budget->TryAcquire()) {
+        next_heartbeat_ = absl::Now() + settings_.heartbeat / 4;
+        return;
+      }
+      auto conn = store::Connect(config_.dsn, ControlOptions());
+      if (!conn.ok()) {
+        config_.budget->Release();
+        log_->warn("group={} session={} a worker holds the control "
+                   "connection past a heartbeat, and a connection for the "
+                   "heartbeat failed: {}",
+                   config_.group, session_,
+                   std::string(conn.status().message()));
+        next_heartbeat_ = absl::Now() + settings_.heartbeat / 4;
+        return;
+      }
+      aside_ = std::move(*conn);
+      metrics_.ConnectionOpened("control");
+      store::PrepareMemberStatements(*aside_);
+    }
+    beat = store::Heartbeat(*aside_, session_, /*watch=*/false);
+  }
+  if (beat.ok() && beat->has_value()) {
+    last_heartbeat_ok_ = absl::Now();
+    next_heartbeat_ = last_heartbeat_ok_ + settings_.heartbeat;
+    return;
+  }
+  // Expired, or the heartbeat failed: the control connection's own
+  // heartbeat, once back, finds out and says so.
+  if (!beat.ok() && aside_) {
+    aside_.reset();
+    config_.budget->Release();
+    metrics_.ConnectionClosed("control");
+  }
+  next_heartbeat_ = absl::Now() + settings_.heartbeat / 4;
 }
 
 void MemberLoop::LendWhile(int sock, absl::Duration timeout,

@@ -126,15 +126,24 @@ void PartWorker::Run() {
     // kContendedCheck, and goes once the worker is idle when another
     // worker of the process waits for it, or when no connection was
     // opened on it.
+    // After a task on the control connection for want of one of its own
+    // (open_after_), tasks that wait already go first (the items a claim
+    // just offered), still on the control connection; the worker opens its
+    // own connection once none waits.
     const absl::Time idle_at = last_work_ + config_.idle_connection_timeout;
     const PartTask task = scheduler_.Next(
-        own_ || slot_ ? std::min(idle_at, absl::Now() + kContendedCheck)
-                      : absl::InfiniteFuture());
+        open_after_      ? absl::Now()
+        : own_ || slot_ ? std::min(idle_at, absl::Now() + kContendedCheck)
+                        : absl::InfiniteFuture());
     switch (task.kind) {
       case PartTask::Kind::kStop:
         CloseOwn();
         return;
       case PartTask::Kind::kIdle:
+        if (open_after_) {
+          OpenAfterWarmTasks();
+          continue;
+        }
         if (!own_ || absl::Now() >= idle_at || config_.budget->contended()) {
           CloseOwn();
         }
@@ -153,6 +162,12 @@ void PartWorker::Run() {
         break;
     }
     GiveBack();
+    if (open_after_) {
+      warm_ref_ = task.ref;
+      warm_at_ = task.range.first;
+      // Not for a whole burst: the control thread has its own work.
+      if (++warm_tasks_ >= kWarmTasks) OpenAfterWarmTasks();
+    }
     if (task.kind == PartTask::Kind::kClaim ||
         task.kind == PartTask::Kind::kItem) {
       last_work_ = absl::Now();
@@ -170,16 +185,30 @@ bool PartWorker::EnsureConnected(bool own_wanted) {
   if (conn_ != nullptr) return true;
   // Reads that find work (probes, lag) do not open a connection: they
   // borrow the control connection when the worker has none.
-  if (!own_wanted) return BorrowControl();
+  if (!own_wanted) return BorrowControl(kBorrowWait);
   const bool slots = config_.budget->worker_slots() > 0;
+  // The first claim after a quiet spell: opening a connection (a backend
+  // started, its caches cold) would cost the items more than the claim
+  // and handler themselves. The control connection is warm: the task runs
+  // there when it is free within about what a connect costs, and the
+  // worker opens its own after it, off the items' path. Only while a slot
+  // is free for that connection: a handler that outlasts a heartbeat on
+  // the control connection does not expire the session, because the
+  // control thread heartbeats aside on that slot (MemberLoop::TakeBack).
+  if (slots && !refused_ && !slot_ && config_.budget->slot_free() &&
+      BorrowControl(kWarmBorrowWait)) {
+    open_after_ = true;
+    return true;
+  }
   const Opened opened = slots ? OpenOwn() : Opened::kNoSlot;
   if (opened == Opened::kYes) return true;
-  // Items run on the control connection only when there is no other way:
-  // a budget without a slot for workers, or a server that refuses
-  // connections. A handler there holds up the member's heartbeats, so a
-  // worker whose siblings hold the budget's slots waits for one instead
-  // (its task goes back to the others at once).
-  if (refused_ || !slots) return BorrowControl();
+  // Otherwise items run on the control connection only when there is no
+  // other way: a budget without a slot for workers, or a server that
+  // refuses connections. A handler there may hold up the member's
+  // heartbeats (no slot for one aside), so a worker whose siblings hold
+  // the budget's slots waits for one instead (its task goes back to the
+  // others at once).
+  if (refused_ || !slots) return BorrowControl(kBorrowWait);
   if (opened == Opened::kNoSlot) {
     starved_ = true;
   } else {
@@ -251,8 +280,33 @@ PartWorker::Opened PartWorker::OpenOwn() {
   return Opened::kYes;
 }
 
-bool PartWorker::BorrowControl() {
-  pqxx::connection* home = config_.lent->Borrow(kBorrowWait);
+void PartWorker::OpenAfterWarmTasks() {
+  open_after_ = false;
+  warm_tasks_ = 0;
+  // Ready for the next claim; without a slot now, it borrows again.
+  if (OpenOwn() == Opened::kYes) WarmUp(warm_ref_, warm_at_);
+}
+
+void PartWorker::WarmUp(const store::ClaimRef& ref, Uuid128 at) {
+  // A backend's first statements of a kind fill its caches and make their
+  // plans: milliseconds, here instead of on the next items' path. A claim
+  // of the one key `at` (a read) and an acknowledgement of nothing, under
+  // `ref` (a take that is gone does as well).
+  const absl::Status s = store::Guard("warm up", [&] {
+    if (!KeyOrder()) {
+      (void)store::ClaimItems(*conn_, ref, at, at, 1);
+    } else if (config_.batch_handler) {
+      (void)store::ClaimRuns(*conn_, ref, at, at, 1, {}, false);
+    } else {
+      (void)store::ClaimHeads(*conn_, ref, at, at, 1, 1, {});
+    }
+    store::DeleteClaimedNow(*conn_, ref, {});
+  });
+  if (absl::IsUnavailable(s)) Disconnect(s);
+}
+
+bool PartWorker::BorrowControl(absl::Duration wait) {
+  pqxx::connection* home = config_.lent->Borrow(wait);
   if (home == nullptr) return false;  // the control thread has it
   conn_ = home;
   borrowed_ = true;
@@ -364,6 +418,18 @@ void PartWorker::RunProbe(const PartTask& task) {
     if (absl::IsUnavailable(probe.status())) Disconnect(probe.status());
     scheduler_.AbandonProbe();
     return;
+  }
+  if (borrowed_ && probe->due.empty() &&
+      !config_.lent->session().item_statements_warm) {
+    // The control connection runs the first claim after a quiet spell:
+    // warmed while nothing waits (a probe of newly taken parts finds them
+    // idle).
+    store::ClaimRef nobody;
+    nobody.group = config_.group;
+    nobody.session = "00000000-0000-0000-0000-000000000000";
+    nobody.part = task.probe_parts.front();
+    WarmUp(nobody, task.probe_ranges.front().first);
+    config_.lent->session().item_statements_warm = true;
   }
   if (probe->soonest != absl::InfiniteDuration()) {
     // Measured before this clock read: never early.

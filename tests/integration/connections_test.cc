@@ -137,6 +137,32 @@ TEST_F(ConnectionsTest, ABudgetOfOneRunsEverythingOnTheControlConnection) {
   EXPECT_TRUE(member->Stop().ok());
 }
 
+// The first claim after a quiet spell runs on the control connection (warm:
+// no connection to open on the item's path). A handler there that outlasts
+// the TTL must not cost the session: the heartbeats go on a connection
+// aside meanwhile, within the budget.
+TEST_F(ConnectionsTest, ASlowFirstItemOnTheControlConnectionKeepsTheSession) {
+  CreateGroup("g", 2, /*ttl=*/absl::Seconds(2));
+  ConsumerOptions o = Options("g", Slow("g", absl::Seconds(5)));
+  o.workers = 1;
+  o.max_connections = 2;
+  auto member = Start(std::move(o));
+  ASSERT_NE(member, nullptr);
+  ASSERT_TRUE(Settles("g", 2, {member.get()}));
+  const std::string session = member->session_id();
+  PeakSampler sampler(this);
+  Produce("g", 2);
+  ASSERT_TRUE(Drained(absl::Seconds(30)));
+  const ConsumerStats s = member->stats();
+  EXPECT_GE(s.borrowed_tasks, 1) << "the first claim opened a connection";
+  EXPECT_EQ(s.sessions_lost, 0);
+  EXPECT_EQ(member->session_id(), session);
+  EXPECT_LE(s.peak_connections, 2);
+  EXPECT_LE(sampler.Stop(), 3);  // one just closed may still be listed
+  ExpectEachOnce(2);
+  EXPECT_TRUE(member->Stop().ok());
+}
+
 TEST_F(ConnectionsTest, SharedBudgetRefusesAConsumerWithoutASlot) {
   CreateGroup("g", 4);
   auto budget = ConnectionBudget::Create(1);
