@@ -20,7 +20,15 @@ claim), claimed -> handler (to the worker that handles it), handler ->
 stamp (the handler's transaction up to its clock read). The median and
 p99 of each stage are printed per part count.
 
+`--rate R`: a second session enqueues R load items/s over 1,000 keys
+through sqlgroup.enqueue_many, in batches of `--load_batch` (by default
+R/20 every 50 ms, as `sqlgroup produce --rate` sends them; see
+rate_load.py), while the measured items are enqueued; the handler records
+only the measured ones. bench/peers/graphile_bench.py runs graphile-worker
+under the same protocol and load.
+
 Usage: bench/latency_bench.py --cli build/sqlgroup [--parts 16,256,4096]
+       [--rate 1500]
 """
 import argparse
 import json
@@ -32,6 +40,7 @@ import tempfile
 import time
 
 from private_pg import private_postgres
+from rate_load import rate_reached, start_load
 
 SETUP = """
 CREATE SCHEMA IF NOT EXISTS bench;
@@ -41,6 +50,7 @@ CREATE OR REPLACE FUNCTION bench.handled(k text, p bytea, i uuid)
 RETURNS void LANGUAGE sql AS $$
   INSERT INTO bench.latency
   SELECT k, i, convert_from(p, 'UTF8')::timestamptz, clock_timestamp()
+  WHERE p <> ''  -- a load item (--rate): not measured
 $$;
 """
 
@@ -96,7 +106,12 @@ def main():
     ap.add_argument("--members", type=int, default=4)
     ap.add_argument("--items", type=int, default=300)
     ap.add_argument("--gap", type=float, default=0.03)
+    ap.add_argument("--rate", type=int, default=0)
+    ap.add_argument("--load_batch", type=int, default=0,
+                    help="load items per transaction; 0: rate/20, a batch "
+                    "every 50 ms as `sqlgroup produce --rate` sends them")
     args = ap.parse_args()
+    batch = args.load_batch or max(1, round(args.rate / 20))
     cli = os.path.abspath(args.cli)
     workdir = tempfile.mkdtemp(prefix="sqlgroup-bench-latency-")
     with private_postgres(cli) as dsn:
@@ -129,6 +144,17 @@ def main():
                         raise RuntimeError("parts never all owned")
                     time.sleep(0.1)
                 time.sleep(3)
+                load = None
+                if args.rate:
+                    # Long enough to outlast the measured enqueues; steady
+                    # before they start.
+                    load = start_load(
+                        dsn, 4 + args.items * args.gap * 1.5,
+                        "PERFORM sqlgroup.enqueue_many('%s', array_agg('L' "
+                        "|| (random() * 1000)::int), array_agg(''::bytea)) "
+                        "FROM generate_series(1, %d)" % (group, batch),
+                        batch, args.rate)
+                    time.sleep(2)
                 # One session, one item every --gap seconds (as psql would).
                 script = "\n".join(
                     "SELECT sqlgroup.enqueue('%s', 'k%d', "
@@ -137,6 +163,7 @@ def main():
                     for n in range(args.items))
                 subprocess.run(["psql", dsn, "-qAt"], input=script, text=True,
                                check=True, capture_output=True)
+                achieved = rate_reached(load) if load else None
                 deadline = time.time() + 60
                 while int(sql("SELECT count(*) FROM bench.latency")) < args.items:
                     if time.time() > deadline:
@@ -160,6 +187,9 @@ def main():
                      "p90_ms": round(quantile(ms, 0.9), 2),
                      "p99_ms": round(quantile(ms, 0.99), 2),
                      "max_ms": round(max(ms), 2), "stages": stages}
+                if args.rate:
+                    r.update(rate=args.rate, load_rate=achieved,
+                             load_batch=batch)
                 print(json.dumps(r), flush=True)
                 rows.append(r)
             print("\n| parts | items | p50 ms | p90 ms | p99 ms | max ms |")
@@ -175,9 +205,10 @@ def main():
                 st = r["stages"]
                 print("| %d | %d | " % (r["parts"], st["n"]) + " | ".join(
                     "%.2f / %.2f" % tuple(st[k]) for k in STAGES) + " |")
-            print("\n%d idle members (2 workers each), one item every %g s "
-                  "from one SQL session, the sql handler stamping the clock in "
-                  "its acknowledging transaction." % (args.members, args.gap))
+            print("\n%d members (2 workers each), idle but for %d load "
+                  "items/s, one item every %g s from one SQL session, the sql "
+                  "handler stamping the clock in its acknowledging "
+                  "transaction." % (args.members, args.rate, args.gap))
         finally:
             for m in members:
                 if m.poll() is None:
