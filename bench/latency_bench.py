@@ -13,7 +13,9 @@ when the announcement was heard, the worker took the claim, had a
 connection and had the items, and when each handler began (unix
 microseconds, the same clock as the database's on this machine). Each
 item's latency splits into: enqueue -> heard (the enqueue's commit and the
-NOTIFY's delivery to the control thread), heard -> task (to a worker,
+NOTIFY's delivery to the control thread; of which enqueue -> committed,
+when the enqueuing session's next statement began, a round trip after
+its commit), heard -> task (to a worker,
 through a probe when the announcement did not say where), task ->
 connected (a connection opened or borrowed), connected -> claimed (the
 claim), claimed -> handler (to the worker that handles it), handler ->
@@ -62,11 +64,13 @@ def quantile(xs, q):
 
 STAGES = ["enqueue->heard", "heard->task", "task->connected",
           "connected->claimed", "claimed->handler", "handler->stamp"]
+COLUMNS = STAGES[:1] + ["enqueue->committed"] + STAGES[1:]
 
 
-def stage_breakdown(rows_db, logs):
+def stage_breakdown(rows_db, logs, committed):
     """p50/p99 ms of each stage, from the members' trace lines (see the
-    module's doc) joined with the items' database clocks by id."""
+    module's doc) joined with the items' database clocks by id;
+    `committed`: id -> the enqueuing session's clock after the commit."""
     claims, handlers = {}, {}
     for path in logs:
         with open(path) as f:
@@ -82,9 +86,11 @@ def stage_breakdown(rows_db, logs):
                               if "=" in w)
                     for i in kv["ids"].split(","):
                         handlers.setdefault(i, int(kv["at"]))
-    per = {k: [] for k in STAGES}
+    per = {k: [] for k in COLUMNS}
     n = 0
     for i, enq, handled in rows_db:
+        if i in committed:
+            per["enqueue->committed"].append((committed[i] - float(enq)) / 1000)
         c, h = claims.get(i), handlers.get(i)
         if c is None or h is None or c[0] == 0:
             continue  # not announced (found by a poll), or no line
@@ -156,13 +162,19 @@ def main():
                         batch, args.rate)
                     time.sleep(2)
                 # One session, one item every --gap seconds (as psql would).
+                # The clock read right after each enqueue: when its commit
+                # was done (a round trip late), printed, not written.
                 script = "\n".join(
                     "SELECT sqlgroup.enqueue('%s', 'k%d', "
                     "convert_to(clock_timestamp()::text, 'UTF8'));\n"
+                    "SELECT extract(epoch FROM clock_timestamp()) * 1e6;\n"
                     "SELECT pg_sleep(%g);" % (group, n, args.gap)
                     for n in range(args.items))
-                subprocess.run(["psql", dsn, "-qAt"], input=script, text=True,
-                               check=True, capture_output=True)
+                out = subprocess.run(["psql", dsn, "-qAt"], input=script,
+                                     text=True, check=True,
+                                     capture_output=True).stdout.split()
+                committed = {out[k]: float(out[k + 1])
+                             for k in range(0, len(out) - 1, 2)}
                 achieved = rate_reached(load) if load else None
                 deadline = time.time() + 60
                 while int(sql("SELECT count(*) FROM bench.latency")) < args.items:
@@ -181,7 +193,7 @@ def main():
                     m.wait(timeout=60)
                 stages = stage_breakdown(
                     rows_db, [os.path.join(workdir, "%s-m%d.log" % (group, i))
-                              for i in range(args.members)])
+                              for i in range(args.members)], committed)
                 r = {"bench": "latency", "parts": parts, "members": args.members,
                      "items": len(ms), "p50_ms": round(quantile(ms, 0.5), 2),
                      "p90_ms": round(quantile(ms, 0.9), 2),
@@ -199,12 +211,12 @@ def main():
                     r["parts"], r["items"], r["p50_ms"], r["p90_ms"],
                     r["p99_ms"], r["max_ms"]))
             print("\nStages, ms (p50 / p99; n: items whose lines were found):")
-            print("\n| parts | n | " + " | ".join(STAGES) + " |")
-            print("| ---: | ---: |" + " ---: |" * len(STAGES))
+            print("\n| parts | n | " + " | ".join(COLUMNS) + " |")
+            print("| ---: | ---: |" + " ---: |" * len(COLUMNS))
             for r in rows:
                 st = r["stages"]
                 print("| %d | %d | " % (r["parts"], st["n"]) + " | ".join(
-                    "%.2f / %.2f" % tuple(st[k]) for k in STAGES) + " |")
+                    "%.2f / %.2f" % tuple(st[k]) for k in COLUMNS) + " |")
             print("\n%d members (2 workers each), idle but for %d load "
                   "items/s, one item every %g s from one SQL session, the sql "
                   "handler stamping the clock in its acknowledging "

@@ -46,11 +46,6 @@ bool ConnectionBudget::contended() const {
   return waiting_ > 0;
 }
 
-bool ConnectionBudget::slot_free() const {
-  absl::MutexLock lock(&mu_);
-  return HasFreeSlot();
-}
-
 int ConnectionBudget::worker_slots() const {
   absl::MutexLock lock(&mu_);
   return limit_ - reserved_;

@@ -47,9 +47,6 @@ class ConnectionBudget {
   void Release();
   // Slots not kept: what workers may ever use (0: they borrow).
   int worker_slots() const;
-  // Whether TryAcquire would succeed now (a hint: another thread may take
-  // the slot first).
-  bool slot_free() const;
   // Whether a worker waits for a slot now: an idle holder gives its up.
   bool contended() const;
 

@@ -103,10 +103,15 @@ struct ConsumerOptions {
   // The most database connections to `dsn` this consumer holds at once:
   // one control connection for as long as it runs, and worker connections
   // opened while its parts have work, closed after
-  // idle_connection_timeout without any. A worker without a connection of
-  // its own (the budget is spent, or the server refuses new connections)
-  // runs its tasks on the control connection between the control
-  // thread's rounds: a consumer with a budget of 1 still makes progress.
+  // idle_connection_timeout without any. The first claim after a quiet
+  // spell runs on the control connection (already open, its statements
+  // ready), when it is free, and the worker opens its own after it: should
+  // a handler keep the control connection past a heartbeat, the consumer
+  // leaves it to that handler and opens another on the worker's slot. A
+  // worker without a connection of its own (the budget is spent, or the
+  // server refuses new connections) runs its tasks on the control
+  // connection between the control thread's rounds: a consumer with a
+  // budget of 1 still makes progress.
   // 1..10000. Default 3: the control connection and one per worker.
   // Ignored when connection_budget is set.
   int max_connections = 3;

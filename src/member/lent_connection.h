@@ -17,6 +17,8 @@
 #define SQLGROUP_MEMBER_LENT_CONNECTION_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <pqxx/connection>
 
@@ -36,7 +38,7 @@ class LentConnection {
   struct Session {
     store::ConnectionTimeouts timeouts;
     bool item_statements = false;
-    bool item_statements_warm = false;  // run once (PartWorker::WarmUp)
+    bool warm = false;  // run once (PartWorker::WarmUp)
   };
 
   // Control thread. `conn` (null: none) is the control connection from
@@ -45,8 +47,18 @@ class LentConnection {
   // Takes the connection back, waiting for a borrower's task to end.
   // False when a borrower found it broken: the control thread drops it.
   // nullopt when the borrower still has it at `deadline`: it is still
-  // wanted (nobody else may borrow it), and Hold is to be called again.
+  // wanted (nobody else may borrow it); call Hold again, or Abandon.
   std::optional<bool> Hold(absl::Time deadline = absl::InfiniteFuture());
+  // After Hold timed out: leaves the connection to its borrower, who
+  // destroys the object `orphan()` returns (which owns the connection and
+  // what hangs on it; called under the lock, on this thread) when it gives
+  // the connection back; the control thread goes on with another (Set).
+  // Only with a slot for that one: the control thread's own (`own_slot`)
+  // or the borrower's, lent with the connection (Borrow), which the
+  // control thread then keeps (`*slot_taken`). False, and nothing done,
+  // when the connection was given back meanwhile or there is no slot.
+  bool Abandon(const std::function<std::shared_ptr<void>()>& orphan,
+               bool own_slot, bool* slot_taken);
   // Lets workers borrow it until the next Hold().
   void Lend();
   // Readable after a worker gave the connection back broken or with
@@ -55,12 +67,16 @@ class LentConnection {
   void ClearReturned() { returned_.Clear(); }
 
   // Workers. The connection for one task, or null when it is not lent
-  // within `wait`. The holder may use *session().
-  pqxx::connection* Borrow(absl::Duration wait);
-  // Gives it back; `broken`: a statement found it broken. `notified`: the
-  // borrower dispatched NOTIFYs its statements read (which the control
+  // within `wait`; the borrower may use *session() until it gives it
+  // back. `with_slot`: the borrower holds a slot of the budget, which the
+  // control thread may take should it abandon the connection.
+  pqxx::connection* Borrow(absl::Duration wait, bool with_slot = false);
+  // Gives `conn` back; `broken`: a statement found it broken. `notified`:
+  // the borrower dispatched NOTIFYs its statements read (which the control
   // thread, polling the socket, could not see): wakes the control thread.
-  void Return(bool broken, bool notified);
+  // True when the borrower's slot went to the control thread (Abandon):
+  // the borrower no longer holds it.
+  bool Return(pqxx::connection* conn, bool broken, bool notified);
   // Whether the control thread waits to take the connection back.
   bool Wanted() const;
   // Whether a worker has it now, and how many times it was borrowed.
@@ -68,7 +84,7 @@ class LentConnection {
   uint64_t borrows() const;
 
   // The holder's view of the connection's session.
-  Session& session() { return session_; }
+  Session& session() { return *session_; }
 
  private:
   bool Free() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -79,10 +95,17 @@ class LentConnection {
   pqxx::connection* conn_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool lent_ ABSL_GUARDED_BY(mu_) = false;
   bool borrowed_ ABSL_GUARDED_BY(mu_) = false;
+  bool borrower_slot_ ABSL_GUARDED_BY(mu_) = false;
   bool wanted_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t borrows_ ABSL_GUARDED_BY(mu_) = 0;
-  Session session_;  // by the holder only
+  // Abandoned: the borrower's, destroyed as it gives the connection back;
+  // with the session it was using (its address stays valid meanwhile).
+  std::shared_ptr<void> orphan_ ABSL_GUARDED_BY(mu_);
+  pqxx::connection* orphan_conn_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::unique_ptr<Session> orphan_session_ ABSL_GUARDED_BY(mu_);
+  bool orphan_slot_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<Session> session_ = std::make_unique<Session>();
   Wakeup returned_;
 };
 

@@ -9,6 +9,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/random/distributions.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -79,6 +80,11 @@ class MemberLoop::Listener : public pqxx::notification_receiver {
     } else if (const auto delay =
                    store::ParseItemsDueIn(loop_->config_.group, payload)) {
       loop_->scheduler_.ExpectAt(absl::Now() + *delay);
+    } else if (absl::StartsWith(
+                   payload, store::ItemsArrived(loop_->config_.group) + "#")) {
+      // A form of announcement this version does not read (a newer
+      // producer's): items came, somewhere.
+      loop_->scheduler_.WakeIdle();
     }
   }
 
@@ -907,20 +913,16 @@ void MemberLoop::ReportConnections() {
 
 bool MemberLoop::TakeBack() {
   // A worker's task on the control connection may outlast a heartbeat (a
-  // slow handler of the first claim after a quiet spell): the heartbeats
-  // then go aside, so the session never depends on how long a handler
-  // runs. A little late first: most tasks take milliseconds.
+  // slow handler of the first claim after a quiet spell): the control
+  // thread then leaves the connection to it and goes on with a new one,
+  // so that heartbeats, rebalancing and reaping never wait for a handler.
+  // A little late first: most tasks take milliseconds.
   std::optional<bool> held;
   while (!(held = config_.lent->Hold(
                session_.empty() ? absl::InfiniteFuture()
                                 : std::max(next_heartbeat_, absl::Now()) +
                                       settings_.heartbeat / 4))) {
-    HeartbeatAside();
-  }
-  if (aside_) {
-    aside_.reset();
-    config_.budget->Release();
-    metrics_.ConnectionClosed("control");
+    if (ReplaceControl()) return true;
   }
   if (!*held) {
     Disconnect(
@@ -931,50 +933,56 @@ bool MemberLoop::TakeBack() {
   return true;
 }
 
-void MemberLoop::HeartbeatAside() {
-  absl::StatusOr<std::optional<store::Beat>> beat;
-  if (config_.shared_heartbeat) {
-    beat = SendHeartbeat(/*watch=*/false);
-  } else {
-    if (!aside_) {
-      // Within the budget: a worker borrows for want of its own
-      // connection only while a slot is free, which it uses after its
-      // task if this did not. Without a free slot the member waits for
-      // its connection (a budget without worker slots).
-      if (!config_.budget->TryAcquire()) {
-        next_heartbeat_ = absl::Now() + settings_.heartbeat / 4;
-        return;
-      }
-      auto conn = store::Connect(config_.dsn, ControlOptions());
-      if (!conn.ok()) {
-        config_.budget->Release();
-        log_->warn("group={} session={} a worker holds the control "
-                   "connection past a heartbeat, and a connection for the "
-                   "heartbeat failed: {}",
-                   config_.group, session_,
-                   std::string(conn.status().message()));
-        next_heartbeat_ = absl::Now() + settings_.heartbeat / 4;
-        return;
-      }
-      aside_ = std::move(*conn);
-      metrics_.ConnectionOpened("control");
-      store::PrepareMemberStatements(*aside_);
-    }
-    beat = store::Heartbeat(*aside_, session_, /*watch=*/false);
+// What the control thread leaves to a worker that keeps its connection:
+// closed on the worker's thread when it gives the connection back.
+struct MemberLoop::Orphan {
+  std::unique_ptr<Listener> session_listener;
+  std::unique_ptr<Listener> listener;  // before the connection they are on
+  std::unique_ptr<pqxx::connection> conn;
+  ConnectionBudget* budget;
+  MemberMetrics* metrics;
+  ~Orphan() {
+    session_listener.reset();
+    listener.reset();
+    conn.reset();
+    metrics->ConnectionClosed("control");
+    // Two connections were open on the control connection's one kept
+    // slot and one more; one is left.
+    budget->Release();
   }
-  if (beat.ok() && beat->has_value()) {
-    last_heartbeat_ok_ = absl::Now();
-    next_heartbeat_ = last_heartbeat_ok_ + settings_.heartbeat;
-    return;
-  }
-  // Expired, or the heartbeat failed: the control connection's own
-  // heartbeat, once back, finds out and says so.
-  if (!beat.ok() && aside_) {
-    aside_.reset();
-    config_.budget->Release();
-    metrics_.ConnectionClosed("control");
-  }
-  next_heartbeat_ = absl::Now() + settings_.heartbeat / 4;
+};
+
+bool MemberLoop::ReplaceControl() {
+  // Another slot for the new connection until the old one closes: the
+  // borrower's, which it lent with the connection, or a free one. Without
+  // one (a budget with no slot for workers) the member waits, as before.
+  const bool acquired = config_.budget->TryAcquire();
+  bool slot_taken = false;
+  const bool abandoned = config_.lent->Abandon(
+      [&] {
+        auto orphan = std::make_shared<Orphan>();
+        orphan->budget = config_.budget;
+        orphan->metrics = &metrics_;
+        if (!listen_conn_) {  // else they are on the listen connection
+          orphan->session_listener = std::move(session_listener_);
+          orphan->listener = std::move(listener_);
+        }
+        orphan->conn = std::move(conn_);
+        return std::shared_ptr<void>(std::move(orphan));
+      },
+      acquired, &slot_taken);
+  if (acquired && (!abandoned || slot_taken)) config_.budget->Release();
+  if (!abandoned) return false;
+  log_->info(
+      "group={} session={} a handler keeps the control connection past a "
+      "heartbeat; the member goes on with a new one (the old one closes "
+      "when the handler is done)",
+      config_.group, session_);
+  config_.lent->Set(nullptr, {});
+  if (!listener_) scheduler_.SetListening(false);
+  // The session stays; the new connection listens, and the group is read
+  // again (NOTIFYs may have waited behind the handler).
+  return EnsureConnected();
 }
 
 void MemberLoop::LendWhile(int sock, absl::Duration timeout,

@@ -131,9 +131,10 @@ class MemberLoop {
   // borrower's task to end) and restores its limits; false when a
   // borrower found it broken (it is dropped).
   bool TakeBack();
-  // While a worker keeps the control connection past a heartbeat: one
-  // heartbeat on the shared heartbeat or on a connection aside.
-  void HeartbeatAside();
+  // A worker keeps the control connection past a heartbeat: leaves it to
+  // the worker and opens another (false: no slot for it, or it came back).
+  bool ReplaceControl();
+  struct Orphan;
   // Records the member's connections and budget for describe when they
   // changed, at most once per kConnectionsReport.
   void ReportConnections();
@@ -180,9 +181,6 @@ class MemberLoop {
   std::unique_ptr<pqxx::connection> conn_;
   // To config_.listen_dsn, when there is one and it is open.
   std::unique_ptr<pqxx::connection> listen_conn_;
-  // Heartbeats while a worker keeps conn_ (HeartbeatAside); closed when
-  // conn_ is back.
-  std::unique_ptr<pqxx::connection> aside_;
   int listen_failures_ = 0;  // in a row
   absl::Time next_listen_try_ = absl::InfinitePast();
   std::unique_ptr<Listener> listener_;          // the group's channel

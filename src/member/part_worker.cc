@@ -163,8 +163,6 @@ void PartWorker::Run() {
     }
     GiveBack();
     if (open_after_) {
-      warm_ref_ = task.ref;
-      warm_at_ = task.range.first;
       // Not for a whole burst: the control thread has its own work.
       if (++warm_tasks_ >= kWarmTasks) OpenAfterWarmTasks();
     }
@@ -191,12 +189,12 @@ bool PartWorker::EnsureConnected(bool own_wanted) {
   // started, its caches cold) would cost the items more than the claim
   // and handler themselves. The control connection is warm: the task runs
   // there when it is free within about what a connect costs, and the
-  // worker opens its own after it, off the items' path. Only while a slot
-  // is free for that connection: a handler that outlasts a heartbeat on
-  // the control connection does not expire the session, because the
-  // control thread heartbeats aside on that slot (MemberLoop::TakeBack).
-  if (slots && !refused_ && !slot_ && config_.budget->slot_free() &&
-      BorrowControl(kWarmBorrowWait)) {
+  // worker opens its own after it, off the items' path, with the slot it
+  // takes first. The slot goes with the borrowed connection: should a
+  // handler keep it past a heartbeat, the control thread leaves it to the
+  // worker and goes on with a new one on that slot (MemberLoop::TakeBack).
+  if (slots && !refused_ && AcquireSlot(absl::ZeroDuration()) &&
+      BorrowControl(kWarmBorrowWait, /*with_slot=*/true)) {
     open_after_ = true;
     return true;
   }
@@ -205,7 +203,7 @@ bool PartWorker::EnsureConnected(bool own_wanted) {
   // Otherwise items run on the control connection only when there is no
   // other way: a budget without a slot for workers, or a server that
   // refuses connections. A handler there may hold up the member's
-  // heartbeats (no slot for one aside), so a worker whose siblings hold
+  // heartbeats (no slot to go on with), so a worker whose siblings hold
   // the budget's slots waits for one instead (its task goes back to the
   // others at once).
   if (refused_ || !slots) return BorrowControl(kBorrowWait);
@@ -277,6 +275,8 @@ PartWorker::Opened PartWorker::OpenOwn() {
   conn_ = own_.get();
   timeouts_ = &own_timeouts_;
   own_since_ = absl::Now();
+  open_after_ = false;
+  warm_tasks_ = 0;
   return Opened::kYes;
 }
 
@@ -284,14 +284,19 @@ void PartWorker::OpenAfterWarmTasks() {
   open_after_ = false;
   warm_tasks_ = 0;
   // Ready for the next claim; without a slot now, it borrows again.
-  if (OpenOwn() == Opened::kYes) WarmUp(warm_ref_, warm_at_);
+  if (!own_ && OpenOwn() == Opened::kYes) WarmUp();
 }
 
-void PartWorker::WarmUp(const store::ClaimRef& ref, Uuid128 at) {
+void PartWorker::WarmUp() {
   // A backend's first statements of a kind fill its caches and make their
-  // plans: milliseconds, here instead of on the next items' path. A claim
-  // of the one key `at` (a read) and an acknowledgement of nothing, under
-  // `ref` (a take that is gone does as well).
+  // plans (generic ones: PrepareItemStatements): milliseconds, here
+  // instead of on the next items' path. A claim and an acknowledgement of
+  // nothing under a take nobody holds: planned and run, they read and
+  // lock nothing.
+  store::ClaimRef ref;
+  ref.group = config_.group;
+  ref.session = "00000000-0000-0000-0000-000000000000";
+  const Uuid128 at = 0;
   const absl::Status s = store::Guard("warm up", [&] {
     if (!KeyOrder()) {
       (void)store::ClaimItems(*conn_, ref, at, at, 1);
@@ -305,21 +310,25 @@ void PartWorker::WarmUp(const store::ClaimRef& ref, Uuid128 at) {
   if (absl::IsUnavailable(s)) Disconnect(s);
 }
 
-bool PartWorker::BorrowControl(absl::Duration wait) {
-  pqxx::connection* home = config_.lent->Borrow(wait);
+bool PartWorker::BorrowControl(absl::Duration wait, bool with_slot) {
+  pqxx::connection* home = config_.lent->Borrow(wait, with_slot);
   if (home == nullptr) return false;  // the control thread has it
   conn_ = home;
+  borrowed_conn_ = home;  // conn_ is cleared if it breaks
   borrowed_ = true;
-  timeouts_ = &config_.lent->session().timeouts;
+  // Valid until it is given back, even should the control thread abandon
+  // the connection meanwhile.
+  borrowed_session_ = &config_.lent->session();
+  timeouts_ = &borrowed_session_->timeouts;
   metrics_.Borrowed();
-  if (!config_.lent->session().item_statements) {
+  if (!borrowed_session_->item_statements) {
     absl::Status s =
         store::Guard("prepare", [&] { store::PrepareItemStatements(*conn_); });
     if (!s.ok()) {
       Disconnect(s);
       return false;
     }
-    config_.lent->session().item_statements = true;
+    borrowed_session_->item_statements = true;
   }
   return true;
 }
@@ -335,10 +344,18 @@ void PartWorker::GiveBack() {
           "read notifications", [&] { notified = conn_->get_notifs(); });
       if (!s.ok()) borrowed_broken_ = true;
     }
-    config_.lent->Return(borrowed_broken_, notified > 0);
+    // Abandoned by the control thread (it went on with a new connection),
+    // the connection closes here, and its slot is the control thread's.
+    if (config_.lent->Return(borrowed_conn_, borrowed_broken_,
+                             notified > 0)) {
+      slot_ = false;
+    }
     borrowed_ = false;
     borrowed_broken_ = false;
+    borrowed_session_ = nullptr;
+    borrowed_conn_ = nullptr;
     conn_ = nullptr;
+    timeouts_ = nullptr;
   } else if (own_) {
     conn_ = own_.get();  // stays for the next task
   }
@@ -419,17 +436,12 @@ void PartWorker::RunProbe(const PartTask& task) {
     scheduler_.AbandonProbe();
     return;
   }
-  if (borrowed_ && probe->due.empty() &&
-      !config_.lent->session().item_statements_warm) {
+  if (borrowed_ && probe->due.empty() && !borrowed_session_->warm) {
     // The control connection runs the first claim after a quiet spell:
     // warmed while nothing waits (a probe of newly taken parts finds them
     // idle).
-    store::ClaimRef nobody;
-    nobody.group = config_.group;
-    nobody.session = "00000000-0000-0000-0000-000000000000";
-    nobody.part = task.probe_parts.front();
-    WarmUp(nobody, task.probe_ranges.front().first);
-    config_.lent->session().item_statements_warm = true;
+    WarmUp();
+    borrowed_session_->warm = true;
   }
   if (probe->soonest != absl::InfiniteDuration()) {
     // Measured before this clock read: never early.

@@ -97,12 +97,12 @@ class PartWorker {
   // before it opens until it closes.
   bool AcquireSlot(absl::Duration wait);
   void ReleaseSlot();
-  bool BorrowControl(absl::Duration wait);
+  bool BorrowControl(absl::Duration wait, bool with_slot = false);
   // Opens the worker's own connection after tasks on the borrowed one.
   void OpenAfterWarmTasks();
   // Runs the claim and acknowledgement statements once on the connection
   // in use, so that its first real ones are as fast as later ones.
-  void WarmUp(const store::ClaimRef& ref, Uuid128 at);
+  void WarmUp();
   // After each task: a borrowed connection goes back to the control thread.
   void GiveBack();
   void CloseOwn();
@@ -206,6 +206,9 @@ class PartWorker {
   pqxx::connection* conn_ = nullptr;
   store::ConnectionTimeouts* timeouts_ = nullptr;
   bool borrowed_ = false;
+  // While borrowed_: the connection and what is known of its session.
+  pqxx::connection* borrowed_conn_ = nullptr;
+  LentConnection::Session* borrowed_session_ = nullptr;
   bool borrowed_broken_ = false;  // tell the control thread on GiveBack
   absl::Time last_work_ = absl::InfinitePast();  // the last claim or item
   absl::Time own_since_ = absl::InfinitePast();  // own_ opened
@@ -215,11 +218,9 @@ class PartWorker {
   bool starved_ = false;  // a task went back: no slot was free
   // Tasks borrowed the control connection for want of a connection of the
   // worker's own, which it opens when no task waits, or after kWarmTasks of
-  // them; the take and key of the last, to warm it up with.
+  // them.
   bool open_after_ = false;
   int warm_tasks_ = 0;
-  store::ClaimRef warm_ref_;
-  Uuid128 warm_at_ = 0;
   int connect_failures_ = 0;
   int broken_in_a_row_ = 0;  // claims that ended on kBroken, in a row
 };

@@ -214,6 +214,32 @@ TEST_F(HandlersTest, SqlFunctionOnAConnectionItsWorkersShare) {
             10);
 }
 
+// A worker moves between connections: the first claim after a quiet
+// spell on the member's control connection, then its own, which closes
+// after a while without work; then the control connection again, where
+// the statement is prepared already.
+TEST_F(HandlersTest, SqlFunctionFollowsAWorkerFromConnectionToConnection) {
+  CreateGroup("g", 2);
+  auto h = Build("sql:app.pay");
+  ASSERT_TRUE(h.ok()) << h.status();
+  ConsumerOptions o = Options("g", h->handler);
+  o.workers = 1;
+  o.idle_connection_timeout = absl::Milliseconds(200);
+  auto c = Start(std::move(o));
+  for (int round = 1; round <= 3; ++round) {
+    ProduceKeyed("g", 3, 4);
+    ASSERT_TRUE(Drained(absl::Seconds(30)));
+    // Quiet: the worker's own connection closes.
+    ASSERT_TRUE(WaitFor([&] { return c->stats().connections == 1; },
+                        absl::Seconds(10)))
+        << "round " << round;
+  }
+  const ConsumerStats stats = c->stats();
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_EQ(stats.failed, 0);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 36);
+}
+
 TEST_F(HandlersTest, SqlBatchHandlerGetsArrays) {
   CreateGroup("g", 4);
   ProduceKeyed("g", 5, 40);

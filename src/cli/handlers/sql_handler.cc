@@ -5,6 +5,7 @@
 #include <atomic>
 #include <pqxx/pqxx>
 #include <regex>
+#include <set>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +20,7 @@ namespace {
 
 // The statement's name on each worker connection.
 constexpr char kPreparedName[] = "sqlgroup_cli_handler";
+constexpr size_t kMaxConnectionsRemembered = 256;
 
 std::string PrepareSql(const SqlHandler& h, const std::string& name) {
   return absl::StrCat(
@@ -138,9 +140,11 @@ struct Prepared {
   // Part of the name: workers of a member share its control connection
   // when they borrow it, and each prepares the statement there itself.
   int thread = 0;
-  int backend_pid = 0;  // the connection it was prepared on (0: none yet)
-  int generation = 0;   // the name's suffix: a new name after a failure
-  bool done = false;
+  int generation = 0;  // the name's suffix: a new name after a failure
+  // The connections (by backend pid: a reconnect is a new one) it was
+  // prepared on under `generation`: a worker moves between its own
+  // connection and the control connection it borrows.
+  std::set<int> prepared_on;
   // Through a pooler: the name on server connections, for `generation`.
   std::string server_name;
   int named_generation = -1;
@@ -170,16 +174,18 @@ struct PreparedStatement {
       return;
     }
     const int pid = tx.conn().backendpid();
-    if (p->backend_pid != pid) {
-      p->backend_pid = pid;
-      p->done = false;
+    // Closed connections' pids pile up (a worker's connection closes after
+    // each quiet spell): a fresh name starts a fresh set now and then.
+    if (p->prepared_on.size() >= kMaxConnectionsRemembered) {
+      ++p->generation;
+      p->prepared_on.clear();
     }
     const std::string name =
         absl::StrCat(kPreparedName, "_", p->thread, "_", p->generation);
     try {
-      if (!p->done) {
+      if (p->prepared_on.count(pid) == 0) {
         tx.exec_params(PrepareSql(handler, name));  // one statement only
-        p->done = true;
+        p->prepared_on.insert(pid);
       }
       tx.exec(absl::StrCat("EXECUTE ", name, "(", key, ", ", payload, ", ", id,
                            ")"));
@@ -188,7 +194,7 @@ struct PreparedStatement {
       // failed (libpqxx 6.4 leaves the SQLSTATE of some classes empty, so
       // 0A000 cannot be told apart), a fresh statement costs one PREPARE.
       ++p->generation;
-      p->done = false;
+      p->prepared_on.clear();
       throw;
     }
   }
