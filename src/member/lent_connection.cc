@@ -1,5 +1,7 @@
 #include "member/lent_connection.h"
 
+#include <algorithm>
+
 namespace sqlgroup {
 
 void LentConnection::Set(pqxx::connection* conn,
@@ -28,19 +30,16 @@ std::optional<bool> LentConnection::Hold(absl::Time deadline) {
   return ok;
 }
 
-bool LentConnection::Abandon(
-    const std::function<std::shared_ptr<void>()>& orphan, bool own_slot,
-    bool* slot_taken) {
+bool LentConnection::BorrowerLentSlot() const {
   absl::MutexLock lock(&mu_);
-  *slot_taken = false;
-  // One orphan at a time: the control thread's next connection is not
-  // lent before it holds it, so its borrower cannot be this one.
-  if (!borrowed_ || orphan_ || !(own_slot || borrower_slot_)) return false;
-  orphan_ = orphan();
-  orphan_conn_ = conn_;
-  orphan_session_ = std::move(session_);
-  orphan_slot_ = borrower_slot_;
-  *slot_taken = borrower_slot_;
+  return borrowed_ && borrower_slot_;
+}
+
+bool LentConnection::Abandon(
+    const std::function<std::shared_ptr<void>()>& orphan) {
+  absl::MutexLock lock(&mu_);
+  if (!borrowed_ || !borrower_slot_) return false;
+  orphans_.push_back({conn_, orphan(), std::move(session_)});
   // Its borrower is no longer the control thread's concern; nobody else
   // borrows it. The control thread's next Set() lends another.
   conn_ = nullptr;
@@ -59,7 +58,7 @@ void LentConnection::Lend() {
 }
 
 pqxx::connection* LentConnection::Borrow(absl::Duration wait,
-                                         bool with_slot) {
+                                         bool with_slot, Session** session) {
   absl::MutexLock lock(&mu_);
   if (!mu_.AwaitWithTimeout(absl::Condition(this, &LentConnection::Free),
                             wait)) {
@@ -68,25 +67,20 @@ pqxx::connection* LentConnection::Borrow(absl::Duration wait,
   borrowed_ = true;
   borrower_slot_ = with_slot;
   ++borrows_;
+  *session = session_.get();
   return conn_;
 }
 
 bool LentConnection::Return(pqxx::connection* conn, bool broken,
                             bool notified) {
-  std::shared_ptr<void> orphan;
-  std::unique_ptr<Session> orphan_session;
-  bool slot_taken = false;
+  Orphan orphan{nullptr, nullptr, nullptr};
   {
     absl::MutexLock lock(&mu_);
-    if (orphan_ && conn == orphan_conn_) {
-      // Abandoned: it closes below, on the borrower's thread and outside
-      // the lock; the control thread has another.
-      orphan = std::move(orphan_);
-      orphan_session = std::move(orphan_session_);
-      orphan_conn_ = nullptr;
-      slot_taken = orphan_slot_;
-      orphan_slot_ = false;
-      broken = false;
+    auto it = std::find_if(orphans_.begin(), orphans_.end(),
+                           [&](const Orphan& o) { return o.conn == conn; });
+    if (it != orphans_.end()) {
+      orphan = std::move(*it);
+      orphans_.erase(it);
     } else {
       borrowed_ = false;
       borrower_slot_ = false;
@@ -96,8 +90,11 @@ bool LentConnection::Return(pqxx::connection* conn, bool broken,
       }
     }
   }
+  // Abandoned: it closes here, on the borrower's thread, outside the lock
+  // (`orphan` goes out of scope); the control thread has another.
+  if (orphan.owner) return true;
   if (broken || notified) returned_.Signal();
-  return slot_taken;
+  return false;
 }
 
 bool LentConnection::Borrowed() const {

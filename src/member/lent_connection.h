@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 #include <pqxx/connection>
 
 #include "absl/base/thread_annotations.h"
@@ -49,16 +50,17 @@ class LentConnection {
   // nullopt when the borrower still has it at `deadline`: it is still
   // wanted (nobody else may borrow it); call Hold again, or Abandon.
   std::optional<bool> Hold(absl::Time deadline = absl::InfiniteFuture());
+  // Whether the borrower lent a slot of the budget with the connection
+  // (Borrow's `with_slot`): only such a connection can be abandoned.
+  bool BorrowerLentSlot() const;
   // After Hold timed out: leaves the connection to its borrower, who
   // destroys the object `orphan()` returns (which owns the connection and
   // what hangs on it; called under the lock, on this thread) when it gives
-  // the connection back; the control thread goes on with another (Set).
-  // Only with a slot for that one: the control thread's own (`own_slot`)
-  // or the borrower's, lent with the connection (Borrow), which the
-  // control thread then keeps (`*slot_taken`). False, and nothing done,
-  // when the connection was given back meanwhile or there is no slot.
-  bool Abandon(const std::function<std::shared_ptr<void>()>& orphan,
-               bool own_slot, bool* slot_taken);
+  // the connection back; the control thread goes on with another (Set),
+  // on the slot the borrower lent, which is the control thread's from now
+  // on. False, and nothing done, when the connection was given back
+  // meanwhile or its borrower lent no slot.
+  bool Abandon(const std::function<std::shared_ptr<void>()>& orphan);
   // Lets workers borrow it until the next Hold().
   void Lend();
   // Readable after a worker gave the connection back broken or with
@@ -67,15 +69,17 @@ class LentConnection {
   void ClearReturned() { returned_.Clear(); }
 
   // Workers. The connection for one task, or null when it is not lent
-  // within `wait`; the borrower may use *session() until it gives it
-  // back. `with_slot`: the borrower holds a slot of the budget, which the
+  // within `wait`; with what is known of its session in `*session`, which
+  // the borrower may use until it gives the connection back.
+  // `with_slot`: the borrower holds a slot of the budget, which the
   // control thread may take should it abandon the connection.
-  pqxx::connection* Borrow(absl::Duration wait, bool with_slot = false);
+  pqxx::connection* Borrow(absl::Duration wait, bool with_slot,
+                           Session** session);
   // Gives `conn` back; `broken`: a statement found it broken. `notified`:
   // the borrower dispatched NOTIFYs its statements read (which the control
   // thread, polling the socket, could not see): wakes the control thread.
-  // True when the borrower's slot went to the control thread (Abandon):
-  // the borrower no longer holds it.
+  // True when it had been abandoned (it is closed now, and the borrower's
+  // slot is the control thread's).
   bool Return(pqxx::connection* conn, bool broken, bool notified);
   // Whether the control thread waits to take the connection back.
   bool Wanted() const;
@@ -83,7 +87,7 @@ class LentConnection {
   bool Borrowed() const;
   uint64_t borrows() const;
 
-  // The holder's view of the connection's session.
+  // The control thread's view of the connection's session.
   Session& session() { return *session_; }
 
  private:
@@ -99,12 +103,15 @@ class LentConnection {
   bool wanted_ ABSL_GUARDED_BY(mu_) = false;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t borrows_ ABSL_GUARDED_BY(mu_) = 0;
-  // Abandoned: the borrower's, destroyed as it gives the connection back;
+  // Abandoned connections, each its borrower's until it gives it back,
   // with the session it was using (its address stays valid meanwhile).
-  std::shared_ptr<void> orphan_ ABSL_GUARDED_BY(mu_);
-  pqxx::connection* orphan_conn_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::unique_ptr<Session> orphan_session_ ABSL_GUARDED_BY(mu_);
-  bool orphan_slot_ ABSL_GUARDED_BY(mu_) = false;
+  struct Orphan {
+    pqxx::connection* conn;
+    std::shared_ptr<void> owner;
+    std::unique_ptr<Session> session;
+  };
+  std::vector<Orphan> orphans_ ABSL_GUARDED_BY(mu_);
+  // Replaced only under mu_ and while nobody borrows the connection.
   std::unique_ptr<Session> session_ = std::make_unique<Session>();
   Wakeup returned_;
 };

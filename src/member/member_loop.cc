@@ -226,17 +226,11 @@ bool MemberLoop::EnsureConnected() {
     SleepUnlessStopped(until - absl::Now());
     return false;
   }
-  conn_ = std::move(*conn);
-  config_.lent->Set(conn_.get(), options);
-  followed_ttl_ = settings_.ttl;
-  metrics_.ConnectionOpened("control");
   if (waiting_for_server_) {
     log_->info("group={} the server takes connections again", config_.group);
   }
   waiting_for_server_ = false;
-  store::PrepareMemberStatements(*conn_);  // lazily: no round trip here
-  StartListening();
-  if (!conn_) return false;  // a LISTEN found the connection broken
+  if (!UseControl(std::move(*conn), options)) return false;
   // Every "dropped" gets its "restored", even when the first try succeeds.
   if (dropped_ || connect_failures_ > 0) {
     log_->info("group={} control connection restored", config_.group);
@@ -245,6 +239,17 @@ bool MemberLoop::EnsureConnected() {
   connect_failures_ = 0;
   rebalance_now_ = true;
   return true;
+}
+
+bool MemberLoop::UseControl(std::unique_ptr<pqxx::connection> conn,
+                            const store::ConnectOptions& options) {
+  conn_ = std::move(conn);
+  config_.lent->Set(conn_.get(), options);
+  followed_ttl_ = settings_.ttl;
+  metrics_.ConnectionOpened("control");
+  store::PrepareMemberStatements(*conn_);  // lazily: no round trip here
+  StartListening();
+  return conn_ != nullptr;  // else a LISTEN found the connection broken
 }
 
 pqxx::connection& MemberLoop::ListenConnection() {
@@ -916,13 +921,14 @@ bool MemberLoop::TakeBack() {
   // slow handler of the first claim after a quiet spell): the control
   // thread then leaves the connection to it and goes on with a new one,
   // so that heartbeats, rebalancing and reaping never wait for a handler.
-  // A little late first: most tasks take milliseconds.
+  // Once a heartbeat is late by an interval: a handler of a few hundred
+  // milliseconds costs no new connection.
   std::optional<bool> held;
   while (!(held = config_.lent->Hold(
                session_.empty() ? absl::InfiniteFuture()
                                 : std::max(next_heartbeat_, absl::Now()) +
-                                      settings_.heartbeat / 4))) {
-    if (ReplaceControl()) return true;
+                                      settings_.heartbeat))) {
+    if (phase() != Phase::kFailed && ReplaceControl()) return true;
   }
   if (!*held) {
     Disconnect(
@@ -934,7 +940,8 @@ bool MemberLoop::TakeBack() {
 }
 
 // What the control thread leaves to a worker that keeps its connection:
-// closed on the worker's thread when it gives the connection back.
+// closed on the worker's thread when it gives the connection back, with
+// the slot that connection held (the new one has the worker's).
 struct MemberLoop::Orphan {
   std::unique_ptr<Listener> session_listener;
   std::unique_ptr<Listener> listener;  // before the connection they are on
@@ -946,43 +953,47 @@ struct MemberLoop::Orphan {
     listener.reset();
     conn.reset();
     metrics->ConnectionClosed("control");
-    // Two connections were open on the control connection's one kept
-    // slot and one more; one is left.
+    // The control connection's kept slot is the new one's now, and the
+    // slot the worker lent is free again.
     budget->Release();
   }
 };
 
 bool MemberLoop::ReplaceControl() {
-  // Another slot for the new connection until the old one closes: the
-  // borrower's, which it lent with the connection, or a free one. Without
-  // one (a budget with no slot for workers) the member waits, as before.
-  const bool acquired = config_.budget->TryAcquire();
-  bool slot_taken = false;
-  const bool abandoned = config_.lent->Abandon(
-      [&] {
-        auto orphan = std::make_shared<Orphan>();
-        orphan->budget = config_.budget;
-        orphan->metrics = &metrics_;
-        if (!listen_conn_) {  // else they are on the listen connection
-          orphan->session_listener = std::move(session_listener_);
-          orphan->listener = std::move(listener_);
-        }
-        orphan->conn = std::move(conn_);
-        return std::shared_ptr<void>(std::move(orphan));
-      },
-      acquired, &slot_taken);
-  if (acquired && (!abandoned || slot_taken)) config_.budget->Release();
-  if (!abandoned) return false;
+  // On the slot the borrower lent with the connection (a worker without
+  // one of its own borrows only then for the first claim after a quiet
+  // spell; a borrower without a slot, on a budget of one or a full server,
+  // is waited for, as there is nowhere to go). The new connection first:
+  // the old one is given up only once there is one to go on with.
+  if (!config_.lent->BorrowerLentSlot()) return false;
+  const store::ConnectOptions options = ControlOptions();
+  auto conn = store::Connect(config_.dsn, options);
+  if (!conn.ok()) {
+    if (store::ServerBusy(conn.status())) metrics_.ConnectionRefused();
+    return false;
+  }
+  const bool abandoned = config_.lent->Abandon([&] {
+    auto orphan = std::make_shared<Orphan>();
+    orphan->budget = config_.budget;
+    orphan->metrics = &metrics_;
+    if (!listen_conn_) {  // else they are on the listen connection
+      orphan->session_listener = std::move(session_listener_);
+      orphan->listener = std::move(listener_);
+    }
+    orphan->conn = std::move(conn_);
+    return std::shared_ptr<void>(std::move(orphan));
+  });
+  if (!abandoned) return false;  // given back meanwhile: `conn` closes
   log_->info(
       "group={} session={} a handler keeps the control connection past a "
       "heartbeat; the member goes on with a new one (the old one closes "
       "when the handler is done)",
       config_.group, session_);
-  config_.lent->Set(nullptr, {});
   if (!listener_) scheduler_.SetListening(false);
   // The session stays; the new connection listens, and the group is read
   // again (NOTIFYs may have waited behind the handler).
-  return EnsureConnected();
+  rebalance_now_ = true;
+  return UseControl(std::move(*conn), options);
 }
 
 void MemberLoop::LendWhile(int sock, absl::Duration timeout,

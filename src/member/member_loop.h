@@ -134,6 +134,10 @@ class MemberLoop {
   // A worker keeps the control connection past a heartbeat: leaves it to
   // the worker and opens another (false: no slot for it, or it came back).
   bool ReplaceControl();
+  // `conn` (opened with `options`) is the control connection from now on:
+  // lent to the workers, listening. False when it broke meanwhile.
+  bool UseControl(std::unique_ptr<pqxx::connection> conn,
+                  const store::ConnectOptions& options);
   struct Orphan;
   // Records the member's connections and budget for describe when they
   // changed, at most once per kConnectionsReport.

@@ -181,6 +181,10 @@ void PartWorker::Run() {
 
 bool PartWorker::EnsureConnected(bool own_wanted) {
   if (conn_ != nullptr) return true;
+  if (own_) {
+    conn_ = own_.get();
+    return true;
+  }
   // Reads that find work (probes, lag) do not open a connection: they
   // borrow the control connection when the worker has none.
   if (!own_wanted) return BorrowControl(kBorrowWait);
@@ -193,7 +197,8 @@ bool PartWorker::EnsureConnected(bool own_wanted) {
   // takes first. The slot goes with the borrowed connection: should a
   // handler keep it past a heartbeat, the control thread leaves it to the
   // worker and goes on with a new one on that slot (MemberLoop::TakeBack).
-  if (slots && !refused_ && AcquireSlot(absl::ZeroDuration()) &&
+  // Not again right after a handler kept it so long that it was abandoned.
+  if (slots && !refused_ && !abandoned_ && AcquireSlot(absl::ZeroDuration()) &&
       BorrowControl(kWarmBorrowWait, /*with_slot=*/true)) {
     open_after_ = true;
     return true;
@@ -277,6 +282,7 @@ PartWorker::Opened PartWorker::OpenOwn() {
   own_since_ = absl::Now();
   open_after_ = false;
   warm_tasks_ = 0;
+  abandoned_ = false;
   return Opened::kYes;
 }
 
@@ -311,14 +317,14 @@ void PartWorker::WarmUp() {
 }
 
 bool PartWorker::BorrowControl(absl::Duration wait, bool with_slot) {
-  pqxx::connection* home = config_.lent->Borrow(wait, with_slot);
+  // The session stays valid until the connection is given back, even
+  // should the control thread abandon the connection meanwhile.
+  pqxx::connection* home =
+      config_.lent->Borrow(wait, with_slot, &borrowed_session_);
   if (home == nullptr) return false;  // the control thread has it
   conn_ = home;
   borrowed_conn_ = home;  // conn_ is cleared if it breaks
   borrowed_ = true;
-  // Valid until it is given back, even should the control thread abandon
-  // the connection meanwhile.
-  borrowed_session_ = &config_.lent->session();
   timeouts_ = &borrowed_session_->timeouts;
   metrics_.Borrowed();
   if (!borrowed_session_->item_statements) {
@@ -326,6 +332,7 @@ bool PartWorker::BorrowControl(absl::Duration wait, bool with_slot) {
         store::Guard("prepare", [&] { store::PrepareItemStatements(*conn_); });
     if (!s.ok()) {
       Disconnect(s);
+      GiveBack();  // nothing ran on it
       return false;
     }
     borrowed_session_->item_statements = true;
@@ -345,10 +352,15 @@ void PartWorker::GiveBack() {
       if (!s.ok()) borrowed_broken_ = true;
     }
     // Abandoned by the control thread (it went on with a new connection),
-    // the connection closes here, and its slot is the control thread's.
+    // the connection closes here, and the slot lent with it is the control
+    // thread's: the worker opens its own connection when it has a slot,
+    // instead of borrowing the new one for its next tasks.
     if (config_.lent->Return(borrowed_conn_, borrowed_broken_,
                              notified > 0)) {
       slot_ = false;
+      open_after_ = false;
+      warm_tasks_ = 0;
+      abandoned_ = true;
     }
     borrowed_ = false;
     borrowed_broken_ = false;

@@ -190,8 +190,8 @@ class PartWorker {
   static constexpr absl::Duration kBorrowWait = absl::Milliseconds(200);
   // How long the first claim after a quiet spell waits for the control
   // connection before it opens a connection of its own instead (about the
-  // cost of opening one).
-  static constexpr absl::Duration kWarmBorrowWait = absl::Milliseconds(2);
+  // cost of opening one; it is mostly free at once).
+  static constexpr absl::Duration kWarmBorrowWait = absl::Milliseconds(5);
   static constexpr int kWarmTasks = 4;
   static constexpr absl::Duration kStarvedWait = absl::Seconds(1);
   static constexpr absl::Duration kContendedCheck = absl::Milliseconds(100);
@@ -221,6 +221,9 @@ class PartWorker {
   // them.
   bool open_after_ = false;
   int warm_tasks_ = 0;
+  // The control thread abandoned the connection this worker borrowed: no
+  // first claims on the control connection until it had one of its own.
+  bool abandoned_ = false;
   int connect_failures_ = 0;
   int broken_in_a_row_ = 0;  // claims that ended on kBroken, in a row
 };

@@ -226,6 +226,7 @@ TEST_F(HandlersTest, SqlFunctionFollowsAWorkerFromConnectionToConnection) {
   o.workers = 1;
   o.idle_connection_timeout = absl::Milliseconds(200);
   auto c = Start(std::move(o));
+  ASSERT_NE(c, nullptr);
   for (int round = 1; round <= 3; ++round) {
     ProduceKeyed("g", 3, 4);
     ASSERT_TRUE(Drained(absl::Seconds(30)));

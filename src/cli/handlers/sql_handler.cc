@@ -6,6 +6,7 @@
 #include <pqxx/pqxx>
 #include <regex>
 #include <set>
+#include <utility>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -141,17 +142,19 @@ struct Prepared {
   // when they borrow it, and each prepares the statement there itself.
   int thread = 0;
   int generation = 0;  // the name's suffix: a new name after a failure
-  // The connections (by backend pid: a reconnect is a new one) it was
-  // prepared on under `generation`: a worker moves between its own
-  // connection and the control connection it borrows.
-  std::set<int> prepared_on;
+  // The connections it was prepared on under `generation` (by client
+  // object and backend pid together: a reconnect is a new one, and a
+  // reused pid alone, after a server restart say, is not the same): a
+  // worker moves between its own connection and the control connection it
+  // borrows.
+  std::set<std::pair<const void*, int>> prepared_on;
   // Through a pooler: the name on server connections, for `generation`.
   std::string server_name;
   int named_generation = -1;
 };
 
 // Runs the statement on the transaction's connection, preparing it first
-// when this connection (by backend pid: a reconnect is a new one) has not
+// when this connection (see Prepared::prepared_on) has not
 // got it yet. Prepared statements outlive a rollback. After any error the
 // statement is prepared again under a new name on the next try, so one
 // that no longer works (its result type changed under an ALTER: 0A000;
@@ -173,9 +176,9 @@ struct PreparedStatement {
       ExecutePooled(tx, *pooled, *p, key, payload, id);
       return;
     }
-    const int pid = tx.conn().backendpid();
-    // Closed connections' pids pile up (a worker's connection closes after
-    // each quiet spell): a fresh name starts a fresh set now and then.
+    const std::pair<const void*, int> on{&tx.conn(), tx.conn().backendpid()};
+    // Closed connections pile up (a worker's connection closes after each
+    // quiet spell): a fresh name starts a fresh set now and then.
     if (p->prepared_on.size() >= kMaxConnectionsRemembered) {
       ++p->generation;
       p->prepared_on.clear();
@@ -183,9 +186,9 @@ struct PreparedStatement {
     const std::string name =
         absl::StrCat(kPreparedName, "_", p->thread, "_", p->generation);
     try {
-      if (p->prepared_on.count(pid) == 0) {
+      if (p->prepared_on.count(on) == 0) {
         tx.exec_params(PrepareSql(handler, name));  // one statement only
-        p->prepared_on.insert(pid);
+        p->prepared_on.insert(on);
       }
       tx.exec(absl::StrCat("EXECUTE ", name, "(", key, ", ", payload, ", ", id,
                            ")"));
