@@ -12,8 +12,9 @@
 -- items over more than 16 prefixes, the plain "items:G" as before (which
 -- PostgreSQL folds into one per transaction): a transaction of many
 -- enqueues still wakes members a bounded number of times. The count is the
--- transaction-local setting sqlgroup.announced, which the C++ producer
--- shares (store::AnnounceItems). Members of schema 11 do not know the new
+-- transaction-local setting sqlgroup.announced. The C++ producer calls
+-- this function too (store::AnnounceItems; sql/grants/producer.sql grants
+-- it), so the two kinds of producer count together. Members of schema 11 do not know the new
 -- form: restart them after migrating (they find the items by their safety
 -- poll meanwhile).
 CREATE OR REPLACE FUNCTION sqlgroup.announce_items(group_name text,

@@ -22,3 +22,9 @@ GRANT EXECUTE ON FUNCTION
   sqlgroup.enqueue_many(text, text[], bytea[], interval, text)
   TO :"role";
 GRANT SELECT ON sqlgroup.enqueue_keys TO :"role";
+-- Announcements (schema 12): the Producer announces its items through the
+-- function the enqueue functions use, which counts them per transaction.
+GRANT EXECUTE ON FUNCTION
+  sqlgroup.announce_items(text, interval),
+  sqlgroup.announce_items(text, interval, uuid[])
+  TO :"role";

@@ -199,26 +199,25 @@ constexpr char kOldestWaitingSql[] =
     "  * 1000000)::bigint FROM sqlgroup.items WHERE group_name = $1 "
     "ORDER BY enqueued_at LIMIT $2";
 
-// Announces items due now with their ids' prefixes (ItemsArrivedIn), so
-// that only the members owning them wake, for the transaction's first
-// kMaxTargetedAnnouncements announcements; then plainly (ItemsArrived,
-// which PostgreSQL folds into one): a transaction of many enqueues sends a
-// bounded number of notifications. The count is a transaction-local
-// setting, shared with sqlgroup.announce_items (schema 12).
+// Announces items due now through sqlgroup.announce_items (schema 12), as
+// the SQL enqueue functions do: it names their ids' prefixes
+// (ItemsArrivedIn) for the transaction's first few announcements, then
+// sends the plain one, counting in a transaction-local setting that the
+// two kinds of producer share. One id per prefix is enough for it; more
+// prefixes than an announcement names go plainly at once.
 void AnnounceItems(pqxx::work& tx, const std::string& group,
                    const std::vector<std::string>& ids) {
-  const std::string plain = ItemsArrived(group);
-  const std::string targeted = ItemsArrivedIn(group, ids);
-  if (targeted == plain) {
-    Notify(tx, plain);
+  std::map<std::string, std::string> one_per_prefix;
+  for (const std::string& id : ids) one_per_prefix.emplace(id.substr(0, 4), id);
+  if (one_per_prefix.size() > kMaxAnnouncedPrefixes) {
+    Notify(tx, ItemsArrived(group));
     return;
   }
+  std::vector<std::string> sample;
+  for (const auto& [prefix, id] : one_per_prefix) sample.push_back(id);
   tx.exec_params(
-      "SELECT pg_notify($1, CASE WHEN n < $4 THEN $2 ELSE $3 END), "
-      "set_config('sqlgroup.announced', (n + 1)::text, true) FROM (SELECT "
-      "coalesce(nullif(current_setting('sqlgroup.announced', true), ''), "
-      "'0')::int AS n) s",
-      kChannel, targeted, plain, kMaxTargetedAnnouncements);
+      "SELECT sqlgroup.announce_items($1, interval '0', $2::uuid[])", group,
+      SqlArray(sample));
 }
 
 }  // namespace

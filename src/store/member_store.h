@@ -104,9 +104,10 @@ std::optional<absl::Duration> ParseItemsDueIn(const std::string& group,
 // Items due now whose ids begin with the given 16-bit prefixes (the first
 // four hex digits of the UUID): "items:G#0a1b,ff00" ('#' is never part of
 // a group name). Members wake only the parts that hold those keys, instead
-// of probing every idle part. Producers name at most kMaxAnnouncedPrefixes
-// and send at most kMaxTargetedAnnouncements of these per transaction,
-// then the plain ItemsArrived (which PostgreSQL folds into one).
+// of probing every idle part. sqlgroup.announce_items (schema 12), which
+// both kinds of producer call, names at most kMaxAnnouncedPrefixes and
+// sends at most kMaxTargetedAnnouncements of these per transaction, then
+// the plain ItemsArrived (which PostgreSQL folds into one).
 // ItemsArrived when `ids` have more than kMaxAnnouncedPrefixes prefixes.
 std::string ItemsArrivedIn(const std::string& group,
                            const std::vector<std::string>& ids);
