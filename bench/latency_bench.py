@@ -42,7 +42,7 @@ import tempfile
 import time
 
 from private_pg import private_postgres
-from rate_load import rate_reached, start_load
+from rate_load import add_protocol_args, load_batch, rate_reached, start_load
 
 SETUP = """
 CREATE SCHEMA IF NOT EXISTS bench;
@@ -110,14 +110,9 @@ def main():
     ap.add_argument("--cli", required=True)
     ap.add_argument("--parts", default="16,256,4096")
     ap.add_argument("--members", type=int, default=4)
-    ap.add_argument("--items", type=int, default=300)
-    ap.add_argument("--gap", type=float, default=0.03)
-    ap.add_argument("--rate", type=int, default=0)
-    ap.add_argument("--load_batch", type=int, default=0,
-                    help="load items per transaction; 0: rate/20, a batch "
-                    "every 50 ms as `sqlgroup produce --rate` sends them")
+    add_protocol_args(ap)
     args = ap.parse_args()
-    batch = args.load_batch or max(1, round(args.rate / 20))
+    batch = load_batch(args)
     cli = os.path.abspath(args.cli)
     workdir = tempfile.mkdtemp(prefix="sqlgroup-bench-latency-")
     with private_postgres(cli) as dsn:

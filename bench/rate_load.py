@@ -5,7 +5,8 @@ one SQL session that enqueues `rate` items per second in batches of
 --rate` paces its batches. pgbench -R would schedule transactions as a
 Poisson process instead. Prints `load_rate=N` (reached) as a NOTICE.
 
-    p = start_load(dsn, seconds, batch_sql, batch, rate)   # a psql Popen
+    add_protocol_args(parser)      # --items --gap --rate --load_batch
+    p = start_load(dsn, seconds, batch_sql, load_batch(args), args.rate)
     ...
     rate_reached(p)
 """
@@ -26,6 +27,20 @@ BEGIN
   END LOOP;
   RAISE NOTICE 'load_rate=%%', round(n / extract(epoch FROM clock_timestamp() - t0));
 END $$"""
+
+
+def add_protocol_args(ap):
+    """The latency protocol's knobs, the same for sqlgroup and its peers."""
+    ap.add_argument("--items", type=int, default=300)
+    ap.add_argument("--gap", type=float, default=0.03)
+    ap.add_argument("--rate", type=int, default=0)
+    ap.add_argument("--load_batch", type=int, default=0,
+                    help="load items per transaction; 0: rate/20, a batch "
+                    "every 50 ms as `sqlgroup produce --rate` sends them")
+
+
+def load_batch(args):
+    return args.load_batch or max(1, round(args.rate / 20))
 
 
 def start_load(dsn, seconds, batch_sql, batch, rate):

@@ -42,7 +42,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 from latency_bench import quantile  # noqa: E402  (same quantiles as ours)
 from private_pg import private_postgres  # noqa: E402
-from rate_load import rate_reached, start_load  # noqa: E402
+from rate_load import (add_protocol_args, load_batch, rate_reached,  # noqa: E402
+                       start_load)
 
 # A job spec in add_jobs' own type, so the load and the backlog go through
 # graphile's API (and its NOTIFY) like add_job does.
@@ -88,17 +89,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cli", required=True)
     ap.add_argument("--concurrency", type=int, default=4)
-    ap.add_argument("--items", type=int, default=300)
-    ap.add_argument("--gap", type=float, default=0.03)
-    ap.add_argument("--rate", type=int, default=0)
-    ap.add_argument("--load_batch", type=int, default=0,
-                    help="load jobs per transaction; 0: rate/20, a batch "
-                    "every 50 ms as `sqlgroup produce --rate` sends them")
+    add_protocol_args(ap)
     ap.add_argument("--drain", type=int, default=0)
     ap.add_argument("--cache", default=os.path.expanduser(
         "~/.cache/sqlgroup-bench-peers/graphile"))
     args = ap.parse_args()
-    batch = args.load_batch or max(1, round(args.rate / 20))
+    batch = load_batch(args)
     modules = install(args.cache)
     workdir = tempfile.mkdtemp(prefix="sqlgroup-bench-graphile-")
     out = os.path.join(workdir, "result.json")
