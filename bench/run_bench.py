@@ -187,8 +187,9 @@ def throughput_table():
 
     print("| system | consumers | items/s | vs SKIP LOCKED | vs limit | "
           "lock waits / sample | LWLock waits / sample | WAL bytes / item | "
-          "top wait |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+          "CPU µs / item: client, server | machine busy | top wait |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+          "---: | --- |")
     for s in order:
         batched = "batch" in s
         base = "skiplocked_batch" if batched else "skiplocked"
@@ -204,16 +205,24 @@ def throughput_table():
             top_event = max(top, key=top.get) if top else "-"
             wal = median([x["wal_bytes_per_item"] for x in by[(s, n)]
                           if "wal_bytes_per_item" in x])
-            print("| %s | %d | %.0f | %s | %s | %.2f | %.2f | %s | %s |"
+            def cpu(key):
+                return median([x[key] for x in by[(s, n)] if key in x])
+            print("| %s | %d | %.0f | %s | %s | %.2f | %.2f | %s | %s, %s | "
+                  "%s | %s |"
                   % (s, n, v, shown(ratio(s, base, n), "%.2fx"),
                      shown(100 * ratio(s, limit, n), "%.0f%%"),
                      per_tick(s, n, "lock"), per_tick(s, n, "lwlock"),
-                     shown(wal, "%.0f"), top_event))
+                     shown(wal, "%.0f"),
+                     shown(cpu("client_us_per_item"), "%.1f"),
+                     shown(cpu("server_us_per_item"), "%.1f"),
+                     shown(100 * cpu("machine_busy"), "%.0f%%"), top_event))
     print("\nvs SKIP LOCKED / vs limit: median over the repetitions of the "
           "ratio to the system of the same mode (single or batched) run "
           "right next to it. Lock waits: backends seen waiting on a "
           "heavyweight lock (wait_event_type Lock) per pg_stat_activity "
-          "sample, every 20 ms.")
+          "sample, every 20 ms. CPU per item: this harness's process "
+          "(client) and the rest of the machine's busy time (server: "
+          "PostgreSQL, on an otherwise idle machine), over the window.")
 
 
 # ---------------------------------------------------------------- claim cost

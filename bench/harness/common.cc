@@ -129,18 +129,22 @@ int64_t TopUp(pqxx::connection& conn, const std::string& table,
       tx.exec_params(
           absl::StrCat("INSERT INTO ", table,
                        " (group_name, id, key, payload) "
-                       "SELECT $1, x.id, 'k' || (x.n % 100), "
+                       "SELECT $1, x.id, NULL, "
                        "'\\x00112233445566778899aabbccddeeff'::bytea "
-                       "FROM unnest($2::uuid[]) WITH ORDINALITY AS x(id, n)"),
+                       "FROM unnest($2::uuid[]) AS x(id)"),
           group, array);
     }
     tx.commit();
     added += n;
   }
-  if (added > 0) {
-    pqxx::nontransaction tx(conn);
-    tx.exec(absl::StrCat("VACUUM ANALYZE ", table));
-  }
+  // Always, not only after adding rows: the index entries of the rows the
+  // last run deleted are dead until a vacuum, and a run that starts on
+  // them walks hundreds of thousands of them per scan from where they
+  // begin (the SKIP LOCKED queue's every pick: 33-100 ms each instead of
+  // 0.1, 873 items/s instead of 7,000, session 17). Every system starts
+  // from a vacuumed table.
+  pqxx::nontransaction tx(conn);
+  tx.exec(absl::StrCat("VACUUM ANALYZE ", table));
   return added;
 }
 

@@ -56,9 +56,12 @@ enum class IdLayout { kProducer, kInterleaved, kRandom };
 IdLayout ParseIdLayout(const std::string& name);
 
 // Inserts rows into `table` until `group` has at least `target`, in
-// transactions of at most 500,000 rows, then VACUUM ANALYZEs the table if
-// anything was added. Small payloads (16 bytes), keys k0..k99, ids of
-// `layout` for a group of `parts` parts. Returns the number of rows added.
+// transactions of at most 500,000 rows, then VACUUM ANALYZEs the table
+// (always: see there). Small payloads (16 bytes), no keys (the ids are the
+// producer's for unkeyed items: with keys, each item would be a key of its
+// own, which no producer makes; bench/harness/keyed.cc loads keyed items
+// through the Producer), ids of `layout` for a group of `parts` parts.
+// Returns the number of rows added.
 int64_t TopUp(pqxx::connection& conn, const std::string& table,
               const std::string& group, int parts, int64_t target,
               IdLayout layout = IdLayout::kProducer);

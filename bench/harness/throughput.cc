@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "common.h"
+#include "cpu_meter.h"
 #include "keyspace.h"
 #include "sqlgroup/admin.h"
 #include "sqlgroup/consumer.h"
@@ -313,10 +314,12 @@ bool RunThroughput(const ThroughputConfig& config) {
   const WalCounters w0 = ReadWal(*conn);
   const int64_t c0 = system->Done();
   const absl::Time t0 = absl::Now();
+  const CpuSample cpu0 = SampleCpu();
   sampler.Start();
   absl::SleepFor(absl::Seconds(config.seconds));
   const int64_t c1 = system->Done();
   const absl::Time t1 = absl::Now();
+  const CpuCost cpu = CostBetween(cpu0, SampleCpu(), c1 - c0);
   const WalCounters w1 = ReadWal(*conn);
   const WaitSummary waits = sampler.Stop();
   system->Stop();
@@ -339,6 +342,9 @@ bool RunThroughput(const ThroughputConfig& config) {
       .Add("wal_bytes_per_item", static_cast<double>(w1.bytes - w0.bytes) /
                                      std::max<int64_t>(1, c1 - c0))
       .Add("wal_syncs_per_s", static_cast<double>(w1.syncs - w0.syncs) / secs)
+      .Add("client_us_per_item", cpu.client_us_per_item)
+      .Add("server_us_per_item", cpu.rest_us_per_item)
+      .Add("machine_busy", cpu.machine_busy)
       .Add("backlog_added", added)
       .Add("left", left)
       .Add("drained", drained)
