@@ -227,13 +227,21 @@ void PrepareItemStatements(pqxx::connection& conn) {
   // other clients of the same server connection, and this one's next
   // transaction may run on another: nothing is set.
   if (!Pooled(conn)) {
-    try {
-      pqxx::nontransaction(conn).exec(
-          "SET plan_cache_mode = force_generic_plan");
-    } catch (const pqxx::sql_error& e) {
-      // 42704: a server without plan_cache_mode (PostgreSQL before 12, some
-      // CockroachDB versions) plans as it always does.
-      if (e.sqlstate() != "42704") throw;
+    // No JIT: the generic plans' estimates grow with the table, and past
+    // jit_above_cost (a backlog of about 2 million items) PostgreSQL
+    // compiled each claim of 64 items afresh, about 50 ms of CPU, for a
+    // statement that runs in 0.5: a member then handled 2,200 items/s
+    // instead of 14,000 (bench/RESULTS.md, session 17).
+    for (const char* setting : {"SET plan_cache_mode = force_generic_plan",
+                                "SET jit = off"}) {
+      try {
+        pqxx::nontransaction(conn).exec(setting);
+      } catch (const pqxx::sql_error& e) {
+        // 42704: a server without the setting (plan_cache_mode before
+        // PostgreSQL 12, jit before 11, some CockroachDB versions) plans
+        // and runs as it always does.
+        if (e.sqlstate() != "42704") throw;
+      }
     }
   }
   Prepare(conn, kClaim, ClaimSql());

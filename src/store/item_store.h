@@ -35,7 +35,9 @@ struct ClaimRef {
 // large table too (session 8), which cost more server CPU than running
 // them (claim_fence_test checks these plans read items by index). A
 // handler's own prepared statements on this connection get generic plans
-// too. Ignored by a server that has no such setting.
+// too. And turns JIT compilation off (jit): short statements never repay
+// it, and with a large backlog PostgreSQL compiled every claim. Ignored
+// by a server that has no such setting.
 void PrepareItemStatements(pqxx::connection& conn);
 
 // Reads up to `limit` due items with keys in [from, last], in key order,
