@@ -77,15 +77,16 @@ struct Resume {
   Uuid128 cursor;
   int turn = 0;
 };
-Resume AfterRun(const std::vector<Item>& batch, const PartTask& task,
-                int claim_batch) {
+// `batch` was claimed from `cursor` on its `turn`.
+Resume AfterRun(const std::vector<Item>& batch, const Resume& from,
+                const KeyRange& range, int claim_batch) {
   const Uuid128 last = *ParseUuid(batch.back().id);
   const uint64_t key = BlockOf(last);
   const int turn =
-      task.turn > 0 && BlockOf(task.cursor) == key ? task.turn + 1 : 1;
+      from.turn > 0 && BlockOf(from.cursor) == key ? from.turn + 1 : 1;
   if (static_cast<int>(batch.size()) < claim_batch || turn >= kKeyTurn ||
-      last >= task.range.last) {
-    return {After(batch, task.range, true), 0};
+      last >= range.last) {
+    return {After(batch, range, true), 0};
   }
   return {last + 1, turn};
 }
@@ -575,15 +576,16 @@ void PartWorker::RunClaim(const PartTask& task) {
                    absl::Now() - claim_start);
   std::vector<Item> batch = std::move(*items);
   bool carried = false;  // `batch` came with the previous batch's ack
+  // Where `batch` was read from, and on which turn of its key.
+  Resume read_at{task.cursor, task.turn};
   Uuid128 next;
   while (true) {
     // A batch handler's ack carries the part's next claim while nothing
-    // else waits for a worker (and the sweep does not wrap). Not under
-    // per-key order: the claim there is a walk over keys, not a read along
-    // the key range.
+    // else waits for a worker (and the sweep does not wrap): under per-key
+    // order, the read along the range that ClaimRuns makes.
     // Not on a borrowed control connection that the control thread waits
     // for: its heartbeats come first.
-    const bool keep = config_.batch_handler && !key_order && !YieldControl() &&
+    const bool keep = config_.batch_handler && !YieldControl() &&
                       scheduler_.KeepClaiming(ref.part, epoch);
     if (carried && (!keep || !FollowTtl())) {
       // Another part began to wait while this batch was claimed (or the
@@ -595,10 +597,23 @@ void PartWorker::RunClaim(const PartTask& task) {
     }
     NextClaim more;
     const Uuid128 after = After(batch, task.range, key_order);
-    const bool chain = keep && after != task.range.first;
+    // Under per-key order the sweep may stay with the last key, but only
+    // after the whole batch was acknowledged: a batch that failed and was
+    // tried singly can leave a key's item behind for a retry, and its
+    // later items must wait behind it.
+    const Resume run = key_order
+                           ? AfterRun(batch, read_at, task.range,
+                                      config_.claim_batch)
+                           : Resume{after};
+    const bool chain = keep && run.cursor != task.range.first;
     if (chain) {
-      more.from = after;
+      more.from = run.cursor;
       more.last = task.range.last;
+      if (key_order) {
+        more.runs = true;
+        more.continued = run.turn > 0;
+        more.pass_over = &task.busy_keys;
+      }
     }
     const Progress p = ProcessItems(ref, batch, chain ? &more : nullptr);
     // Items left unsettled (a yield, a broken connection) are still in the
@@ -606,15 +621,8 @@ void PartWorker::RunClaim(const PartTask& task) {
     next = p.settled == batch.size() ? after : *ParseUuid(batch[p.settled].id);
     if (p.broken) break;
     broken_in_a_row_ = 0;
-    if (!more.sent || p.settled < batch.size()) {
-      // Under per-key order the sweep may stay with the last key, but only
-      // after the whole batch was acknowledged: a batch that failed and was
-      // tried singly can leave a key's item behind for a retry, and its
-      // later items must wait behind it.
-      Resume resume{next};
-      if (key_order && p.acked) {
-        resume = AfterRun(batch, task, config_.claim_batch);
-      }
+    if (!more.sent || p.settled < batch.size() || (key_order && !p.acked)) {
+      const Resume resume = key_order && p.acked ? run : Resume{next};
       scheduler_.FinishClaim(ref.part, epoch, true, resume.cursor, resume.turn);
       return;
     }
@@ -622,13 +630,18 @@ void PartWorker::RunClaim(const PartTask& task) {
       scheduler_.FinishClaim(ref.part, epoch, false, next);
       return;
     }
-    if (more.items->empty()) {  // the end of the range: wrap next time
-      scheduler_.FinishClaim(ref.part, epoch, true, task.range.first);
+    if (more.items->empty()) {
+      // The end of the range: wrap next time. Under per-key order, the
+      // keys it read may only wait: the next claim walks on from there.
+      const Uuid128 at =
+          !key_order || more.exhausted ? task.range.first : more.resume;
+      scheduler_.FinishClaim(ref.part, epoch, true, at);
       return;
     }
     metrics_.Claimed(static_cast<int64_t>(more.items->size()), more.took,
                      /*carried=*/true);
     batch = std::move(*more.items);
+    read_at = run;
     carried = true;
   }
   // The same item would break the same way at once (a missing grant, an
@@ -777,7 +790,21 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
         // Otherwise the transaction rolls back as `ack` goes out of scope.
       } else {
         alone = true;
-        if (next) {
+        if (next && next->runs) {
+          store::AckedAndClaimedRuns r = store::AckAndClaimRuns(
+              *conn_, ref, ids, next->from, next->last, config_.claim_batch,
+              *next->pass_over, next->continued);
+          deleted = r.acked;
+          next->sent = true;
+          if (r.next.ok()) {
+            next->exhausted = r.next->exhausted;
+            next->resume = r.next->resume;
+            next->items = std::move(r.next->items);
+          } else {
+            next->items = r.next.status();
+          }
+          next->took = absl::Now() - ack_start;
+        } else if (next) {
           store::AckedAndClaimed r =
               next->of_key
                   ? store::AckAndNextOfKey(*conn_, ref, ids.front())

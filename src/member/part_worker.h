@@ -134,12 +134,20 @@ class PartWorker {
   // the batch. `sent` once it went out, with its result in `items`.
   struct NextClaim {
     // The next item of the acknowledged one's key (NextOfKey), or a claim
-    // along [from, last].
+    // along [from, last]: with `runs`, the batch handler's under per-key
+    // order (ClaimRuns, with `continued` and `pass_over`).
     bool of_key = false;
+    bool runs = false;
+    bool continued = false;
+    const std::vector<uint64_t>* pass_over = nullptr;
     Uuid128 from = 0;
     Uuid128 last = 0;
     bool sent = false;
     absl::StatusOr<std::vector<Item>> items;
+    // With `runs`: the read reached the end of the range, or else goes on
+    // at `resume`.
+    bool exhausted = false;
+    Uuid128 resume = 0;
     absl::Duration took;  // of the statement, ack and claim
   };
   struct Progress {

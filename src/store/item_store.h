@@ -153,6 +153,22 @@ absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
                                     const std::vector<uint64_t>& pass_over,
                                     bool continued);
 
+// DeleteClaimedNow of `ids` and then ClaimRuns in one statement (one round
+// trip): a batch handler's ack carries its part's next claim. `from` must
+// be past the acknowledged ids (the claim reads the snapshot from before
+// the delete), and `continued` set when it is right after them within
+// their key. Throws as DeleteClaimedNow does.
+struct AckedAndClaimedRuns {
+  int64_t acked = 0;
+  absl::StatusOr<HeadClaim> next;
+};
+AckedAndClaimedRuns AckAndClaimRuns(pqxx::connection& conn,
+                                    const ClaimRef& ref,
+                                    const std::vector<std::string>& ids,
+                                    Uuid128 from, Uuid128 last, int limit,
+                                    const std::vector<uint64_t>& pass_over,
+                                    bool continued);
+
 // The item of its key that follows `settled` (an item of a key just
 // acknowledged or dead-lettered), if it is due: a handler of single items
 // may go on with the key at once instead of waiting for the next claim's

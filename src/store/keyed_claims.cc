@@ -150,15 +150,23 @@ const std::string& ClaimHeadsSql() {
 // kClaimHeads), $9 whether the cursor goes on right after items of its key
 // that this member acknowledged. The batch handler's claim: one read
 // along the range from the cursor, as the sweep's, that keeps of each key
-// the prefix of its items that are due (bool_and over the key's rows in id
-// order), so a key whose head waits holds back its later items and no
-// other key. The rows of a key all sort after the cursor but for the first
-// key's when the cursor is mid-block: unless $9, an older item of that key
-// still there (a retry the cursor was moved past) holds the key back. Not
-// probed with $9: that reads the index entries of the items just
-// acknowledged, dead until vacuum. Returns, for every row read: owned,
-// the item columns with the id NULL when the row is held back, then the
-// row's id (where the read got to).
+// the prefix of its items that are due, so a key whose head waits holds
+// back its later items and no other key. The rows of a key all sort after
+// the cursor but for the first key's when the cursor is mid-block: unless
+// $9, an older item of that key still there (a retry the cursor was moved
+// past) holds the key back. Not probed with $9: that reads the index
+// entries of the items just acknowledged, dead until vacuum. Returns, for
+// every row read: owned, the item columns with the id NULL when the row is
+// held back, then the row's id (where the read got to).
+//
+// A key's rows are neighbours in id order (one block), so a keyed row is
+// held back exactly when the latest keyed row at or before it that is not
+// due is of its block: one running max over the rows in the order the
+// index gives them (the blocks' prefixes, as text in "C" order, sort as
+// the ids do), with no sort and no text made of rows that are due. An
+// unkeyed item is a key of its own, even when its id shares a block with
+// another's (ids of unkeyed items spread by time): only its own due-ness
+// counts.
 constexpr char kClaimRuns[] = "sqlgroup_claim_runs";
 const std::string& ClaimRunsSql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
@@ -168,23 +176,38 @@ const std::string& ClaimRunsSql() {
       "FROM (SELECT ",
       TakeHeld(2, 3, 4, false),
       " AS owned) t LEFT JOIN LATERAL ("
-      "  SELECT r.*, bool_and(r.not_before <= clock_timestamp() "
-      "      AND left(r.id::text, 18) <> ALL($8::text[]) "
-      "      AND (r.key IS NULL OR left(r.id::text, 18) <> left($5::text, 18) "
-      "        OR $9 OR NOT EXISTS ("
-      "        SELECT 1 FROM sqlgroup.items e WHERE e.group_name = $1 "
-      "        AND e.id >= ",
+      "  SELECT h.*, h.due AND (h.key IS NULL OR h.held IS NULL "
+      "    OR h.held <> left(h.id::text, 18) COLLATE \"C\") AS ok FROM ("
+      "    SELECT r.*, max(CASE WHEN r.key IS NOT NULL AND NOT r.due "
+      "      THEN left(r.id::text, 18) COLLATE \"C\" END) "
+      "      OVER (ORDER BY r.id ROWS UNBOUNDED PRECEDING) AS held "
+      "    FROM (SELECT j.id, j.key, j.payload, j.attempts, j.enqueued_at, "
+      "      j.not_before <= clock_timestamp() "
+      "      AND (cardinality($8::text[]) = 0 "
+      "        OR left(j.id::text, 18) <> ALL($8::text[])) "
+      "      AND (j.key IS NULL OR $9 "
+      "        OR left(j.id::text, 18) <> left($5::text, 18) "
+      "        OR NOT EXISTS (SELECT 1 FROM sqlgroup.items e "
+      "          WHERE e.group_name = $1 AND e.id >= ",
       BlockFirstSql("$5::uuid"),
-      "        AND e.id < $5::uuid))) "
-      // An unkeyed item is a key of its own, even when its id shares a
-      // block with another's (ids of unkeyed items spread by time).
-      "    OVER (PARTITION BY CASE WHEN r.key IS NULL THEN r.id::text "
-      "      ELSE left(r.id::text, 18) END COLLATE \"C\" "
-      "      ORDER BY r.id) AS ok "
-      "  FROM (SELECT j.id, j.key, j.payload, j.attempts, j.enqueued_at, "
-      "      j.not_before FROM sqlgroup.items j WHERE t.owned "
-      "    AND j.group_name = $1 AND j.id BETWEEN $5::uuid AND $6::uuid "
-      "    ORDER BY j.id LIMIT $7) r) i ON true"));
+      "          AND e.id < $5::uuid)) AS due "
+      "      FROM sqlgroup.items j WHERE t.owned "
+      "      AND j.group_name = $1 AND j.id BETWEEN $5::uuid AND $6::uuid "
+      "      ORDER BY j.id LIMIT $7) r) h) i ON true"));
+  return *kSql;
+}
+
+// $1..$9 as in kClaimRuns, $10 ids (uuid[]): the ack of a batch and the
+// claim of the next in one statement, as kAckAndClaim. The read sees the
+// snapshot from before the delete, and starts after the acknowledged ids:
+// at the next block, or right after them with $9 (so the look for older
+// items of the cursor's key, which would see them, is not made).
+constexpr char kAckAndClaimRuns[] = "sqlgroup_ack_and_claim_runs";
+const std::string& AckAndClaimRunsSql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "WITH acked AS (", AckDelete(10, 2, 3, 4),
+      " RETURNING 1) SELECT (SELECT count(*) FROM acked), c.* FROM (",
+      ClaimRunsSql(), ") c"));
   return *kSql;
 }
 
@@ -300,11 +323,40 @@ std::vector<PartBlockedRow> BlockedRows(const pqxx::result& r) {
   return rows;
 }
 
+// The claim of kClaimRuns' rows, whose columns start at `first`: the due
+// items, and where the read got to (the block after the last row read, or
+// the end of the range when it read fewer than `limit` rows).
+absl::StatusOr<HeadClaim> RunsOf(const pqxx::result& r, int first,
+                                 const ClaimRef& ref, Uuid128 last,
+                                 int limit) {
+  absl::StatusOr<std::vector<Item>> items = ClaimedItems(r, first, ref);
+  if (!items.ok()) return items.status();
+  HeadClaim out;
+  out.items = std::move(*items);
+  // The read ended at the range's end, or goes on after the key of the
+  // last row it read.
+  std::optional<Uuid128> read_to;
+  for (const pqxx::row& row : r) {
+    if (row[first + 6].is_null()) continue;
+    const Uuid128 id = *ParseUuid(row[first + 6].as<std::string>());
+    if (!read_to || id > *read_to) read_to = id;
+  }
+  if (!read_to || r.size() < static_cast<size_t>(limit)) {
+    out.exhausted = true;
+    return out;
+  }
+  const uint64_t block = BlockOf(*read_to);
+  out.exhausted = block == ~uint64_t{0} || BlockLast(block) >= last;
+  if (!out.exhausted) out.resume = BlockStart(block + 1);
+  return out;
+}
+
 }  // namespace
 
 void PrepareKeyedStatements(pqxx::connection& conn) {
   Prepare(conn, kClaimHeads, ClaimHeadsSql());
   Prepare(conn, kClaimRuns, ClaimRunsSql());
+  Prepare(conn, kAckAndClaimRuns, AckAndClaimRunsSql());
   Prepare(conn, kNextOfKey, NextOfKeySql());
   Prepare(conn, kAckAndNextOfKey, AckAndNextOfKeySql());
   Prepare(conn, kProbeHeads, ProbeHeadsSql());
@@ -356,31 +408,27 @@ absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
                                     bool continued) {
   return GuardOr<HeadClaim>("claim items", [&]() -> absl::StatusOr<HeadClaim> {
     pqxx::nontransaction tx(conn);
-    const pqxx::result r =
-        ExecPrepared(tx, kClaimRuns, ref.group, ref.session, ref.part,
-                     ref.epoch, FormatUuid(from), FormatUuid(last), limit,
-                     BlockPrefixes(pass_over), continued);
-    absl::StatusOr<std::vector<Item>> items = ClaimedItems(r, 0, ref);
-    if (!items.ok()) return items.status();
-    HeadClaim out;
-    out.items = std::move(*items);
-    // The read ended at the range's end, or goes on after the key of the
-    // last row it read.
-    std::optional<Uuid128> read_to;
-    for (const pqxx::row& row : r) {
-      if (row[6].is_null()) continue;
-      const Uuid128 id = *ParseUuid(row[6].as<std::string>());
-      if (!read_to || id > *read_to) read_to = id;
-    }
-    if (!read_to || r.size() < static_cast<size_t>(limit)) {
-      out.exhausted = true;
-      return out;
-    }
-    const uint64_t block = BlockOf(*read_to);
-    out.exhausted = block == ~uint64_t{0} || BlockLast(block) >= last;
-    if (!out.exhausted) out.resume = BlockStart(block + 1);
-    return out;
+    return RunsOf(ExecPrepared(tx, kClaimRuns, ref.group, ref.session,
+                               ref.part, ref.epoch, FormatUuid(from),
+                               FormatUuid(last), limit,
+                               BlockPrefixes(pass_over), continued),
+                  0, ref, last, limit);
   });
+}
+
+AckedAndClaimedRuns AckAndClaimRuns(pqxx::connection& conn,
+                                    const ClaimRef& ref,
+                                    const std::vector<std::string>& ids,
+                                    Uuid128 from, Uuid128 last, int limit,
+                                    const std::vector<uint64_t>& pass_over,
+                                    bool continued) {
+  pqxx::nontransaction tx(conn);
+  const pqxx::result r = ExecPrepared(
+      tx, kAckAndClaimRuns, ref.group, ref.session, ref.part, ref.epoch,
+      FormatUuid(from), FormatUuid(last), limit, BlockPrefixes(pass_over),
+      continued, SqlArray(ids));
+  return {r.empty() ? 0 : r[0][0].as<int64_t>(),
+          RunsOf(r, 1, ref, last, limit)};
 }
 
 absl::StatusOr<std::vector<Item>> NextOfKey(pqxx::connection& conn,

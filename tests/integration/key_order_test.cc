@@ -361,6 +361,50 @@ TEST_F(KeyOrderTest, ABatchCarriesRunsOfAKeyInOrder) {
   EXPECT_EQ(OutOfOrderKeys(kPerKey), 0);
 }
 
+// A batch handler that writes nothing is acknowledged by the fenced delete
+// alone, which carries the part's next claim (ClaimRuns) in the same
+// statement: the runs keep their keys' order through failed batches and
+// items that fail alone, as claims made on their own do.
+TEST_F(KeyOrderTest, AnAckThatCarriesTheNextClaimKeepsEachKeysOrder) {
+  CreateGroup("g", 2);
+  constexpr int kKeys = 3, kPerKey = 300;
+  ProduceKeyed("g", kKeys, kPerKey, 4);
+  absl::Mutex mu;
+  std::map<std::string, std::vector<int>> handled;  // successes, in order
+  std::atomic<int> batches{0};
+  std::atomic<int> single_failures{0};
+  ConsumerOptions o = Options("g", nullptr);
+  o.handler = nullptr;
+  o.claim_batch = 25;
+  o.batch_handler = [&](const std::vector<Item>& items, AckTransaction&) {
+    if (items.size() > 1 && batches.fetch_add(1) % 5 == 0) {
+      return absl::InternalError("batch fails");
+    }
+    if (items.size() == 1 && items[0].attempt == 1 &&
+        ParsePayload(items[0].payload).seq % 7 == 3) {
+      ++single_failures;
+      return absl::InternalError("fails alone once");
+    }
+    absl::MutexLock lock(&mu);
+    for (const Item& item : items) {
+      const Seq s = ParsePayload(item.payload);
+      handled[s.key].push_back(s.seq);
+    }
+    return absl::OkStatus();
+  };
+  auto c = Start(o);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  const ConsumerStats stats = c->stats();
+  EXPECT_TRUE(c->Stop().ok());
+  EXPECT_GT(stats.carried_claims, 0);
+  EXPECT_GT(single_failures.load(), 0);
+  std::vector<int> in_order(kPerKey);
+  for (int i = 0; i < kPerKey; ++i) in_order[i] = i;
+  absl::MutexLock lock(&mu);
+  ASSERT_EQ(handled.size(), static_cast<size_t>(kKeys));
+  for (const auto& [key, seqs] : handled) EXPECT_EQ(seqs, in_order) << key;
+}
+
 TEST_F(KeyOrderTest, ABatchHandlerGivesALongKeyTurnsWithTheOtherKeys) {
   CreateGroup("g", 1);
   // The long key sorts first in the part: read along the range without
