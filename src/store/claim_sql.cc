@@ -28,27 +28,39 @@ std::string AckDelete(int ids, int session, int part, int epoch) {
                       TakeHeld(session, part, epoch, true));
 }
 
-absl::StatusOr<std::vector<Item>> ClaimedItems(const pqxx::result& r, int first,
-                                               const ClaimRef& ref) {
+Item ItemOf(const pqxx::row& row, int first, const ClaimRef& ref) {
+  Item item;
+  const pqxx::field id = row[first + 1];
+  item.id.assign(id.c_str(), id.size());
+  const pqxx::field key = row[first + 2];
+  if (!key.is_null()) item.key = std::string(key.c_str(), key.size());
+  item.payload = pqxx::binarystring(row[first + 3]).str();
+  item.attempt = row[first + 4].as<int>() + 1;
+  item.part = ref.part;
+  item.session = ref.session;
+  item.epoch = ref.epoch;
+  item.enqueued_at = absl::FromUnixMicros(row[first + 5].as<int64_t>());
+  return item;
+}
+
+absl::Status ClaimOwned(const pqxx::result& r, int first,
+                        const ClaimRef& ref) {
   if (r.empty() || !r[0][first].as<bool>()) {
     return absl::AbortedError(absl::StrCat("claim items: part ", ref.part,
                                            " is no longer owned under epoch ",
                                            ref.epoch, " by a live session"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Item>> ClaimedItems(const pqxx::result& r, int first,
+                                               const ClaimRef& ref) {
+  if (absl::Status s = ClaimOwned(r, first, ref); !s.ok()) return s;
   std::vector<Item> items;
   items.reserve(r.size());
   for (const pqxx::row& row : r) {
     if (row[first + 1].is_null()) continue;  // owned, but nothing due
-    Item item;
-    item.id = row[first + 1].as<std::string>();
-    if (!row[first + 2].is_null()) item.key = row[first + 2].as<std::string>();
-    item.payload = pqxx::binarystring(row[first + 3]).str();
-    item.attempt = row[first + 4].as<int>() + 1;
-    item.part = ref.part;
-    item.session = ref.session;
-    item.epoch = ref.epoch;
-    item.enqueued_at = absl::FromUnixMicros(row[first + 5].as<int64_t>());
-    items.push_back(std::move(item));
+    items.push_back(ItemOf(row, first, ref));
   }
   // The joins promise no order; handlers see key order.
   std::sort(items.begin(), items.end(),

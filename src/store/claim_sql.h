@@ -39,6 +39,13 @@ inline constexpr char kClaimedColumns[] =
     "i.id::text, i.key, i.payload, i.attempts, "
     "(date_part('epoch', i.enqueued_at) * 1000000)::bigint";
 
+// ABORTED unless the first row's column `first` (owned) is true.
+absl::Status ClaimOwned(const pqxx::result& r, int first, const ClaimRef& ref);
+
+// The item of one such row (below), whose columns start at `first`; its id
+// is not NULL.
+Item ItemOf(const pqxx::row& row, int first, const ClaimRef& ref);
+
 // The items of a claim's rows, whose columns start at `first` (owned,
 // then kClaimedColumns): ABORTED when the take did not hold. Items come
 // out in key order.

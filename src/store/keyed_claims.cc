@@ -7,6 +7,7 @@
 // only its key: the walk steps over the whole block. Unkeyed items each
 // have a block of their own, so they are never held back. Also the count
 // of keys blocked behind a retry, for the metrics and `group describe`.
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <pqxx/pqxx>
@@ -149,51 +150,35 @@ const std::string& ClaimHeadsSql() {
 // range, $7 items to read at most, $8 keys to pass over (as $10 of
 // kClaimHeads), $9 whether the cursor goes on right after items of its key
 // that this member acknowledged. The batch handler's claim: one read
-// along the range from the cursor, as the sweep's, that keeps of each key
-// the prefix of its items that are due, so a key whose head waits holds
-// back its later items and no other key. The rows of a key all sort after
-// the cursor but for the first key's when the cursor is mid-block: unless
-// $9, an older item of that key still there (a retry the cursor was moved
-// past) holds the key back. Not probed with $9: that reads the index
-// entries of the items just acknowledged, dead until vacuum. Returns, for
-// every row read: owned, the item columns with the id NULL when the row is
-// held back, then the row's id (where the read got to).
-//
-// A key's rows are neighbours in id order (one block), so a keyed row is
-// held back exactly when the latest keyed row at or before it that is not
-// due is of its block: one running max over the rows in the order the
-// index gives them (the blocks' prefixes, as text in "C" order, sort as
-// the ids do), with no sort and no text made of rows that are due. An
-// unkeyed item is a key of its own, even when its id shares a block with
-// another's (ids of unkeyed items spread by time): only its own due-ness
-// counts.
+// along the range from the cursor, as the sweep's, of rows each with
+// whether it is due itself: not delayed or in backoff, not of a key passed
+// over, and, for the first key's rows when the cursor is mid-block and
+// unless $9, no older item of that key still there (a retry the cursor was
+// moved past). Not probed with $9: that reads the index entries of the
+// items just acknowledged, dead until vacuum. Which rows go to the handler
+// (each key's prefix of due rows) RunsOf works out from these: in a
+// statement, it took a window over the rows, a sort or a running
+// aggregate per claim, on the server's CPU. Returns, for every row read:
+// owned, the item columns (NULL when none), then whether it is due.
 constexpr char kClaimRuns[] = "sqlgroup_claim_runs";
 const std::string& ClaimRunsSql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
-      "SELECT t.owned, CASE WHEN i.ok THEN i.id::text END, i.key, "
-      "  CASE WHEN i.ok THEN i.payload END, i.attempts, "
-      "  (date_part('epoch', i.enqueued_at) * 1000000)::bigint, i.id::text "
-      "FROM (SELECT ",
-      TakeHeld(2, 3, 4, false),
+      "SELECT t.owned, ", kClaimedColumns,
+      ", i.due FROM (SELECT ", TakeHeld(2, 3, 4, false),
       " AS owned) t LEFT JOIN LATERAL ("
-      "  SELECT h.*, h.due AND (h.key IS NULL OR h.held IS NULL "
-      "    OR h.held <> left(h.id::text, 18) COLLATE \"C\") AS ok FROM ("
-      "    SELECT r.*, max(CASE WHEN r.key IS NOT NULL AND NOT r.due "
-      "      THEN left(r.id::text, 18) COLLATE \"C\" END) "
-      "      OVER (ORDER BY r.id ROWS UNBOUNDED PRECEDING) AS held "
-      "    FROM (SELECT j.id, j.key, j.payload, j.attempts, j.enqueued_at, "
-      "      j.not_before <= clock_timestamp() "
-      "      AND (cardinality($8::text[]) = 0 "
-      "        OR left(j.id::text, 18) <> ALL($8::text[])) "
-      "      AND (j.key IS NULL OR $9 "
-      "        OR left(j.id::text, 18) <> left($5::text, 18) "
-      "        OR NOT EXISTS (SELECT 1 FROM sqlgroup.items e "
-      "          WHERE e.group_name = $1 AND e.id >= ",
+      "  SELECT j.id, j.key, j.payload, j.attempts, j.enqueued_at, "
+      "    j.not_before <= clock_timestamp() "
+      "    AND (cardinality($8::text[]) = 0 "
+      "      OR left(j.id::text, 18) <> ALL($8::text[])) "
+      "    AND (j.key IS NULL OR $9 "
+      "      OR left(j.id::text, 18) <> left($5::text, 18) "
+      "      OR NOT EXISTS (SELECT 1 FROM sqlgroup.items e "
+      "        WHERE e.group_name = $1 AND e.id >= ",
       BlockFirstSql("$5::uuid"),
-      "          AND e.id < $5::uuid)) AS due "
-      "      FROM sqlgroup.items j WHERE t.owned "
-      "      AND j.group_name = $1 AND j.id BETWEEN $5::uuid AND $6::uuid "
-      "      ORDER BY j.id LIMIT $7) r) h) i ON true"));
+      "        AND e.id < $5::uuid)) AS due "
+      "  FROM sqlgroup.items j WHERE t.owned "
+      "  AND j.group_name = $1 AND j.id BETWEEN $5::uuid AND $6::uuid "
+      "  ORDER BY j.id LIMIT $7) i ON true"));
   return *kSql;
 }
 
@@ -323,29 +308,50 @@ std::vector<PartBlockedRow> BlockedRows(const pqxx::result& r) {
   return rows;
 }
 
-// The claim of kClaimRuns' rows, whose columns start at `first`: the due
-// items, and where the read got to (the block after the last row read, or
-// the end of the range when it read fewer than `limit` rows).
+// The claim of kClaimRuns' rows, whose columns start at `first`: of each
+// key, the items up to its first that is not due, in key order. A key's
+// rows are neighbours in id order (one block), so a keyed row is held back
+// exactly when a keyed row of its block before it is not due. An unkeyed
+// item is a key of its own, even when its id shares a block with
+// another's (ids of unkeyed items spread by time): only its own due-ness
+// counts. Also where the read got to: the block after the last row read,
+// or the end of the range when it read fewer than `limit` rows.
 absl::StatusOr<HeadClaim> RunsOf(const pqxx::result& r, int first,
                                  const ClaimRef& ref, Uuid128 last,
                                  int limit) {
-  absl::StatusOr<std::vector<Item>> items = ClaimedItems(r, first, ref);
-  if (!items.ok()) return items.status();
-  HeadClaim out;
-  out.items = std::move(*items);
-  // The read ended at the range's end, or goes on after the key of the
-  // last row it read.
-  std::optional<Uuid128> read_to;
-  for (const pqxx::row& row : r) {
-    if (row[first + 6].is_null()) continue;
-    const Uuid128 id = *ParseUuid(row[first + 6].as<std::string>());
-    if (!read_to || id > *read_to) read_to = id;
+  if (absl::Status s = ClaimOwned(r, first, ref); !s.ok()) return s;
+  struct Read {
+    Uuid128 id;
+    int row;
+  };
+  std::vector<Read> read;
+  read.reserve(r.size());
+  for (int i = 0; i < static_cast<int>(r.size()); ++i) {
+    const pqxx::field id = r[i][first + 1];
+    if (id.is_null()) continue;  // owned, but nothing in the range
+    read.push_back({*ParseUuid(std::string_view(id.c_str(), id.size())), i});
   }
-  if (!read_to || r.size() < static_cast<size_t>(limit)) {
+  // The join promises no order.
+  std::sort(read.begin(), read.end(),
+            [](const Read& a, const Read& b) { return a.id < b.id; });
+  HeadClaim out;
+  out.items.reserve(read.size());
+  std::optional<uint64_t> held;  // the block of the last keyed row not due
+  for (const Read& x : read) {
+    const pqxx::row row = r[x.row];
+    const bool keyed = !row[first + 2].is_null();
+    const bool due = row[first + 6].as<bool>();
+    const uint64_t block = BlockOf(x.id);
+    if (due && !(keyed && held == block)) {
+      out.items.push_back(ItemOf(row, first, ref));
+    }
+    if (!due && keyed) held = block;
+  }
+  if (read.empty() || r.size() < static_cast<size_t>(limit)) {
     out.exhausted = true;
     return out;
   }
-  const uint64_t block = BlockOf(*read_to);
+  const uint64_t block = BlockOf(read.back().id);
   out.exhausted = block == ~uint64_t{0} || BlockLast(block) >= last;
   if (!out.exhausted) out.resume = BlockStart(block + 1);
   return out;
