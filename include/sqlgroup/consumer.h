@@ -192,7 +192,8 @@ struct ConsumerOptions {
 struct ConsumerStats {
   int64_t claimed = 0;
   // Claims that went out with the previous batch's ack, one round trip for
-  // both (a batch handler that wrote nothing, no other part waiting).
+  // both (a batch handler that wrote nothing, no other part waiting), and
+  // next items of a key read by the ack of the one before.
   int64_t carried_claims = 0;
   int64_t acked = 0;
   int64_t failed = 0;  // handler failures (each retried or dead)

@@ -717,7 +717,7 @@ void PartWorker::RunItem(const PartTask& task) {
       if (o == Outcome::kBroken) again = false;
       // Released for a retry (the key waits for it) or lost with the take.
       if (!go_on || (o != Outcome::kAcked && o != Outcome::kFailed)) break;
-      if (!more.sent) {  // the handler wrote, or dead-lettered the item
+      if (!more.sent) {  // dead-lettered: the next of its key is read now
         const absl::Time start = absl::Now();
         more.items = store::NextOfKey(*conn_, ref, item.id);
         more.took = absl::Now() - start;
@@ -784,7 +784,19 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     if (verdict.ok()) {
       acking = true;
       ack_start = absl::Now();
-      if (ack.started()) {
+      if (ack.started() && next && next->of_key) {
+        // The key's next item is read by the ack's statement, in the
+        // transaction, and taken only once it committed.
+        store::AckedAndClaimed r =
+            store::AckAndNextOfKey(ack.work(), ref, ids.front());
+        deleted = r.acked;
+        if (deleted == 1) {
+          ack.work().commit();
+          next->sent = true;
+          next->items = std::move(r.next);
+          next->took = absl::Now() - ack_start;
+        }
+      } else if (ack.started()) {
         deleted = store::DeleteClaimed(ack.work(), ref, ids);
         if (deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
         // Otherwise the transaction rolls back as `ack` goes out of scope.

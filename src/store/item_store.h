@@ -181,6 +181,12 @@ absl::StatusOr<std::vector<Item>> NextOfKey(pqxx::connection& conn,
 // statement (one round trip). Throws as DeleteClaimedNow does.
 AckedAndClaimed AckAndNextOfKey(pqxx::connection& conn, const ClaimRef& ref,
                                 const std::string& id);
+// The same inside the acknowledging transaction `tx` (a handler that wrote
+// in it): the ack's statement reads the key's next item too, one round
+// trip fewer than a NextOfKey after the commit. The caller may use the
+// item only once `tx` committed.
+AckedAndClaimed AckAndNextOfKey(pqxx::transaction_base& tx,
+                                const ClaimRef& ref, const std::string& id);
 
 // ProbeParts under per-key order: a part is due when one of its keys' heads
 // is, found within `max_blocks` keys from its range's start (or when the

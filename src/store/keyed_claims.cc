@@ -452,6 +452,11 @@ absl::StatusOr<std::vector<Item>> NextOfKey(pqxx::connection& conn,
 AckedAndClaimed AckAndNextOfKey(pqxx::connection& conn, const ClaimRef& ref,
                                 const std::string& id) {
   pqxx::nontransaction tx(conn);
+  return AckAndNextOfKey(tx, ref, id);
+}
+
+AckedAndClaimed AckAndNextOfKey(pqxx::transaction_base& tx,
+                                const ClaimRef& ref, const std::string& id) {
   const pqxx::result r = ExecPrepared(
       tx, kAckAndNextOfKey, ref.group, ref.session, ref.part, ref.epoch, id,
       BlockLastOf(id), SqlArray(std::vector<std::string>{id}));
