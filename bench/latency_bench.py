@@ -110,6 +110,8 @@ def main():
     ap.add_argument("--cli", required=True)
     ap.add_argument("--parts", default="16,256,4096")
     ap.add_argument("--members", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=2,
+                    help="workers per member")
     add_protocol_args(ap)
     args = ap.parse_args()
     batch = load_batch(args)
@@ -134,7 +136,8 @@ def main():
                                "w")
                     members.append(subprocess.Popen(
                         [cli, "consume", "--dsn", dsn, "--group", group,
-                         "--handler", "sql:bench.handled", "--workers", "2",
+                         "--handler", "sql:bench.handled",
+                         "--workers", str(args.workers),
                          "--metrics_addr", "", "--log_level", "trace"],
                         stdout=log, stderr=log))
                 # Settled: every part owned, then a few idle seconds.
@@ -212,10 +215,11 @@ def main():
                 st = r["stages"]
                 print("| %d | %d | " % (r["parts"], st["n"]) + " | ".join(
                     "%.2f / %.2f" % tuple(st[k]) for k in COLUMNS) + " |")
-            print("\n%d members (2 workers each), idle but for %d load "
+            print("\n%d members (%d workers each), idle but for %d load "
                   "items/s, one item every %g s from one SQL session, the sql "
                   "handler stamping the clock in its acknowledging "
-                  "transaction." % (args.members, args.rate, args.gap))
+                  "transaction." % (args.members, args.workers, args.rate,
+                                    args.gap))
         finally:
             for m in members:
                 if m.poll() is None:
