@@ -54,7 +54,10 @@ struct Item {
 // force_generic_plan: the library's own statements are planned once per
 // connection instead of on every item). A handler query that needs a plan
 // for its actual parameter values can run `SET LOCAL plan_cache_mode =
-// auto` first; it lasts until the transaction ends.
+// auto` first; it lasts until the transaction ends. JIT compilation is off
+// on that connection (jit = off: with a large backlog PostgreSQL compiled
+// every claim); a handler's long analytical query that gains from it can
+// run `SET LOCAL jit = on` the same way.
 class AckTransaction {
  public:
   explicit AckTransaction(pqxx::connection& conn) : conn_(conn) {}

@@ -88,6 +88,11 @@ Resume AfterRun(const std::vector<Item>& batch, const Resume& from,
       last >= range.last) {
     return {After(batch, range, true), 0};
   }
+  // An unkeyed item is no key to stay with: the sweep goes on right after
+  // it (unkeyed items may share its block) but on no turn, so the next
+  // claim still looks behind its cursor for older items of a key whose
+  // block that is (a key and an unkeyed id may meet in one block).
+  if (!batch.back().key.has_value()) return {last + 1, 0};
   return {last + 1, turn};
 }
 

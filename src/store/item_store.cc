@@ -237,10 +237,10 @@ void PrepareItemStatements(pqxx::connection& conn) {
       try {
         pqxx::nontransaction(conn).exec(setting);
       } catch (const pqxx::sql_error& e) {
-        // 42704: a server without the setting (plan_cache_mode before
-        // PostgreSQL 12, jit before 11, some CockroachDB versions) plans
-        // and runs as it always does.
-        if (e.sqlstate() != "42704") throw;
+        // 42704 (or 0A000, unsupported): a server without the setting
+        // (plan_cache_mode before PostgreSQL 12, jit before 11, CockroachDB)
+        // plans and runs as it always does.
+        if (e.sqlstate() != "42704" && e.sqlstate() != "0A000") throw;
       }
     }
   }

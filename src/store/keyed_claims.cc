@@ -159,12 +159,17 @@ const std::string& ClaimHeadsSql() {
 // (each key's prefix of due rows) RunsOf works out from these: in a
 // statement, it took a window over the rows, a sort or a running
 // aggregate per claim, on the server's CPU. Returns, for every row read:
-// owned, the item columns (NULL when none), then whether it is due.
+// owned, the item columns (NULL when none; the payload NULL when the row
+// is not due itself), then whether it is due.
 constexpr char kClaimRuns[] = "sqlgroup_claim_runs";
 const std::string& ClaimRunsSql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
-      "SELECT t.owned, ", kClaimedColumns,
-      ", i.due FROM (SELECT ", TakeHeld(2, 3, 4, false),
+      "SELECT t.owned, i.id::text, i.key, "
+      // A row held back goes without its payload (a key waiting with a
+      // long backlog would otherwise ship claim_batch payloads each time).
+      "  CASE WHEN i.due THEN i.payload END, i.attempts, "
+      "  (date_part('epoch', i.enqueued_at) * 1000000)::bigint, "
+      "  i.due FROM (SELECT ", TakeHeld(2, 3, 4, false),
       " AS owned) t LEFT JOIN LATERAL ("
       "  SELECT j.id, j.key, j.payload, j.attempts, j.enqueued_at, "
       "    j.not_before <= clock_timestamp() "
