@@ -73,6 +73,7 @@ void PartScheduler::Revoke(int part) {
   it->second.revoked = true;
   // Items not yet with a handler stay in the table for the next owner.
   DropOffered(it->second);
+  it->second.claimed.clear();
 }
 
 void PartScheduler::Unrevoke(int part) {
@@ -322,6 +323,8 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
       task.kind = PartTask::Kind::kClaim;
       task.cursor = e.cursor;
       task.turn = e.turn;
+      task.claimed = std::move(e.claimed);
+      e.claimed.clear();
       task.finished = e.finished;
       task.busy_keys.assign(e.keys.begin(), e.keys.end());
       task.heard = e.heard;
@@ -349,7 +352,8 @@ PartScheduler::Entry* PartScheduler::Returned(int part, int64_t epoch) {
 }
 
 void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
-                                Uuid128 next_cursor, int turn) {
+                                Uuid128 next_cursor, int turn,
+                                std::vector<Item> claimed) {
   absl::MutexLock lock(&mu_);
   Entry* entry = Returned(part, epoch);
   if (entry == nullptr) return;
@@ -357,6 +361,7 @@ void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
   e.claiming = false;
   e.cursor = next_cursor;
   e.turn = turn;
+  if (!e.revoked) e.claimed = std::move(claimed);
   if (found || e.claim_again) {
     if (found) last_work_ = absl::Now();
     Enqueue(part, e);

@@ -45,6 +45,9 @@ struct PartTask {
   // ended in the key at the cursor (its turn so far; the cursor is then
   // right after the items the last of them settled), 0 otherwise.
   int turn = 0;
+  // kClaim, batch handlers: the part's next batch, claimed already (read
+  // from `cursor` by the last batch's ack), when there is one.
+  std::vector<Item> claimed;
   Item item;
   // kProbe: the idle parts to look at; kMeasureLag: every owned part.
   std::vector<int> probe_parts;
@@ -101,9 +104,11 @@ class PartScheduler {
   PartTask Next(absl::Time idle_at = absl::InfiniteFuture());
   // After a claim task. `found` says whether the claim returned items (the
   // part stays in the rotation) or not (it goes idle). `turn`: the next
-  // claim's PartTask::turn.
+  // claim's PartTask::turn. `claimed`: the part's next batch, read from
+  // `next_cursor` already, for the part's next claim task to start on
+  // (dropped should the part be revoked first: a claim writes nothing).
   void FinishClaim(int part, int64_t epoch, bool found, Uuid128 next_cursor,
-                   int turn = 0);
+                   int turn = 0, std::vector<Item> claimed = {});
 
   // Per-key order with a handler of single items: instead of handling its
   // claim itself, the worker offers the claimed heads here, and they go to
@@ -129,11 +134,11 @@ class PartScheduler {
   // True when the worker should stop processing this take's batch: the
   // part was revoked, lost or the member is stopping.
   bool ShouldYield(int part, int64_t epoch) const;
-  // Whether the worker on `part` may claim the part's next batch at once,
-  // with the ack of this one, instead of handing the part back: nothing
-  // else waits for a worker (no other part queued, no probe or lag
-  // measurement due) and the part is not yielding. The part stays the
-  // worker's until it calls FinishClaim.
+  // Whether the worker on `part` may go on at once with the part's next
+  // batch, which came with the ack of this one, instead of handing the part
+  // back (FinishClaim with the batch): nothing else waits for a worker (no
+  // other part queued, no probe or lag measurement due) and the part is not
+  // yielding. The part stays the worker's until it calls FinishClaim.
   bool KeepClaiming(int part, int64_t epoch);
 
  private:
@@ -145,6 +150,7 @@ class PartScheduler {
     KeyRange range{};
     Uuid128 cursor = 0;
     int turn = 0;         // PartTask::turn
+    std::vector<Item> claimed;  // PartTask::claimed
     bool queued = false;  // in run_queue_
     bool revoked = false;
     // Under Offer (per-key order, items one at a time):

@@ -137,7 +137,7 @@ void PartWorker::Run() {
     // just offered), still on the control connection; the worker opens its
     // own connection once none waits.
     const absl::Time idle_at = last_work_ + config_.idle_connection_timeout;
-    const PartTask task = scheduler_.Next(
+    PartTask task = scheduler_.Next(
         open_after_      ? absl::Now()
         : own_ || slot_ ? std::min(idle_at, absl::Now() + kContendedCheck)
                         : absl::InfiniteFuture());
@@ -512,12 +512,13 @@ void PartWorker::RunMeasureLag(const PartTask& task) {
   scheduler_.FinishLag();
 }
 
-void PartWorker::RunClaim(const PartTask& task) {
+void PartWorker::RunClaim(PartTask& task) {
   const store::ClaimRef& ref = task.ref;
   const int64_t epoch = ref.epoch;
   const absl::Time task_start = absl::Now();
   if (!EnsureConnected(/*own_wanted=*/true) || !FollowTtl()) {
-    scheduler_.FinishClaim(ref.part, epoch, true, task.cursor);
+    scheduler_.FinishClaim(ref.part, epoch, true, task.cursor, task.turn,
+                           std::move(task.claimed));
     return;
   }
   // Sweep from the cursor; at the end of the range, wrap once to its start
@@ -526,7 +527,11 @@ void PartWorker::RunClaim(const PartTask& task) {
   Uuid128 from = task.cursor;
   const absl::Time claim_start = absl::Now();
   absl::StatusOr<std::vector<Item>> items;
-  if (key_order) {
+  // Claimed already, by the last batch's ack (counted then).
+  const bool preclaimed = !task.claimed.empty();
+  if (preclaimed) {
+    items = std::move(task.claimed);
+  } else if (key_order) {
     items = ClaimKeyHeads(task, &from);
   } else {
     items = store::ClaimItems(*conn_, ref, from, task.range.last,
@@ -555,7 +560,7 @@ void PartWorker::RunClaim(const PartTask& task) {
     scheduler_.FinishClaim(ref.part, epoch, false, task.range.first);
     return;
   }
-  if (log_->should_log(spdlog::level::trace)) {
+  if (!preclaimed && log_->should_log(spdlog::level::trace)) {
     // The stages of a wake-up, as unix microseconds (0: not announced):
     // bench/latency_bench.py joins them with the items' database clocks.
     std::vector<std::string> ids;
@@ -577,27 +582,25 @@ void PartWorker::RunClaim(const PartTask& task) {
     if (taken > 0) metrics_.Claimed(static_cast<int64_t>(taken), took);
     return;
   }
-  metrics_.Claimed(static_cast<int64_t>(items->size()),
-                   absl::Now() - claim_start);
+  if (!preclaimed) {
+    metrics_.Claimed(static_cast<int64_t>(items->size()),
+                     absl::Now() - claim_start);
+  }
   std::vector<Item> batch = std::move(*items);
-  bool carried = false;  // `batch` came with the previous batch's ack
+  bool chained = false;  // `batch` came with the previous batch's ack
   // Where `batch` was read from, and on which turn of its key.
   Resume read_at{task.cursor, task.turn};
   Uuid128 next;
   while (true) {
-    // A batch handler's ack carries the part's next claim while nothing
-    // else waits for a worker (and the sweep does not wrap): under per-key
-    // order, the read along the range that ClaimRuns makes.
-    // Not on a borrowed control connection that the control thread waits
-    // for: its heartbeats come first.
-    const bool keep = config_.batch_handler && !YieldControl() &&
-                      scheduler_.KeepClaiming(ref.part, epoch);
-    if (carried && (!keep || !FollowTtl())) {
-      // Another part began to wait while this batch was claimed (or the
-      // connection broke): the part goes back, its batch unhandled. A
-      // claim wrote nothing, so nothing is lost but a read.
-      scheduler_.FinishClaim(ref.part, epoch, true,
-                             *ParseUuid(batch.front().id));
+    if (chained && (YieldControl() || !FollowTtl() ||
+                    !scheduler_.KeepClaiming(ref.part, epoch))) {
+      // Another part waits for a worker (or a probe, the lag, the control
+      // thread for its connection; or the connection broke): the part goes
+      // back with this batch, and its next turn starts on it. A claim
+      // wrote nothing: should the part move meanwhile, the batch is only
+      // dropped.
+      scheduler_.FinishClaim(ref.part, epoch, true, read_at.cursor,
+                             read_at.turn, std::move(batch));
       return;
     }
     NextClaim more;
@@ -610,7 +613,14 @@ void PartWorker::RunClaim(const PartTask& task) {
                            ? AfterRun(batch, read_at, task.range,
                                       config_.claim_batch)
                            : Resume{after};
-    const bool chain = keep && run.cursor != task.range.first;
+    // A batch handler's ack carries the part's next claim (unless the sweep
+    // wraps there): under per-key order, the read along the range that
+    // ClaimRuns makes. Not when the part yields, nor on a borrowed control
+    // connection that the control thread waits for: its heartbeats come
+    // first.
+    const bool chain = config_.batch_handler && !YieldControl() &&
+                       !scheduler_.ShouldYield(ref.part, epoch) &&
+                       run.cursor != task.range.first;
     if (chain) {
       more.from = run.cursor;
       more.last = task.range.last;
@@ -647,7 +657,7 @@ void PartWorker::RunClaim(const PartTask& task) {
                      /*carried=*/true);
     batch = std::move(*more.items);
     read_at = run;
-    carried = true;
+    chained = true;
   }
   // The same item would break the same way at once (a missing grant, an
   // error the database refuses to store): instead of spinning on it, the

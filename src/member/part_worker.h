@@ -115,7 +115,7 @@ class PartWorker {
   // the connection broke and was dropped).
   store::ConnectOptions WorkerOptions() const;
   bool FollowTtl();
-  void RunClaim(const PartTask& task);
+  void RunClaim(PartTask& task);
   bool KeyOrder() const {
     return config_.key_order && config_.key_order->load();
   }

@@ -655,6 +655,14 @@ TEST_F(ConsumerTest, AcksCarryClaimsWhileTwoWorkersShareTwoParts) {
   EXPECT_GE(CarriedClaimsHandingEachItemOnce(2, 2), 1);
 }
 
+TEST_F(ConsumerTest, AcksCarryClaimsWhenMorePartsWaitThanWorkers) {
+  // One worker, four parts: another part always waits. Each ack still
+  // carries its part's next batch, which waits with the part for its next
+  // turn instead of being read again then (2,000 items, 40 batches; a
+  // claim at each part's range end or wrap is not carried).
+  EXPECT_GE(CarriedClaimsHandingEachItemOnce(4, 1), 25);
+}
+
 // A control connection cut while the server stays up is back at the first
 // try, and the log says so: every "dropped" has its "restored".
 TEST_F(ConsumerTest, ACutControlConnectionSaysWhenItIsBack) {

@@ -66,6 +66,39 @@ TEST(PartScheduler, OwnedPartsAreServedRoundRobin) {
   EXPECT_EQ(s.Next().ref.part, 1);  // part 0 went to the back
 }
 
+// A batch that came with an ack while another part waited goes back with
+// the part: its next claim task starts on it, from where it was read. A
+// revoked part drops it (it is still in the table, for the next owner).
+TEST(PartScheduler, ABatchClaimedWithAnAckWaitsForThePartsNextTurn) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  s.Add(Ref(0, 1), PartRange(0, 2));
+  s.Add(Ref(1, 2), PartRange(1, 2));
+  ProbeFindsWork(s, {0, 1});
+  const PartTask a = s.Next();
+  ASSERT_EQ(a.ref.part, 0);
+  const Uuid128 read_from = a.range.first + 100;
+  Item claimed;
+  claimed.id = FormatUuid(read_from + 1);
+  s.FinishClaim(0, 1, /*found=*/true, read_from, /*turn=*/2, {claimed});
+  EXPECT_EQ(s.Next().ref.part, 1);  // the part waiting went first
+  s.FinishClaim(1, 2, /*found=*/false, PartRange(1, 2).first);
+  const PartTask again = s.Next();
+  ASSERT_EQ(again.kind, PartTask::Kind::kClaim);
+  ASSERT_EQ(again.ref.part, 0);
+  EXPECT_EQ(again.cursor, read_from);
+  EXPECT_EQ(again.turn, 2);
+  ASSERT_EQ(again.claimed.size(), 1u);
+  EXPECT_EQ(again.claimed[0].id, claimed.id);
+
+  s.FinishClaim(0, 1, /*found=*/true, read_from, 0, {claimed});
+  s.Revoke(0);
+  s.Unrevoke(0);
+  const PartTask after_revoke = s.Next();
+  ASSERT_EQ(after_revoke.ref.part, 0);
+  EXPECT_TRUE(after_revoke.claimed.empty());
+  EXPECT_EQ(after_revoke.cursor, read_from);  // read again from there
+}
+
 TEST(PartScheduler, AWorkerKeepsItsPartOnlyWhileNothingElseWaits) {
   PartScheduler s(kLong, absl::ZeroDuration());
   s.Add(Ref(0, 1), PartRange(0, 2));
