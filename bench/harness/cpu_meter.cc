@@ -13,9 +13,9 @@ CpuSample SampleCpu() {
   CpuSample s;
   rusage self{};
   getrusage(RUSAGE_SELF, &self);
-  s.self_s = static_cast<double>(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
-             static_cast<double>(self.ru_utime.tv_usec + self.ru_stime.tv_usec) /
-                 1e6;
+  s.self_s =
+      static_cast<double>(self.ru_utime.tv_sec + self.ru_stime.tv_sec) +
+      static_cast<double>(self.ru_utime.tv_usec + self.ru_stime.tv_usec) / 1e6;
   // cpu  user nice system idle iowait irq softirq steal ...
   std::ifstream stat("/proc/stat");
   std::string label;

@@ -10,9 +10,9 @@
 namespace sqlgroup::bench {
 
 struct CpuSample {
-  double self_s = 0;     // user + system time of this process
-  double busy_s = 0;     // the machine's busy time, all cores (/proc/stat)
-  double total_s = 0;    // the machine's time, busy or idle, all cores
+  double self_s = 0;   // user + system time of this process
+  double busy_s = 0;   // the machine's busy time, all cores (/proc/stat)
+  double total_s = 0;  // the machine's time, busy or idle, all cores
 };
 
 CpuSample SampleCpu();

@@ -149,9 +149,9 @@ class PartScheduler {
     store::ClaimRef ref;
     KeyRange range{};
     Uuid128 cursor = 0;
-    int turn = 0;         // PartTask::turn
+    int turn = 0;               // PartTask::turn
     std::vector<Item> claimed;  // PartTask::claimed
-    bool queued = false;  // in run_queue_
+    bool queued = false;        // in run_queue_
     bool revoked = false;
     // Under Offer (per-key order, items one at a time):
     std::deque<Item> offered;  // claimed heads waiting for a worker

@@ -138,7 +138,7 @@ void PartWorker::Run() {
     // own connection once none waits.
     const absl::Time idle_at = last_work_ + config_.idle_connection_timeout;
     PartTask task = scheduler_.Next(
-        open_after_      ? absl::Now()
+        open_after_     ? absl::Now()
         : own_ || slot_ ? std::min(idle_at, absl::Now() + kContendedCheck)
                         : absl::InfiniteFuture());
     switch (task.kind) {
@@ -609,10 +609,9 @@ void PartWorker::RunClaim(PartTask& task) {
     // after the whole batch was acknowledged: a batch that failed and was
     // tried singly can leave a key's item behind for a retry, and its
     // later items must wait behind it.
-    const Resume run = key_order
-                           ? AfterRun(batch, read_at, task.range,
-                                      config_.claim_batch)
-                           : Resume{after};
+    const Resume run =
+        key_order ? AfterRun(batch, read_at, task.range, config_.claim_batch)
+                  : Resume{after};
     // A batch handler's ack carries the part's next claim (unless the sweep
     // wraps there): under per-key order, the read along the range that
     // ClaimRuns makes. Not when the part yields, nor on a borrowed control

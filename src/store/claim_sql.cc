@@ -43,8 +43,7 @@ Item ItemOf(const pqxx::row& row, int first, const ClaimRef& ref) {
   return item;
 }
 
-absl::Status ClaimOwned(const pqxx::result& r, int first,
-                        const ClaimRef& ref) {
+absl::Status ClaimOwned(const pqxx::result& r, int first, const ClaimRef& ref) {
   if (r.empty() || !r[0][first].as<bool>()) {
     return absl::AbortedError(absl::StrCat("claim items: part ", ref.part,
                                            " is no longer owned under epoch ",

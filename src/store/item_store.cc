@@ -232,8 +232,8 @@ void PrepareItemStatements(pqxx::connection& conn) {
     // compiled each claim of 64 items afresh, about 50 ms of CPU, for a
     // statement that runs in 0.5: a member then handled 2,200 items/s
     // instead of 14,000 (bench/RESULTS.md, session 17).
-    for (const char* setting : {"SET plan_cache_mode = force_generic_plan",
-                                "SET jit = off"}) {
+    for (const char* setting :
+         {"SET plan_cache_mode = force_generic_plan", "SET jit = off"}) {
       try {
         pqxx::nontransaction(conn).exec(setting);
       } catch (const pqxx::sql_error& e) {

@@ -162,8 +162,7 @@ struct AckedAndClaimedRuns {
   int64_t acked = 0;
   absl::StatusOr<HeadClaim> next;
 };
-AckedAndClaimedRuns AckAndClaimRuns(pqxx::connection& conn,
-                                    const ClaimRef& ref,
+AckedAndClaimedRuns AckAndClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
                                     const std::vector<std::string>& ids,
                                     Uuid128 from, Uuid128 last, int limit,
                                     const std::vector<uint64_t>& pass_over,
@@ -185,8 +184,8 @@ AckedAndClaimed AckAndNextOfKey(pqxx::connection& conn, const ClaimRef& ref,
 // in it): the ack's statement reads the key's next item too, one round
 // trip fewer than a NextOfKey after the commit. The caller may use the
 // item only once `tx` committed.
-AckedAndClaimed AckAndNextOfKey(pqxx::transaction_base& tx,
-                                const ClaimRef& ref, const std::string& id);
+AckedAndClaimed AckAndNextOfKey(pqxx::transaction_base& tx, const ClaimRef& ref,
+                                const std::string& id);
 
 // ProbeParts under per-key order: a part is due when one of its keys' heads
 // is, found within `max_blocks` keys from its range's start (or when the

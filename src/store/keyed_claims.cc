@@ -169,7 +169,8 @@ const std::string& ClaimRunsSql() {
       // long backlog would otherwise ship claim_batch payloads each time).
       "  CASE WHEN i.due THEN i.payload END, i.attempts, "
       "  (date_part('epoch', i.enqueued_at) * 1000000)::bigint, "
-      "  i.due FROM (SELECT ", TakeHeld(2, 3, 4, false),
+      "  i.due FROM (SELECT ",
+      TakeHeld(2, 3, 4, false),
       " AS owned) t LEFT JOIN LATERAL ("
       "  SELECT j.id, j.key, j.payload, j.attempts, j.enqueued_at, "
       "    j.not_before <= clock_timestamp() "
@@ -322,8 +323,7 @@ std::vector<PartBlockedRow> BlockedRows(const pqxx::result& r) {
 // counts. Also where the read got to: the block after the last row read,
 // or the end of the range when it read fewer than `limit` rows.
 absl::StatusOr<HeadClaim> RunsOf(const pqxx::result& r, int first,
-                                 const ClaimRef& ref, Uuid128 last,
-                                 int limit) {
+                                 const ClaimRef& ref, Uuid128 last, int limit) {
   if (absl::Status s = ClaimOwned(r, first, ref); !s.ok()) return s;
   struct Read {
     Uuid128 id;
@@ -419,25 +419,23 @@ absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
                                     bool continued) {
   return GuardOr<HeadClaim>("claim items", [&]() -> absl::StatusOr<HeadClaim> {
     pqxx::nontransaction tx(conn);
-    return RunsOf(ExecPrepared(tx, kClaimRuns, ref.group, ref.session,
-                               ref.part, ref.epoch, FormatUuid(from),
-                               FormatUuid(last), limit,
-                               BlockPrefixes(pass_over), continued),
+    return RunsOf(ExecPrepared(tx, kClaimRuns, ref.group, ref.session, ref.part,
+                               ref.epoch, FormatUuid(from), FormatUuid(last),
+                               limit, BlockPrefixes(pass_over), continued),
                   0, ref, last, limit);
   });
 }
 
-AckedAndClaimedRuns AckAndClaimRuns(pqxx::connection& conn,
-                                    const ClaimRef& ref,
+AckedAndClaimedRuns AckAndClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
                                     const std::vector<std::string>& ids,
                                     Uuid128 from, Uuid128 last, int limit,
                                     const std::vector<uint64_t>& pass_over,
                                     bool continued) {
   pqxx::nontransaction tx(conn);
-  const pqxx::result r = ExecPrepared(
-      tx, kAckAndClaimRuns, ref.group, ref.session, ref.part, ref.epoch,
-      FormatUuid(from), FormatUuid(last), limit, BlockPrefixes(pass_over),
-      continued, SqlArray(ids));
+  const pqxx::result r =
+      ExecPrepared(tx, kAckAndClaimRuns, ref.group, ref.session, ref.part,
+                   ref.epoch, FormatUuid(from), FormatUuid(last), limit,
+                   BlockPrefixes(pass_over), continued, SqlArray(ids));
   return {r.empty() ? 0 : r[0][0].as<int64_t>(),
           RunsOf(r, 1, ref, last, limit)};
 }
@@ -460,8 +458,8 @@ AckedAndClaimed AckAndNextOfKey(pqxx::connection& conn, const ClaimRef& ref,
   return AckAndNextOfKey(tx, ref, id);
 }
 
-AckedAndClaimed AckAndNextOfKey(pqxx::transaction_base& tx,
-                                const ClaimRef& ref, const std::string& id) {
+AckedAndClaimed AckAndNextOfKey(pqxx::transaction_base& tx, const ClaimRef& ref,
+                                const std::string& id) {
   const pqxx::result r = ExecPrepared(
       tx, kAckAndNextOfKey, ref.group, ref.session, ref.part, ref.epoch, id,
       BlockLastOf(id), SqlArray(std::vector<std::string>{id}));
