@@ -806,43 +806,20 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
         deleted = r.acked;
         if (deleted == 1) {
           ack.work().commit();
-          next->sent = true;
-          next->items = std::move(r.next);
-          next->took = absl::Now() - ack_start;
+          next->Take(std::move(r), absl::Now() - ack_start);
         }
       } else if (ack.started()) {
         deleted = store::DeleteClaimed(ack.work(), ref, ids);
         if (deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
         // Otherwise the transaction rolls back as `ack` goes out of scope.
+      } else if (next) {
+        alone = true;
+        store::AckedAndClaimed r = AckCarrying(ref, ids, *next);
+        deleted = r.acked;
+        next->Take(std::move(r), absl::Now() - ack_start);
       } else {
         alone = true;
-        if (next && next->runs) {
-          store::AckedAndClaimedRuns r = store::AckAndClaimRuns(
-              *conn_, ref, ids, next->from, next->last, config_.claim_batch,
-              *next->pass_over, next->continued);
-          deleted = r.acked;
-          next->sent = true;
-          if (r.next.ok()) {
-            next->exhausted = r.next->exhausted;
-            next->resume = r.next->resume;
-            next->items = std::move(r.next->items);
-          } else {
-            next->items = r.next.status();
-          }
-          next->took = absl::Now() - ack_start;
-        } else if (next) {
-          store::AckedAndClaimed r =
-              next->of_key
-                  ? store::AckAndNextOfKey(*conn_, ref, ids.front())
-                  : store::AckAndClaim(*conn_, ref, ids, next->from, next->last,
-                                       config_.claim_batch);
-          deleted = r.acked;
-          next->sent = true;
-          next->items = std::move(r.next);
-          next->took = absl::Now() - ack_start;
-        } else {
-          deleted = store::DeleteClaimedNow(*conn_, ref, ids);
-        }
+        deleted = store::DeleteClaimedNow(*conn_, ref, ids);
       }
     }
   } catch (const pqxx::broken_connection&) {
@@ -897,6 +874,19 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   }
   return Fail(ref, items.front(), std::string(verdict.message()),
               IsDeadLetterVerdict(verdict));
+}
+
+store::AckedAndClaimed PartWorker::AckCarrying(
+    const store::ClaimRef& ref, const std::vector<std::string>& ids,
+    const NextClaim& next) {
+  if (next.runs) {
+    return store::AckAndClaimRuns(*conn_, ref, ids, next.from, next.last,
+                                  config_.claim_batch, *next.pass_over,
+                                  next.continued);
+  }
+  if (next.of_key) return store::AckAndNextOfKey(*conn_, ref, ids.front());
+  return store::AckAndClaim(*conn_, ref, ids, next.from, next.last,
+                            config_.claim_batch);
 }
 
 PartWorker::Outcome PartWorker::HandleSingly(const store::ClaimRef& ref,

@@ -149,7 +149,20 @@ class PartWorker {
     bool exhausted = false;
     Uuid128 resume = 0;
     absl::Duration took;  // of the statement, ack and claim
+    // The ack's statement `took` went out with this claim, and read `r`.
+    void Take(store::AckedAndClaimed r, absl::Duration statement) {
+      sent = true;
+      items = std::move(r.next);
+      exhausted = r.exhausted;
+      resume = r.resume;
+      took = statement;
+    }
   };
+  // The autocommitted ack of `ids` (a handler that wrote nothing) with the
+  // claim `next` asks for, in one statement.
+  store::AckedAndClaimed AckCarrying(const store::ClaimRef& ref,
+                                     const std::vector<std::string>& ids,
+                                     const NextClaim& next);
   struct Progress {
     // How many of the first items are settled (acknowledged, released with
     // a backoff or dead-lettered): the sweep goes on from the next one.

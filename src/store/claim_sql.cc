@@ -28,6 +28,13 @@ std::string AckDelete(int ids, int session, int part, int epoch) {
                       TakeHeld(session, part, epoch, true));
 }
 
+std::string AckThen(int ids, const std::string& claim) {
+  return absl::StrCat("WITH acked AS (", AckDelete(ids, 2, 3, 4),
+                      " RETURNING 1) SELECT (SELECT count(*) FROM acked), "
+                      "c.* FROM (",
+                      claim, ") c");
+}
+
 Item ItemOf(const pqxx::row& row, int first, const ClaimRef& ref) {
   Item item;
   const pqxx::field id = row[first + 1];

@@ -31,6 +31,12 @@ std::string TakeHeld(int session, int part, int epoch, bool hold);
 // `ids` (uuid[]) of group $1, under the take of the other three.
 std::string AckDelete(int ids, int session, int part, int epoch);
 
+// AckDelete (ids in parameter `ids`, the take in $2, $3, $4) and then the
+// read `claim` in one statement, one round trip: the count deleted, then
+// the read's columns. The read sees the statement's snapshot, from before
+// the delete, so it must start after the acknowledged ids.
+std::string AckThen(int ids, const std::string& claim);
+
 // The columns a claim returns for each item, after `owned`, as
 // ClaimedItems reads them: id, key, payload, attempts, enqueued_at in
 // microseconds (computed in float8: extract() computes in numeric, a cost

@@ -55,11 +55,8 @@ const std::string& AckSql() {
 // start after the acknowledged ids ($5 past the last of them).
 constexpr char kAckAndClaim[] = "sqlgroup_ack_and_claim";
 const std::string& AckAndClaimSql() {
-  static const std::string* const kSql = new std::string(
-      absl::StrCat("WITH acked AS (", AckDelete(8, 2, 3, 4),
-                   " RETURNING 1) "
-                   "SELECT (SELECT count(*) FROM acked), c.* FROM (",
-                   ClaimSql(), ") c"));
+  static const std::string* const kSql =
+      new std::string(AckThen(8, ClaimSql()));
   return *kSql;
 }
 
@@ -200,18 +197,17 @@ constexpr char kOldestWaitingSql[] =
     "ORDER BY enqueued_at LIMIT $2";
 
 // Announces items due now through sqlgroup.announce_items (schema 12), as
-// the SQL enqueue functions do: it names their ids' prefixes
-// (ItemsArrivedIn) for the transaction's first few announcements, then
-// sends the plain one, counting in a transaction-local setting that the
-// two kinds of producer share. One id per prefix is enough for it; more
-// prefixes than an announcement names go plainly at once.
+// the SQL enqueue functions do: it decides what to send (their ids'
+// prefixes for the transaction's first few announcements, the plain one
+// after, or when they name too many), counting in a transaction-local
+// setting that the two kinds of producer share. One id per prefix is all
+// it needs, and one prefix past the most it names tells it to send plainly.
 void AnnounceItems(pqxx::work& tx, const std::string& group,
                    const std::vector<std::string>& ids) {
   std::map<std::string, std::string> one_per_prefix;
-  for (const std::string& id : ids) one_per_prefix.emplace(id.substr(0, 4), id);
-  if (one_per_prefix.size() > kMaxAnnouncedPrefixes) {
-    Notify(tx, ItemsArrived(group));
-    return;
+  for (const std::string& id : ids) {
+    if (one_per_prefix.size() > kMaxAnnouncedPrefixes) break;
+    one_per_prefix.emplace(id.substr(0, 4), id);
   }
   std::vector<std::string> sample;
   for (const auto& [prefix, id] : one_per_prefix) sample.push_back(id);

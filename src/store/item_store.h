@@ -72,6 +72,10 @@ int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
 struct AckedAndClaimed {
   int64_t acked = 0;
   absl::StatusOr<std::vector<Item>> next;
+  // AckAndClaimRuns only, as HeadClaim's: the read reached the end of the
+  // range, or else goes on at `resume`.
+  bool exhausted = false;
+  Uuid128 resume = 0;
 };
 AckedAndClaimed AckAndClaim(pqxx::connection& conn, const ClaimRef& ref,
                             const std::vector<std::string>& ids, Uuid128 from,
@@ -158,15 +162,11 @@ absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
 // be past the acknowledged ids (the claim reads the snapshot from before
 // the delete), and `continued` set when it is right after them within
 // their key. Throws as DeleteClaimedNow does.
-struct AckedAndClaimedRuns {
-  int64_t acked = 0;
-  absl::StatusOr<HeadClaim> next;
-};
-AckedAndClaimedRuns AckAndClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
-                                    const std::vector<std::string>& ids,
-                                    Uuid128 from, Uuid128 last, int limit,
-                                    const std::vector<uint64_t>& pass_over,
-                                    bool continued);
+AckedAndClaimed AckAndClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
+                                const std::vector<std::string>& ids,
+                                Uuid128 from, Uuid128 last, int limit,
+                                const std::vector<uint64_t>& pass_over,
+                                bool continued);
 
 // The item of its key that follows `settled` (an item of a key just
 // acknowledged or dead-lettered), if it is due: a handler of single items

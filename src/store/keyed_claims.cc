@@ -195,10 +195,8 @@ const std::string& ClaimRunsSql() {
 // items of the cursor's key, which would see them, is not made).
 constexpr char kAckAndClaimRuns[] = "sqlgroup_ack_and_claim_runs";
 const std::string& AckAndClaimRunsSql() {
-  static const std::string* const kSql = new std::string(absl::StrCat(
-      "WITH acked AS (", AckDelete(10, 2, 3, 4),
-      " RETURNING 1) SELECT (SELECT count(*) FROM acked), c.* FROM (",
-      ClaimRunsSql(), ") c"));
+  static const std::string* const kSql =
+      new std::string(AckThen(10, ClaimRunsSql()));
   return *kSql;
 }
 
@@ -222,10 +220,8 @@ const std::string& NextOfKeySql() {
 // sees the snapshot from before the delete, and starts after $5.
 constexpr char kAckAndNextOfKey[] = "sqlgroup_ack_and_next_of_key";
 const std::string& AckAndNextOfKeySql() {
-  static const std::string* const kSql = new std::string(absl::StrCat(
-      "WITH acked AS (", AckDelete(7, 2, 3, 4),
-      " RETURNING 1) SELECT (SELECT count(*) FROM acked), c.* FROM (",
-      NextOfKeySql(), ") c"));
+  static const std::string* const kSql =
+      new std::string(AckThen(7, NextOfKeySql()));
   return *kSql;
 }
 
@@ -426,18 +422,27 @@ absl::StatusOr<HeadClaim> ClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
   });
 }
 
-AckedAndClaimedRuns AckAndClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
-                                    const std::vector<std::string>& ids,
-                                    Uuid128 from, Uuid128 last, int limit,
-                                    const std::vector<uint64_t>& pass_over,
-                                    bool continued) {
+AckedAndClaimed AckAndClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
+                                const std::vector<std::string>& ids,
+                                Uuid128 from, Uuid128 last, int limit,
+                                const std::vector<uint64_t>& pass_over,
+                                bool continued) {
   pqxx::nontransaction tx(conn);
   const pqxx::result r =
       ExecPrepared(tx, kAckAndClaimRuns, ref.group, ref.session, ref.part,
                    ref.epoch, FormatUuid(from), FormatUuid(last), limit,
                    BlockPrefixes(pass_over), continued, SqlArray(ids));
-  return {r.empty() ? 0 : r[0][0].as<int64_t>(),
-          RunsOf(r, 1, ref, last, limit)};
+  AckedAndClaimed out;
+  out.acked = r.empty() ? 0 : r[0][0].as<int64_t>();
+  absl::StatusOr<HeadClaim> claim = RunsOf(r, 1, ref, last, limit);
+  if (!claim.ok()) {
+    out.next = claim.status();
+    return out;
+  }
+  out.next = std::move(claim->items);
+  out.exhausted = claim->exhausted;
+  out.resume = claim->resume;
+  return out;
 }
 
 absl::StatusOr<std::vector<Item>> NextOfKey(pqxx::connection& conn,

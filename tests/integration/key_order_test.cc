@@ -139,6 +139,24 @@ class KeyOrderTest : public testing::ConsumerFixture {
         s.seq, item.id);
   }
 
+  // A batch handler's failures for the order tests: every fifth batch of
+  // more than one item fails (its items are tried singly, in order), and
+  // some items fail alone once too (their key backs off with the rest of
+  // its run unhandled). OK when the batch is to succeed.
+  static absl::Status SomeBatchesFail(const std::vector<Item>& items,
+                                      std::atomic<int>& batches,
+                                      std::atomic<int>& single_failures) {
+    if (items.size() > 1 && batches.fetch_add(1) % 5 == 0) {
+      return absl::InternalError("batch fails");
+    }
+    if (items.size() == 1 && items[0].attempt == 1 &&
+        ParsePayload(items[0].payload).seq % 7 == 3) {
+      ++single_failures;
+      return absl::InternalError("fails alone once");
+    }
+    return absl::OkStatus();
+  }
+
   // Keys whose acknowledgements, in commit order (the database clock in
   // the ack; a key's next item is handed out only after the previous ack
   // committed), are not exactly 0, 1, 2, ...
@@ -337,17 +355,8 @@ TEST_F(KeyOrderTest, ABatchCarriesRunsOfAKeyInOrder) {
     std::map<std::string, int> per_key;
     for (const Item& item : items) ++per_key[ParsePayload(item.payload).key];
     for (const auto& [key, n] : per_key) multi_item_runs += n > 1;
-    // Every fifth batch of more than one item fails: its items are tried
-    // singly, in order, and some of them fail alone too, so that their
-    // key backs off with the rest of its run unhandled.
-    if (items.size() > 1 && failed_batches.fetch_add(1) % 5 == 0) {
-      return absl::InternalError("batch fails");
-    }
-    if (items.size() == 1 && items[0].attempt == 1 &&
-        ParsePayload(items[0].payload).seq % 7 == 3) {
-      ++single_failures;
-      return absl::InternalError("fails alone once");
-    }
+    absl::Status fail = SomeBatchesFail(items, failed_batches, single_failures);
+    if (!fail.ok()) return fail;
     for (const Item& item : items) RecordAck(item, ack);
     return absl::OkStatus();
   };
@@ -377,14 +386,8 @@ TEST_F(KeyOrderTest, AnAckThatCarriesTheNextClaimKeepsEachKeysOrder) {
   o.handler = nullptr;
   o.claim_batch = 25;
   o.batch_handler = [&](const std::vector<Item>& items, AckTransaction&) {
-    if (items.size() > 1 && batches.fetch_add(1) % 5 == 0) {
-      return absl::InternalError("batch fails");
-    }
-    if (items.size() == 1 && items[0].attempt == 1 &&
-        ParsePayload(items[0].payload).seq % 7 == 3) {
-      ++single_failures;
-      return absl::InternalError("fails alone once");
-    }
+    absl::Status fail = SomeBatchesFail(items, batches, single_failures);
+    if (!fail.ok()) return fail;
     absl::MutexLock lock(&mu);
     for (const Item& item : items) {
       const Seq s = ParsePayload(item.payload);
