@@ -468,11 +468,7 @@ bool MemberLoop::Join() {
 absl::StatusOr<std::optional<store::Beat>> MemberLoop::SendHeartbeat(
     bool watch) {
   if (config_.shared_heartbeat) {
-    // Behind a statement in flight, then its own.
-    auto beat = config_.shared_heartbeat->Beat(
-        config_.group, session_,
-        absl::Now() + HeartbeatBatcher::kGather +
-            2 * store::CoordinationBound(settings_.ttl));
+    auto beat = SharedBeat();
     if (beat.ok() || !(absl::IsUnavailable(beat.status()) ||
                        absl::IsDeadlineExceeded(beat.status()))) {
       return beat;
@@ -924,11 +920,11 @@ bool MemberLoop::TakeBack() {
   // Once a heartbeat is late by an interval: a handler of a few hundred
   // milliseconds costs no new connection.
   std::optional<bool> held;
-  while (!(held = config_.lent->Hold(
-               session_.empty() ? absl::InfiniteFuture()
-                                : std::max(next_heartbeat_, absl::Now()) +
-                                      settings_.heartbeat))) {
-    if (phase() != Phase::kFailed && ReplaceControl()) return true;
+  while (!(held = config_.lent->Hold(session_.empty() ? absl::InfiniteFuture()
+                                                      : ReplaceControlAt()))) {
+    if (phase() == Phase::kFailed) continue;
+    if (ReplaceControl()) return true;
+    BeatWhileHeld();
   }
   if (!*held) {
     Disconnect(
@@ -937,6 +933,37 @@ bool MemberLoop::TakeBack() {
   }
   if (conn_) FollowTtl();  // a borrower may have set a worker's limits
   return true;
+}
+
+absl::Time MemberLoop::ReplaceControlAt() const {
+  const absl::Time now = absl::Now();
+  // Once a heartbeat is late by an interval: a handler of a few hundred
+  // milliseconds costs no new connection. But a TTL may be as short as
+  // two intervals: never later than one before it ends. After an attempt
+  // that failed, again a quarter of an interval later.
+  const absl::Time at =
+      std::min(std::max(next_heartbeat_, now) + settings_.heartbeat,
+               last_heartbeat_ok_ + settings_.ttl - settings_.heartbeat);
+  return std::max(at, now + settings_.heartbeat / 4);
+}
+
+absl::StatusOr<std::optional<store::Beat>> MemberLoop::SharedBeat() {
+  // Behind a statement in flight, then its own.
+  return config_.shared_heartbeat->Beat(
+      config_.group, session_,
+      absl::Now() + HeartbeatBatcher::kGather +
+          2 * store::CoordinationBound(settings_.ttl));
+}
+
+void MemberLoop::BeatWhileHeld() {
+  if (!config_.shared_heartbeat || session_.empty()) return;
+  // Not SendHeartbeat: its fallback is the control connection, which the
+  // worker has.
+  auto beat = SharedBeat();
+  if (beat.ok() && beat->has_value()) {
+    last_heartbeat_ok_ = absl::Now();
+    next_heartbeat_ = last_heartbeat_ok_ + settings_.heartbeat;
+  }
 }
 
 // What the control thread leaves to a worker that keeps its connection:
@@ -970,6 +997,10 @@ bool MemberLoop::ReplaceControl() {
   auto conn = store::Connect(config_.dsn, options);
   if (!conn.ok()) {
     if (store::ServerBusy(conn.status())) metrics_.ConnectionRefused();
+    log_->warn(
+        "group={} session={} a handler keeps the control connection past a "
+        "heartbeat, and a new one failed: {}",
+        config_.group, session_, std::string(conn.status().message()));
     return false;
   }
   const bool abandoned = config_.lent->Abandon([&] {

@@ -131,9 +131,20 @@ class MemberLoop {
   // borrower's task to end) and restores its limits; false when a
   // borrower found it broken (it is dropped).
   bool TakeBack();
+  // When TakeBack stops waiting for a borrower and goes on without the
+  // connection: a heartbeat interval late, but a heartbeat's time before
+  // the session would expire.
+  absl::Time ReplaceControlAt() const;
   // A worker keeps the control connection past a heartbeat: leaves it to
-  // the worker and opens another (false: no slot for it, or it came back).
+  // the worker and opens another. False when it did not: no slot lent for
+  // one, the connect failed, the connection came back meanwhile, or the
+  // new one could not listen.
   bool ReplaceControl();
+  // Without a connection to heartbeat on: through the shared heartbeat,
+  // when the member has one (it needs no connection of the member's).
+  void BeatWhileHeld();
+  // One heartbeat through the shared heartbeat (which must be set).
+  absl::StatusOr<std::optional<store::Beat>> SharedBeat();
   // `conn` (opened with `options`) is the control connection from now on:
   // lent to the workers, listening. False when it broke meanwhile.
   bool UseControl(std::unique_ptr<pqxx::connection> conn,

@@ -195,6 +195,30 @@ TEST_F(ConnectionsTest, ASlowHandlerOnTheControlConnectionHoldsUpNothing) {
   EXPECT_TRUE(b->Stop().ok());
 }
 
+// The shortest TTL a group may have is two heartbeat intervals: the control
+// thread must go on with a new connection before it ends, not an interval
+// after a late heartbeat (which is the TTL then).
+TEST_F(ConnectionsTest,
+       ASlowHandlerOnTheControlConnectionOutlivesTheShortestTtl) {
+  CreateGroup("g", 1, /*ttl=*/absl::Milliseconds(800));  // 2 x 400 ms
+  ConsumerOptions o = Options("g", [](const Item&, AckTransaction& ack) {
+    absl::SleepFor(absl::Seconds(3));
+    ack.work().exec("SELECT 1");  // the handler's statement: a transaction
+    return absl::OkStatus();
+  });
+  o.workers = 1;
+  o.max_connections = 2;
+  auto a = Start(std::move(o));
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(Settles("g", 1, {a.get()}));
+  const std::string session = a->session_id();
+  Produce("g", 1);
+  ASSERT_TRUE(Drained(absl::Seconds(30)));
+  EXPECT_EQ(a->stats().sessions_lost, 0);
+  EXPECT_EQ(a->session_id(), session);
+  EXPECT_TRUE(a->Stop().ok());
+}
+
 TEST_F(ConnectionsTest, SharedBudgetRefusesAConsumerWithoutASlot) {
   CreateGroup("g", 4);
   auto budget = ConnectionBudget::Create(1);
