@@ -330,7 +330,6 @@ bool PartWorker::BorrowControl(absl::Duration wait, bool with_slot) {
   if (home == nullptr) return false;  // the control thread has it
   conn_ = home;
   borrowed_conn_ = home;  // conn_ is cleared if it breaks
-  borrowed_ = true;
   timeouts_ = &borrowed_session_->timeouts;
   metrics_.Borrowed();
   if (!borrowed_session_->item_statements) {
@@ -347,7 +346,7 @@ bool PartWorker::BorrowControl(absl::Duration wait, bool with_slot) {
 }
 
 void PartWorker::GiveBack() {
-  if (borrowed_) {
+  if (borrowed()) {
     // NOTIFYs for the member that arrived with this task's results:
     // dispatched here (to the member's receivers), since the control
     // thread's poll of the socket cannot see them any more.
@@ -368,7 +367,6 @@ void PartWorker::GiveBack() {
       warm_tasks_ = 0;
       abandoned_ = true;
     }
-    borrowed_ = false;
     borrowed_broken_ = false;
     borrowed_session_ = nullptr;
     borrowed_conn_ = nullptr;
@@ -414,11 +412,11 @@ bool PartWorker::FollowTtl() {
 }
 
 bool PartWorker::YieldControl() const {
-  return borrowed_ && config_.lent->Wanted();
+  return borrowed() && config_.lent->Wanted();
 }
 
 void PartWorker::Disconnect(const absl::Status& why) {
-  if (borrowed_) {
+  if (borrowed()) {
     // The control connection is the control thread's to drop: only when
     // it broke, not for a statement that failed on it.
     log_->warn("worker={} on the borrowed control connection: {}", index_,
@@ -454,7 +452,7 @@ void PartWorker::RunProbe(const PartTask& task) {
     scheduler_.AbandonProbe();
     return;
   }
-  if (borrowed_ && probe->due.empty() && !borrowed_session_->warm) {
+  if (borrowed() && probe->due.empty() && !borrowed_session_->warm) {
     // The control connection runs the first claim after a quiet spell:
     // warmed while nothing waits (a probe of newly taken parts finds them
     // idle).

@@ -226,10 +226,11 @@ class PartWorker {
   // borrowed), and what is known of its session.
   pqxx::connection* conn_ = nullptr;
   store::ConnectionTimeouts* timeouts_ = nullptr;
-  bool borrowed_ = false;
-  // While borrowed_: the connection and what is known of its session.
+  // While the control connection is borrowed: it, and what is known of
+  // its session.
   pqxx::connection* borrowed_conn_ = nullptr;
   LentConnection::Session* borrowed_session_ = nullptr;
+  bool borrowed() const { return borrowed_session_ != nullptr; }
   bool borrowed_broken_ = false;  // tell the control thread on GiveBack
   absl::Time last_work_ = absl::InfinitePast();  // the last claim or item
   absl::Time own_since_ = absl::InfinitePast();  // own_ opened
