@@ -33,6 +33,7 @@ Usage: bench/latency_bench.py --cli build/sqlgroup [--parts 16,256,4096]
        [--rate 1500]
 """
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -112,12 +113,17 @@ def main():
     ap.add_argument("--members", type=int, default=4)
     ap.add_argument("--workers", type=int, default=2,
                     help="workers per member")
+    ap.add_argument("--dsn", default="",
+                    help="a running PostgreSQL, migrated, instead of a "
+                    "private one (e.g. with pg_stat_statements loaded)")
     add_protocol_args(ap)
     args = ap.parse_args()
     batch = load_batch(args)
     cli = os.path.abspath(args.cli)
     workdir = tempfile.mkdtemp(prefix="sqlgroup-bench-latency-")
-    with private_postgres(cli) as dsn:
+    server = (contextlib.nullcontext(args.dsn) if args.dsn
+              else private_postgres(cli))
+    with server as dsn:
         members = []
         try:
             sql = lambda q: subprocess.run(["psql", dsn, "-qAtc", q], check=True,
@@ -189,6 +195,9 @@ def main():
                     m.send_signal(signal.SIGTERM)
                 for m in members:
                     m.wait(timeout=60)
+                # A shared server (--dsn) is left as it was found.
+                subprocess.run([cli, "group", "delete", group, "--dsn", dsn],
+                               check=True, capture_output=True)
                 stages = stage_breakdown(
                     rows_db, [os.path.join(workdir, "%s-m%d.log" % (group, i))
                               for i in range(args.members)], committed)
