@@ -56,8 +56,11 @@ struct Item {
 // for its actual parameter values can run `SET LOCAL plan_cache_mode =
 // auto` first; it lasts until the transaction ends. JIT compilation is off
 // on that connection (jit = off: with a large backlog PostgreSQL compiled
-// every claim); a handler's long analytical query that gains from it can
-// run `SET LOCAL jit = on` the same way.
+// every claim), and so are sequential and bitmap scans (enable_seqscan,
+// enable_bitmapscan = off: a churning queue table looks nearly empty to
+// the planner, which then read the whole table on every ack); a handler's
+// query that gains from one of them can run `SET LOCAL jit = on` (or
+// `enable_seqscan`, `enable_bitmapscan`) the same way.
 class AckTransaction {
  public:
   explicit AckTransaction(pqxx::connection& conn) : conn_(conn) {}

@@ -36,8 +36,11 @@ struct ClaimRef {
 // them (claim_fence_test checks these plans read items by index). A
 // handler's own prepared statements on this connection get generic plans
 // too. And turns JIT compilation off (jit): short statements never repay
-// it, and with a large backlog PostgreSQL compiled every claim. Ignored
-// by a server that has no such setting.
+// it, and with a large backlog PostgreSQL compiled every claim. And turns
+// sequential and bitmap scans off: the statements walk the primary key,
+// and the statistics of a queue that churns (nearly empty) made plans that
+// read the whole table on every ack. Ignored by a server that has no such
+// setting.
 void PrepareItemStatements(pqxx::connection& conn);
 
 // Reads up to `limit` due items with keys in [from, last], in key order,
