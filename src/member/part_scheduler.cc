@@ -62,7 +62,10 @@ void PartScheduler::Add(const store::ClaimRef& ref, KeyRange range) {
   // A new take starts idle: one probe finds which of the parts just taken
   // have work, instead of a claim query per part (a member taking 4,096
   // parts would otherwise make 4,096 of them).
+  auto old = parts_.find(ref.part);
+  if (old != parts_.end()) ranges_.Erase(ref.part, old->second.range);
   parts_[ref.part] = Entry{ref, range, range.first};
+  ranges_.Insert(ref.part, range);
   wake_ = true;
 }
 
@@ -86,7 +89,10 @@ void PartScheduler::Unrevoke(int part) {
 
 void PartScheduler::Remove(int part) {
   absl::MutexLock lock(&mu_);
-  parts_.erase(part);  // a stale run_queue_ entry is skipped in Next()
+  auto it = parts_.find(part);
+  if (it == parts_.end()) return;
+  ranges_.Erase(part, it->second.range);
+  parts_.erase(it);  // a stale run_queue_ entry is skipped in Next()
 }
 
 bool PartScheduler::Busy(int part) const {
@@ -111,14 +117,11 @@ void PartScheduler::WakeIdle() {
 void PartScheduler::WakeParts(const std::vector<KeyRange>& ranges) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = absl::Now();
-  // One comparison per owned part: no query, and far below the cost of the
-  // probe this replaces even at thousands of parts.
-  for (auto& [part, e] : parts_) {
-    const bool holds = std::any_of(
-        ranges.begin(), ranges.end(), [&](const KeyRange& r) {
-          return r.first <= e.range.last && e.range.first <= r.last;
-        });
-    if (!holds || e.revoked || e.rest_until > now) continue;
+  // Found by range (RangeIndex): the cost follows the ranges announced,
+  // not the parts owned.
+  for (int part : ranges_.Overlapping(ranges)) {
+    Entry& e = parts_.at(part);
+    if (e.revoked || e.rest_until > now) continue;
     last_work_ = now;
     if (e.heard == absl::InfinitePast()) e.heard = now;
     // Under offers, Enqueue asks a claim that is out to claim again.
@@ -208,21 +211,23 @@ bool PartScheduler::LagDue(absl::Time now) const {
 // count: a deadline in the past that leads nowhere would spin.
 absl::Time PartScheduler::NextTimedTask() const {
   absl::Time next = absl::InfiniteFuture();
-  bool any_idle = false;
   const absl::Time now = absl::Now();
-  for (const auto& [part, e] : parts_) any_idle |= Idle(part, e, now);
+  // Stops at the first idle part: in an idle member, the first one.
+  const bool any_idle = std::any_of(
+      parts_.begin(), parts_.end(),
+      [&](const auto& p) { return Idle(p.first, p.second, now); });
   // Warm or cold: a part going cold only delays the probe (Next() then
   // waits again), never brings it forward.
   if (any_idle && !probing_) {
     next = last_probe_ + ProbeInterval(absl::Now());
     if (!expected_.empty()) next = std::min(next, *expected_.begin());
-  }
-  // A resting part is idle again when its rest ends (its due time is in
-  // expected_, which wakes the probe then).
-  for (const auto& [part, e] : parts_) {
-    if (e.rest_until > now && Idle(part, e, e.rest_until) && !probing_) {
-      next = std::min(next, e.rest_until);
-    }
+  } else if (!probing_) {
+    // A resting part is idle again when its rest ends, which is among the
+    // due times to come (FinishItem expects it); waking at one of those
+    // while no part is idle only waits again. (Not at a past one: no
+    // probe would clear it while nothing is idle.)
+    auto to_come = expected_.upper_bound(now);
+    if (to_come != expected_.end()) next = std::min(next, *to_come);
   }
   if (lag_interval_ > absl::ZeroDuration() && !measuring_ && !parts_.empty()) {
     next = std::min(next, last_lag_ + lag_interval_);

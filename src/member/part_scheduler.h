@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "keyspace.h"
+#include "member/range_index.h"
 #include "store/item_store.h"
 
 namespace sqlgroup {
@@ -204,6 +205,7 @@ class PartScheduler {
 
   mutable absl::Mutex mu_;
   std::map<int, Entry> parts_ ABSL_GUARDED_BY(mu_);
+  RangeIndex ranges_ ABSL_GUARDED_BY(mu_);  // parts_' ranges, for WakeParts
   // Workers on each part, whatever the take: kept apart from parts_ so that
   // removing a part and taking it back while a worker still finishes the
   // old take never puts a second worker on the part's keys. Only parts
