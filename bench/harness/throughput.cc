@@ -208,6 +208,73 @@ class DeleteLimit : public ThreadSystem {
   std::vector<std::vector<std::string>> ids_;
 };
 
+// A queue's floor: what any queue that hands out the rows it deletes must
+// do at least. Parts are dealt to connections as for DeleteLimit; each
+// connection deletes its parts' rows in key order, `batch` at a time (or
+// one), in one autocommit statement that returns them, and reads each
+// row's id and payload as a handler would get them. No fence, no per-key
+// order, no retries, and the delete commits before the "handler" runs: a
+// floor for sqlgroup's costs, not a design anyone should ship.
+class ReadDeleteLimit : public ThreadSystem {
+ public:
+  ReadDeleteLimit(const ThroughputConfig& c, bool batched)
+      : ThreadSystem(c), batched_(batched) {}
+  std::string AppPattern() const override { return "bench-readlimit-%"; }
+  std::string Table() const override { return kLimitTable; }
+  void Start() override {
+    Launch([this](int i) { Work(i); });
+  }
+
+ private:
+  void Work(int i) {
+    auto conn = Connect(config_.dsn, absl::StrCat("bench-readlimit-", i));
+    const int limit = batched_ ? config_.batch : 1;
+    conn->prepare("take", absl::StrCat(
+                              "DELETE FROM ", kLimitTable,
+                              " WHERE group_name = $1 AND id IN (SELECT id "
+                              "FROM ",
+                              kLimitTable,
+                              " WHERE group_name = $1 AND id BETWEEN "
+                              "$2::uuid AND $3::uuid ORDER BY id LIMIT ",
+                              limit, ") RETURNING id::text, payload"));
+    struct Part {
+      Uuid128 cursor;
+      Uuid128 last;
+    };
+    std::vector<Part> mine;
+    for (int p = i; p < config_.parts; p += config_.consumers) {
+      const KeyRange r = PartRange(p, config_.parts);
+      mine.push_back({r.first, r.last});
+    }
+    ++progress_.ready;
+    std::vector<std::pair<std::string, std::string>> handed;
+    size_t next = 0;
+    while (!progress_.stop && !mine.empty()) {
+      Part& part = mine[next % mine.size()];
+      pqxx::nontransaction tx(*conn);
+      const pqxx::result r =
+          tx.exec_prepared("take", kGroup, FormatUuid(part.cursor),
+                           FormatUuid(part.last));
+      handed.clear();
+      Uuid128 top = part.cursor;
+      for (const pqxx::row& row : r) {
+        handed.emplace_back(row[0].c_str(),
+                            pqxx::binarystring(row[1]).str());
+        top = std::max(top, *ParseUuid(handed.back().first));
+      }
+      progress_.done += static_cast<int64_t>(r.size());
+      if (static_cast<int>(r.size()) < limit || top == part.last) {
+        mine.erase(mine.begin() + static_cast<long>(next % mine.size()));
+      } else {
+        part.cursor = top + 1;
+        ++next;
+      }
+    }
+  }
+
+  const bool batched_;
+};
+
 class SqlGroup : public System {
  public:
   SqlGroup(const ThroughputConfig& c, bool batched)
@@ -270,6 +337,10 @@ std::unique_ptr<System> MakeSystem(const ThroughputConfig& c) {
   }
   if (c.system == "limit") return std::make_unique<DeleteLimit>(c, false);
   if (c.system == "limit_batch") return std::make_unique<DeleteLimit>(c, true);
+  if (c.system == "readlimit") return std::make_unique<ReadDeleteLimit>(c, false);
+  if (c.system == "readlimit_batch") {
+    return std::make_unique<ReadDeleteLimit>(c, true);
+  }
   throw std::invalid_argument(absl::StrCat("unknown --system=", c.system));
 }
 

@@ -1,6 +1,7 @@
 #include "store/claim_sql.h"
 
 #include <algorithm>
+#include <pqxx/binarystring>
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
@@ -35,19 +36,64 @@ std::string AckThen(int ids, const std::string& claim) {
                       claim, ") c");
 }
 
-Item ItemOf(const pqxx::row& row, int first, const ClaimRef& ref) {
+namespace {
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// A bytea field's bytes (empty when NULL), decoded straight from its hex
+// text (the server's default bytea_output) into `out`: pqxx::binarystring
+// goes through an unescaped copy and a shared buffer first, two
+// allocations and a copy per item on the claim's path.
+void ReadBytea(const pqxx::field& f, std::string* out) {
+  const char* text = f.c_str();
+  const size_t n = f.size();
+  if (f.is_null()) {
+    out->clear();
+    return;
+  }
+  if (n >= 2 && text[0] == '\\' && text[1] == 'x' && n % 2 == 0) {
+    out->resize((n - 2) / 2);
+    bool hex = true;
+    for (size_t i = 0; i < out->size() && hex; ++i) {
+      const int hi = HexValue(text[2 + 2 * i]);
+      const int lo = HexValue(text[3 + 2 * i]);
+      hex = hi >= 0 && lo >= 0;
+      (*out)[i] = static_cast<char>(hi << 4 | lo);
+    }
+    if (hex) return;
+  }
+  *out = pqxx::binarystring(f).str();  // bytea_output = 'escape'
+}
+
+}  // namespace
+
+Item ItemAt(pqxx::row::const_iterator& f, const ClaimRef& ref) {
   Item item;
-  const pqxx::field id = row[first + 1];
-  item.id.assign(id.c_str(), id.size());
-  const pqxx::field key = row[first + 2];
-  if (!key.is_null()) item.key = std::string(key.c_str(), key.size());
-  item.payload = pqxx::binarystring(row[first + 3]).str();
-  item.attempt = row[first + 4].as<int>() + 1;
+  item.id.assign(f->c_str(), f->size());
+  ++f;
+  if (!f->is_null()) item.key = std::string(f->c_str(), f->size());
+  ++f;
+  ReadBytea(*f, &item.payload);
+  ++f;
+  item.attempt = f->as<int>() + 1;
+  ++f;
+  item.enqueued_at = absl::FromUnixMicros(f->as<int64_t>());
+  ++f;
   item.part = ref.part;
   item.session = ref.session;
   item.epoch = ref.epoch;
-  item.enqueued_at = absl::FromUnixMicros(row[first + 5].as<int64_t>());
   return item;
+}
+
+Item ItemOf(const pqxx::row& row, int first, const ClaimRef& ref) {
+  pqxx::row::const_iterator f = row.begin();
+  f += first + 1;
+  return ItemAt(f, ref);
 }
 
 absl::Status ClaimOwned(const pqxx::result& r, int first, const ClaimRef& ref) {
@@ -64,14 +110,25 @@ absl::StatusOr<std::vector<Item>> ClaimedItems(const pqxx::result& r, int first,
   if (absl::Status s = ClaimOwned(r, first, ref); !s.ok()) return s;
   std::vector<Item> items;
   items.reserve(r.size());
-  for (const pqxx::row& row : r) {
-    if (row[first + 1].is_null()) continue;  // owned, but nothing due
-    items.push_back(ItemOf(row, first, ref));
+  // Iterators, not r[i][j]: each of those is a pqxx object holding a copy
+  // of the result (two shared pointers), per field of every row.
+  for (auto row = r.begin(); row != r.end(); ++row) {
+    pqxx::row::const_iterator f = row->begin();
+    f += first + 1;
+    if (f->is_null()) continue;  // owned, but nothing due
+    items.push_back(ItemAt(f, ref));
   }
-  // The joins promise no order; handlers see key order.
-  std::sort(items.begin(), items.end(),
-            [](const Item& a, const Item& b) { return a.id < b.id; });
+  SortByKey(items);
   return items;
+}
+
+void SortByKey(std::vector<Item>& items) {
+  // Ids are canonical lowercase text, whose order is the keys' order. The
+  // joins promise none, though the rows come in it.
+  const auto by_id = [](const Item& a, const Item& b) { return a.id < b.id; };
+  if (!std::is_sorted(items.begin(), items.end(), by_id)) {
+    std::sort(items.begin(), items.end(), by_id);
+  }
 }
 
 Ranges RangeArrays(const std::vector<KeyRange>& ranges) {

@@ -51,6 +51,11 @@ absl::Status ClaimOwned(const pqxx::result& r, int first, const ClaimRef& ref);
 // The item of one such row (below), whose columns start at `first`; its id
 // is not NULL.
 Item ItemOf(const pqxx::row& row, int first, const ClaimRef& ref);
+// The same from `f`, on the row's id column; leaves `f` on the column
+// after the item's.
+Item ItemAt(pqxx::row::const_iterator& f, const ClaimRef& ref);
+// Puts `items` in key order (of their ids).
+void SortByKey(std::vector<Item>& items);
 
 // The items of a claim's rows, whose columns start at `first` (owned,
 // then kClaimedColumns): ABORTED when the take did not hold. Items come

@@ -321,38 +321,44 @@ std::vector<PartBlockedRow> BlockedRows(const pqxx::result& r) {
 absl::StatusOr<HeadClaim> RunsOf(const pqxx::result& r, int first,
                                  const ClaimRef& ref, Uuid128 last, int limit) {
   if (absl::Status s = ClaimOwned(r, first, ref); !s.ok()) return s;
-  struct Read {
-    Uuid128 id;
-    int row;
-  };
-  std::vector<Read> read;
+  // Every row read becomes an item (one that is not due has no payload),
+  // through iterators: r[i][j] makes a pqxx object per field, each with
+  // a copy of the result.
+  std::vector<Item> read;
+  std::vector<bool> due;
   read.reserve(r.size());
-  for (int i = 0; i < static_cast<int>(r.size()); ++i) {
-    const pqxx::field id = r[i][first + 1];
-    if (id.is_null()) continue;  // owned, but nothing in the range
-    read.push_back({*ParseUuid(std::string_view(id.c_str(), id.size())), i});
+  for (auto row = r.begin(); row != r.end(); ++row) {
+    pqxx::row::const_iterator f = row->begin();
+    f += first + 1;
+    if (f->is_null()) continue;  // owned, but nothing in the range
+    read.push_back(ItemAt(f, ref));
+    due.push_back(f->as<bool>());
   }
-  // The join promises no order.
-  std::sort(read.begin(), read.end(),
-            [](const Read& a, const Read& b) { return a.id < b.id; });
+  // The join promises no order (the rows come in key order, though).
+  std::vector<int> order(read.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  const auto by_id = [&](int a, int b) { return read[a].id < read[b].id; };
+  if (!std::is_sorted(order.begin(), order.end(), by_id)) {
+    std::sort(order.begin(), order.end(), by_id);
+  }
   HeadClaim out;
   out.items.reserve(read.size());
   std::optional<uint64_t> held;  // the block of the last keyed row not due
-  for (const Read& x : read) {
-    const pqxx::row row = r[x.row];
-    const bool keyed = !row[first + 2].is_null();
-    const bool due = row[first + 6].as<bool>();
-    const uint64_t block = BlockOf(x.id);
-    if (due && !(keyed && held == block)) {
-      out.items.push_back(ItemOf(row, first, ref));
+  for (int i : order) {
+    Item& item = read[i];
+    // Only a keyed row's block matters: an unkeyed one is its own key.
+    const std::optional<uint64_t> block =
+        item.key ? std::optional(BlockOf(*ParseUuid(item.id))) : std::nullopt;
+    if (due[i] && !(block && held == block)) {
+      out.items.push_back(std::move(item));
     }
-    if (!due && keyed) held = block;
+    if (!due[i] && block) held = block;
   }
   if (read.empty() || r.size() < static_cast<size_t>(limit)) {
     out.exhausted = true;
     return out;
   }
-  const uint64_t block = BlockOf(read.back().id);
+  const uint64_t block = BlockOf(*ParseUuid(read[order.back()].id));
   out.exhausted = block == ~uint64_t{0} || BlockLast(block) >= last;
   if (!out.exhausted) out.resume = BlockStart(block + 1);
   return out;

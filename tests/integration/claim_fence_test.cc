@@ -192,6 +192,44 @@ TEST_F(ClaimFenceTest,
   EXPECT_EQ(versions(), before) << "a claim wrote a row version";
 }
 
+// Payloads are bytes: every value, an empty one, a long one, through the
+// sweep's claim and the batch claim under per-key order alike, with the
+// server's hex output and with the older escape format.
+TEST_F(ClaimFenceTest, APayloadOfAnyBytesReachesTheHandlerAsEnqueued) {
+  std::string every;
+  for (int b = 0; b < 256; ++b) every.push_back(static_cast<char>(b));
+  const std::vector<std::string> payloads = {every, "", std::string(5000, 'x'),
+                                             std::string(1, '\0')};
+  {
+    pqxx::work tx(*conn_);
+    tx.exec("DELETE FROM sqlgroup.items");
+    for (size_t i = 0; i < payloads.size(); ++i) {
+      tx.exec_params(
+          "INSERT INTO sqlgroup.items (group_name, id, payload) VALUES "
+          "($1, $2, $3)",
+          kGroup, absl::StrCat("0", i, "000000-0000-4000-8000-000000000000"),
+          pqxx::binarystring(payloads[i]));
+    }
+    tx.commit();
+  }
+  const KeyRange r = PartRange(0, kParts);
+  for (const char* output : {"hex", "escape"}) {
+    SCOPED_TRACE(output);
+    pqxx::nontransaction(*conn_).exec(
+        absl::StrCat("SET bytea_output = ", output));
+    auto swept = store::ClaimItems(*conn_, ref_, r.first, r.last, 10);
+    auto runs = store::ClaimRuns(*conn_, ref_, r.first, r.last, 10, {}, false);
+    ASSERT_TRUE(swept.ok()) << swept.status();
+    ASSERT_TRUE(runs.ok()) << runs.status();
+    for (const std::vector<Item>* items : {&*swept, &runs->items}) {
+      ASSERT_EQ(items->size(), payloads.size());
+      for (size_t i = 0; i < payloads.size(); ++i) {
+        EXPECT_EQ((*items)[i].payload, payloads[i]) << "item " << i;
+      }
+    }
+  }
+}
+
 TEST_F(ClaimFenceTest, AClaimUnderATakeThatIsGoneIsAborted) {
   Drop(0);
   auto items = Claim(ref_);
