@@ -12,9 +12,12 @@ table at the end):
               handler, `--batch` items per transaction), skiplocked and
               skiplocked_batch (the seed's queue), limit and limit_batch
               (deleting known rows by primary key, 1 or `--batch` per
-              statement). Medians over the repetitions, ratios to the
-              baseline and the limit of the same mode, and lock waits
-              sampled from pg_stat_activity every 20 ms.
+              statement), readlimit and readlimit_batch (a queue's floor:
+              deleting the next rows of a range and returning them, one
+              autocommit statement, no fence, committed before any
+              handler). Medians over the repetitions, ratios to the
+              baseline, the limit and the floor of the same mode, and lock
+              waits sampled from pg_stat_activity every 20 ms.
   claim       claim latency (p50, p99) of a 64-item claim against backlogs
               of 10 thousand up to 10 million waiting items, with the ids
               the producer makes and, as the baseline, random UUIDs.
@@ -102,8 +105,9 @@ def shown(value, pattern):
 
 # ---------------------------------------------------------------- throughput
 
-SINGLE = ["sqlgroup", "skiplocked", "limit"]
-BATCHED = ["sqlgroup_batch", "skiplocked_batch", "limit_batch"]
+SINGLE = ["sqlgroup", "skiplocked", "limit", "readlimit"]
+BATCHED = ["sqlgroup_batch", "skiplocked_batch", "limit_batch",
+           "readlimit_batch"]
 
 
 def run_throughput():
@@ -186,14 +190,16 @@ def throughput_table():
         return median([mine[r] / theirs[r] for r in mine if r in theirs])
 
     print("| system | consumers | items/s | vs SKIP LOCKED | vs limit | "
-          "lock waits / sample | LWLock waits / sample | WAL bytes / item | "
-          "CPU µs / item: client, server | machine busy | top wait |")
+          "vs floor | lock waits / sample | LWLock waits / sample | "
+          "WAL bytes / item | CPU µs / item: client, server | machine busy | "
+          "top wait |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-          "---: | --- |")
+          "---: | ---: | --- |")
     for s in order:
         batched = "batch" in s
         base = "skiplocked_batch" if batched else "skiplocked"
         limit = "limit_batch" if batched else "limit"
+        floor = "readlimit_batch" if batched else "readlimit"
         for n in counts:
             if (s, n) not in by:
                 continue
@@ -207,18 +213,19 @@ def throughput_table():
                           if "wal_bytes_per_item" in x])
             def cpu(key):
                 return median([x[key] for x in by[(s, n)] if key in x])
-            print("| %s | %d | %.0f | %s | %s | %.2f | %.2f | %s | %s, %s | "
-                  "%s | %s |"
+            print("| %s | %d | %.0f | %s | %s | %s | %.2f | %.2f | %s | "
+                  "%s, %s | %s | %s |"
                   % (s, n, v, shown(ratio(s, base, n), "%.2fx"),
                      shown(100 * ratio(s, limit, n), "%.0f%%"),
+                     shown(100 * ratio(s, floor, n), "%.0f%%"),
                      per_tick(s, n, "lock"), per_tick(s, n, "lwlock"),
                      shown(wal, "%.0f"),
                      shown(cpu("client_us_per_item"), "%.1f"),
                      shown(cpu("server_us_per_item"), "%.1f"),
                      shown(100 * cpu("machine_busy"), "%.0f%%"), top_event))
-    print("\nvs SKIP LOCKED / vs limit: median over the repetitions of the "
-          "ratio to the system of the same mode (single or batched) run "
-          "right next to it. Lock waits: backends seen waiting on a "
+    print("\nvs SKIP LOCKED / vs limit / vs floor: median over the "
+          "repetitions of the ratio to the system of the same mode (single "
+          "or batched) run right next to it. Lock waits: backends seen waiting on a "
           "heavyweight lock (wait_event_type Lock) per pg_stat_activity "
           "sample, every 20 ms. CPU per item: this harness's process "
           "(client) and the rest of the machine's busy time (server: "
