@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "sqlgroup/shared_heartbeat.h"
 #include "support/consumer_fixture.h"
 #include "support/subprocess.h"
 
@@ -216,6 +217,38 @@ TEST_F(ConnectionsTest,
   ASSERT_TRUE(Drained(absl::Seconds(30)));
   EXPECT_EQ(a->stats().sessions_lost, 0);
   EXPECT_EQ(a->session_id(), session);
+  EXPECT_TRUE(a->Stop().ok());
+}
+
+// With no connection to spare (a budget of one: the worker borrows the
+// control connection for its items, and lends no slot with it), a slow
+// handler keeps the control connection past the TTL, and no new one can be
+// opened: the member heartbeats through the process's shared heartbeat
+// meanwhile, and keeps its session, its part and the handler's one call.
+TEST_F(ConnectionsTest,
+       AMemberWithoutASpareConnectionHeartbeatsThroughTheSharedOne) {
+  CreateGroup("g", 1, /*ttl=*/absl::Milliseconds(800));  // 2 x 400 ms
+  std::atomic<int> calls{0};
+  ConsumerOptions o = Options("g", [&](const Item&, AckTransaction& ack) {
+    ++calls;
+    absl::SleepFor(absl::Seconds(3));
+    ack.work().exec("SELECT 1");
+    return absl::OkStatus();
+  });
+  o.workers = 1;
+  o.max_connections = 1;
+  auto shared = SharedHeartbeat::Create({o.dsn});
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  o.shared_heartbeat = *shared;
+  auto a = Start(std::move(o));
+  ASSERT_NE(a, nullptr);
+  ASSERT_TRUE(Settles("g", 1, {a.get()}));
+  const std::string session = a->session_id();
+  Produce("g", 1);
+  ASSERT_TRUE(Drained(absl::Seconds(30)));
+  EXPECT_EQ(a->stats().sessions_lost, 0);
+  EXPECT_EQ(a->session_id(), session);
+  EXPECT_EQ(calls.load(), 1);
   EXPECT_TRUE(a->Stop().ok());
 }
 
