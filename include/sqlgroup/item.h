@@ -60,7 +60,10 @@ struct Item {
 // enable_bitmapscan = off: a churning queue table looks nearly empty to
 // the planner, which then read the whole table on every ack); a handler's
 // query that gains from one of them can run `SET LOCAL jit = on` (or
-// `enable_seqscan`, `enable_bitmapscan`) the same way.
+// `enable_seqscan`, `enable_bitmapscan`) the same way, and should set
+// enable_seqscan and enable_bitmapscan back off before it returns: the
+// library's ack runs next in the same transaction, and a plan PostgreSQL
+// remakes for it then is kept for the connection.
 class AckTransaction {
  public:
   explicit AckTransaction(pqxx::connection& conn) : conn_(conn) {}

@@ -120,7 +120,9 @@ void PartScheduler::WakeParts(const std::vector<KeyRange>& ranges) {
   // Found by range (RangeIndex): the cost follows the ranges announced,
   // not the parts owned.
   for (int part : ranges_.Overlapping(ranges)) {
-    Entry& e = parts_.at(part);
+    auto found = parts_.find(part);
+    if (found == parts_.end()) continue;  // (the two change together)
+    Entry& e = found->second;
     if (e.revoked || e.rest_until > now) continue;
     last_work_ = now;
     if (e.heard == absl::InfinitePast()) e.heard = now;
@@ -223,9 +225,11 @@ absl::Time PartScheduler::NextTimedTask() const {
     if (!expected_.empty()) next = std::min(next, *expected_.begin());
   } else if (!probing_) {
     // A resting part is idle again when its rest ends, which is among the
-    // due times to come (FinishItem expects it); waking at one of those
-    // while no part is idle only waits again. (Not at a past one: no
-    // probe would clear it while nothing is idle.)
+    // due times to come (FinishItem expects it, and ExpectAtLocked keeps
+    // it: a full set drops its latest, and a rest ends within 5 s, where
+    // due times kExpectMerge apart number at most 50 of kMaxExpected);
+    // waking at one of those while no part is idle only waits again. (Not
+    // at a past one: no probe would clear it while nothing is idle.)
     auto to_come = expected_.upper_bound(now);
     if (to_come != expected_.end()) next = std::min(next, *to_come);
   }

@@ -24,10 +24,10 @@ class RangeIndex {
   // By first key: (part, last key). Ranges may overlap (a part count
   // changing: parts of both counts for a moment).
   std::multimap<Uuid128, std::pair<int, Uuid128>> by_first_;
-  // The widest range inserted so far: an overlapping range starts at most
-  // this far before the range asked about. (Never narrowed: a wider bound
-  // only costs a few more steps.)
-  Uuid128 widest_ = 0;
+  // How many ranges of each width (last - first) it holds: the widest
+  // bounds how far before a range asked about an overlapping one starts,
+  // and narrows again when the wide ones go (after a part count grew).
+  std::map<Uuid128, int> widths_;
 };
 
 }  // namespace sqlgroup

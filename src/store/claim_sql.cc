@@ -23,10 +23,24 @@ std::string TakeHeld(int session, int part, int epoch, bool hold) {
       hold ? "  FOR KEY SHARE OF sp)" : ")");
 }
 
+std::string WithIds(int ids) {
+  const std::string a = absl::StrCat("($", ids, "::uuid[])");
+  return absl::StrCat("group_name = $1 AND id = ANY", a, " AND id BETWEEN ", a,
+                      "[1] AND ", a, "[cardinality", a, "]");
+}
+
+std::string KeyOrderedIds(const std::vector<std::string>& ids) {
+  // Canonical lowercase text (as claims read it), whose order is the
+  // keys'; claims hand items out in it.
+  if (std::is_sorted(ids.begin(), ids.end())) return SqlArray(ids);
+  std::vector<std::string> sorted = ids;
+  std::sort(sorted.begin(), sorted.end());
+  return SqlArray(sorted);
+}
+
 std::string AckDelete(int ids, int session, int part, int epoch) {
-  return absl::StrCat("DELETE FROM sqlgroup.items WHERE group_name = $1 ",
-                      "AND id = ANY($", ids, "::uuid[]) AND ",
-                      TakeHeld(session, part, epoch, true));
+  return absl::StrCat("DELETE FROM sqlgroup.items WHERE ", WithIds(ids),
+                      " AND ", TakeHeld(session, part, epoch, true));
 }
 
 std::string AckThen(int ids, const std::string& claim) {
@@ -88,12 +102,6 @@ Item ItemAt(pqxx::row::const_iterator& f, const ClaimRef& ref) {
   item.session = ref.session;
   item.epoch = ref.epoch;
   return item;
-}
-
-Item ItemOf(const pqxx::row& row, int first, const ClaimRef& ref) {
-  pqxx::row::const_iterator f = row.begin();
-  f += first + 1;
-  return ItemAt(f, ref);
 }
 
 absl::Status ClaimOwned(const pqxx::result& r, int first, const ClaimRef& ref) {

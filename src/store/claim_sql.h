@@ -27,8 +27,19 @@ namespace sqlgroup::store {
 // the take gone, never in between.
 std::string TakeHeld(int session, int part, int epoch, bool hold);
 
+// Rows of group $1 whose ids are in parameter `ids`, a uuid[] in key order
+// (KeyOrderedIds): `id = ANY(...)` and between its first and last, so
+// that the primary key is the index that narrows the statement most under
+// any statistics (without the bounds, PostgreSQL 14 read every entry of
+// the group in items_waiting_since for a generic plan made from a
+// churning table's statistics).
+std::string WithIds(int ids);
+
+// The ids as a uuid[] literal in key order, for WithIds.
+std::string KeyOrderedIds(const std::vector<std::string>& ids);
+
 // The ack: the fenced delete of the items whose ids are in parameter
-// `ids` (uuid[]) of group $1, under the take of the other three.
+// `ids` (WithIds) of group $1, under the take of the other three.
 std::string AckDelete(int ids, int session, int part, int epoch);
 
 // AckDelete (ids in parameter `ids`, the take in $2, $3, $4) and then the
@@ -48,11 +59,9 @@ inline constexpr char kClaimedColumns[] =
 // ABORTED unless the first row's column `first` (owned) is true.
 absl::Status ClaimOwned(const pqxx::result& r, int first, const ClaimRef& ref);
 
-// The item of one such row (below), whose columns start at `first`; its id
-// is not NULL.
-Item ItemOf(const pqxx::row& row, int first, const ClaimRef& ref);
-// The same from `f`, on the row's id column; leaves `f` on the column
-// after the item's.
+// The item of one such row (below), from `f` on its id column (not NULL);
+// leaves `f` on the column after the item's. (An iterator: `row[j]` makes
+// a pqxx object per field, each with a copy of the result.)
 Item ItemAt(pqxx::row::const_iterator& f, const ClaimRef& ref);
 // Puts `items` in key order (of their ids).
 void SortByKey(std::vector<Item>& items);

@@ -111,8 +111,8 @@ const std::string& ReleaseSql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
       "UPDATE sqlgroup.items SET attempts = attempts + $8, last_error = $6, "
       "  not_before = clock_timestamp() + $7::interval "
-      "WHERE group_name = $1 AND id = ANY($2::uuid[]) AND ",
-      TakeHeld(3, 4, 5, true)));
+      "WHERE ",
+      WithIds(2), " AND ", TakeHeld(3, 4, 5, true)));
   return *kSql;
 }
 
@@ -279,13 +279,13 @@ AckedAndClaimed AckAndClaim(pqxx::connection& conn, const ClaimRef& ref,
   pqxx::nontransaction tx(conn);
   const pqxx::result r = ExecPrepared(tx, kAckAndClaim, ref.group, ref.session,
                                       ref.part, ref.epoch, FormatUuid(from),
-                                      FormatUuid(last), limit, SqlArray(ids));
+                                      FormatUuid(last), limit, KeyOrderedIds(ids));
   return {r.empty() ? 0 : r[0][0].as<int64_t>(), ClaimedItems(r, 1, ref)};
 }
 
 int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
                       const std::vector<std::string>& ids) {
-  return static_cast<int64_t>(ExecPrepared(tx, kAck, ref.group, SqlArray(ids),
+  return static_cast<int64_t>(ExecPrepared(tx, kAck, ref.group, KeyOrderedIds(ids),
                                            ref.session, ref.part, ref.epoch)
                                   .affected_rows());
 }
@@ -293,7 +293,7 @@ int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
 int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
                          const std::vector<std::string>& ids) {
   pqxx::nontransaction tx(conn);
-  return static_cast<int64_t>(ExecPrepared(tx, kAck, ref.group, SqlArray(ids),
+  return static_cast<int64_t>(ExecPrepared(tx, kAck, ref.group, KeyOrderedIds(ids),
                                            ref.session, ref.part, ref.epoch)
                                   .affected_rows());
 }
@@ -308,7 +308,7 @@ absl::StatusOr<int64_t> ReleaseForRetry(pqxx::connection& conn,
     // One autocommitted statement: one round trip, not BEGIN and COMMIT too.
     pqxx::nontransaction tx(conn);
     return static_cast<int64_t>(
-        ExecPrepared(tx, kRelease, ref.group, SqlArray(ids), ref.session,
+        ExecPrepared(tx, kRelease, ref.group, KeyOrderedIds(ids), ref.session,
                      ref.part, ref.epoch, StorableText(error),
                      ToInterval(backoff), count_attempt ? 1 : 0)
             .affected_rows());

@@ -437,7 +437,7 @@ AckedAndClaimed AckAndClaimRuns(pqxx::connection& conn, const ClaimRef& ref,
   const pqxx::result r =
       ExecPrepared(tx, kAckAndClaimRuns, ref.group, ref.session, ref.part,
                    ref.epoch, FormatUuid(from), FormatUuid(last), limit,
-                   BlockPrefixes(pass_over), continued, SqlArray(ids));
+                   BlockPrefixes(pass_over), continued, KeyOrderedIds(ids));
   AckedAndClaimed out;
   out.acked = r.empty() ? 0 : r[0][0].as<int64_t>();
   absl::StatusOr<HeadClaim> claim = RunsOf(r, 1, ref, last, limit);
@@ -473,7 +473,7 @@ AckedAndClaimed AckAndNextOfKey(pqxx::transaction_base& tx, const ClaimRef& ref,
                                 const std::string& id) {
   const pqxx::result r = ExecPrepared(
       tx, kAckAndNextOfKey, ref.group, ref.session, ref.part, ref.epoch, id,
-      BlockLastOf(id), SqlArray(std::vector<std::string>{id}));
+      BlockLastOf(id), KeyOrderedIds({id}));
   return {r.empty() ? 0 : r[0][0].as<int64_t>(), ClaimedItems(r, 1, ref)};
 }
 
