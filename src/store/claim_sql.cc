@@ -77,11 +77,21 @@ void ReadBytea(const pqxx::field& f, std::string* out) {
       const int hi = HexValue(text[2 + 2 * i]);
       const int lo = HexValue(text[3 + 2 * i]);
       hex = hi >= 0 && lo >= 0;
-      (*out)[i] = static_cast<char>(hi << 4 | lo);
+      if (hex) (*out)[i] = static_cast<char>(hi << 4 | lo);
     }
     if (hex) return;
   }
   *out = pqxx::binarystring(f).str();  // bytea_output = 'escape'
+}
+
+// Puts `items` in key order (of their ids).
+void SortByKey(std::vector<Item>& items) {
+  // Ids are canonical lowercase text, whose order is the keys' order. The
+  // joins promise none, though the rows come in it.
+  const auto by_id = [](const Item& a, const Item& b) { return a.id < b.id; };
+  if (!std::is_sorted(items.begin(), items.end(), by_id)) {
+    std::sort(items.begin(), items.end(), by_id);
+  }
 }
 
 }  // namespace
@@ -128,15 +138,6 @@ absl::StatusOr<std::vector<Item>> ClaimedItems(const pqxx::result& r, int first,
   }
   SortByKey(items);
   return items;
-}
-
-void SortByKey(std::vector<Item>& items) {
-  // Ids are canonical lowercase text, whose order is the keys' order. The
-  // joins promise none, though the rows come in it.
-  const auto by_id = [](const Item& a, const Item& b) { return a.id < b.id; };
-  if (!std::is_sorted(items.begin(), items.end(), by_id)) {
-    std::sort(items.begin(), items.end(), by_id);
-  }
 }
 
 Ranges RangeArrays(const std::vector<KeyRange>& ranges) {

@@ -63,8 +63,6 @@ absl::Status ClaimOwned(const pqxx::result& r, int first, const ClaimRef& ref);
 // leaves `f` on the column after the item's. (An iterator: `row[j]` makes
 // a pqxx object per field, each with a copy of the result.)
 Item ItemAt(pqxx::row::const_iterator& f, const ClaimRef& ref);
-// Puts `items` in key order (of their ids).
-void SortByKey(std::vector<Item>& items);
 
 // The items of a claim's rows, whose columns start at `first` (owned,
 // then kClaimedColumns): ABORTED when the take did not hold. Items come
