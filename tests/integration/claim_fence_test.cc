@@ -251,6 +251,18 @@ TEST_F(ClaimFenceTest, AnAckUnderAnOldEpochDeletesNothing) {
   EXPECT_EQ(store::DeleteClaimedNow(*conn_, again, {kFirst}), 1);
 }
 
+// The settling statements bound their ids by the first and the last in
+// key order (WithIds); ids given out of order are put in it, not missed.
+TEST_F(ClaimFenceTest, IdsInAnyOrderAreAllSettled) {
+  ASSERT_EQ(store::ReleaseForRetry(*conn_, ref_, {kSecond, kFirst}, "e",
+                                   absl::ZeroDuration(), true)
+                .value_or(-1),
+            2);
+  EXPECT_EQ(Count("items WHERE attempts = 1"), 2);
+  EXPECT_EQ(store::DeleteClaimedNow(*conn_, ref_, {kSecond, kFirst}), 2);
+  EXPECT_EQ(Count("items"), 1);  // the other part's
+}
+
 TEST_F(ClaimFenceTest, AZombiePastItsTtlCannotClaimAckReleaseOrDeadLetter) {
   // The session is expired by the database clock but not reaped yet: its
   // take still exists.
