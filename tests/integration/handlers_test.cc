@@ -29,7 +29,8 @@ using ::testing::HasSubstr;
 // within its key); WORD fail raises (a retry), dead raises SGDLQ.
 constexpr char kAppSql[] = R"sql(
 CREATE SCHEMA app;
-CREATE TABLE app.seen (id uuid, key text, attempt_seq int);
+CREATE TABLE app.seen (id uuid, key text, attempt_seq int,
+                       backend int DEFAULT pg_backend_pid());
 CREATE TABLE app.batches (size int);
 CREATE TABLE app.log (id uuid, key text);
 CREATE TABLE app.paid (key text PRIMARY KEY, n int NOT NULL,
@@ -239,6 +240,10 @@ TEST_F(HandlersTest, SqlFunctionFollowsAWorkerFromConnectionToConnection) {
   ASSERT_TRUE(c->Stop().ok());
   EXPECT_EQ(stats.failed, 0);
   EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 36);
+  // It did move: the statement ran on the control connection and on at
+  // least one of the worker's own (which closes after each round).
+  EXPECT_GE(stats.borrowed_tasks, 1);
+  EXPECT_GE(Count("SELECT count(DISTINCT backend) FROM app.seen"), 2);
 }
 
 TEST_F(HandlersTest, SqlBatchHandlerGetsArrays) {
