@@ -15,6 +15,7 @@
 #include "keyspace.h"
 #include "sqlgroup/admin.h"
 #include "sqlgroup/consumer.h"
+#include "store/item_store.h"
 #include "wait_sampler.h"
 
 namespace sqlgroup::bench {
@@ -44,10 +45,16 @@ class System {
   virtual std::string Table() const = 0;
 };
 
+// A system of `consumers` threads, one connection each, running Work(i);
+// `batched`: `batch` items per statement, else one.
 class ThreadSystem : public System {
  public:
-  ThreadSystem(const ThroughputConfig& c) : config_(c) {}
+  ThreadSystem(const ThroughputConfig& c, bool batched)
+      : config_(c), per_statement_(batched ? c.batch : 1) {}
   ~ThreadSystem() override { Stop(); }
+  void Start() override {
+    Launch([this](int i) { Work(i); });
+  }
   int64_t Done() const override { return progress_.done; }
   int64_t Errors() const override { return progress_.errors; }
   void Stop() override {
@@ -74,7 +81,11 @@ class ThreadSystem : public System {
     }
   }
 
+  // One thread's loop: ready once connected, then working until stop.
+  virtual void Work(int i) = 0;
+
   const ThroughputConfig config_;
+  const int per_statement_;
   Progress progress_;
   std::vector<std::thread> threads_;
 };
@@ -83,21 +94,18 @@ class ThreadSystem : public System {
 class SkipLocked : public ThreadSystem {
  public:
   SkipLocked(const ThroughputConfig& c, bool batched)
-      : ThreadSystem(c), batched_(batched) {}
+      : ThreadSystem(c, batched) {}
   std::string AppPattern() const override { return "bench-skiplocked-%"; }
   std::string Table() const override { return kSkipTable; }
-  void Start() override {
-    Launch([this](int i) { Work(i); });
-  }
 
  private:
-  void Work(int i) {
+  void Work(int i) override {
     auto conn = Connect(config_.dsn, absl::StrCat("bench-skiplocked-", i));
     // The seed's filter (failure_count < 3) is attempts here; the order is
     // the primary key's, which the planner walks with SKIP LOCKED.
     // The limit is a literal: as a parameter, the generic plan guesses a
     // tenth of the table and sorts it, which no one would ship.
-    const int limit = batched_ ? config_.batch : 1;
+    const int limit = per_statement_;
     conn->prepare("pick",
                   absl::StrCat("SELECT id FROM ", kSkipTable,
                                " WHERE group_name = $1 AND attempts < 5 "
@@ -137,15 +145,13 @@ class SkipLocked : public ThreadSystem {
       }
     }
   }
-
-  const bool batched_;
 };
 
 // PostgreSQL's limit: deleting known rows by primary key, nothing else.
 class DeleteLimit : public ThreadSystem {
  public:
   DeleteLimit(const ThroughputConfig& c, bool batched)
-      : ThreadSystem(c), batched_(batched) {}
+      : ThreadSystem(c, batched) {}
   std::string AppPattern() const override { return "bench-limit-%"; }
   std::string Table() const override { return kLimitTable; }
   void Start() override {
@@ -167,11 +173,11 @@ class DeleteLimit : public ThreadSystem {
         ids_[part % config_.consumers].push_back(row[0].c_str());
       }
     }
-    Launch([this](int i) { Work(i); });
+    ThreadSystem::Start();
   }
 
  private:
-  void Work(int i) {
+  void Work(int i) override {
     auto conn = Connect(config_.dsn, absl::StrCat("bench-limit-", i));
     conn->prepare("del_one", absl::StrCat("DELETE FROM ", kLimitTable,
                                           " WHERE group_name = $1 AND "
@@ -181,7 +187,7 @@ class DeleteLimit : public ThreadSystem {
                                            "id = ANY($2::uuid[])"));
     ++progress_.ready;
     const std::vector<std::string>& mine = ids_[i];
-    const size_t step = batched_ ? config_.batch : 1;
+    const size_t step = per_statement_;
     size_t next = 0;
     while (!progress_.stop) {
       if (next >= mine.size()) return;
@@ -204,7 +210,6 @@ class DeleteLimit : public ThreadSystem {
     }
   }
 
-  const bool batched_;
   std::vector<std::vector<std::string>> ids_;
 };
 
@@ -218,32 +223,26 @@ class DeleteLimit : public ThreadSystem {
 class ReadDeleteLimit : public ThreadSystem {
  public:
   ReadDeleteLimit(const ThroughputConfig& c, bool batched)
-      : ThreadSystem(c), batched_(batched) {}
+      : ThreadSystem(c, batched) {}
   std::string AppPattern() const override { return "bench-readlimit-%"; }
   std::string Table() const override { return kLimitTable; }
-  void Start() override {
-    Launch([this](int i) { Work(i); });
-  }
 
  private:
-  void Work(int i) {
+  void Work(int i) override {
     auto conn = Connect(config_.dsn, absl::StrCat("bench-readlimit-", i));
-    // The settings of sqlgroup's worker connections: a plan of this delete
-    // made from a churning table's statistics would scan it.
-    for (const char* setting :
-         {"SET jit = off", "SET enable_seqscan = off",
-          "SET enable_bitmapscan = off"}) {
-      pqxx::nontransaction(*conn).exec(setting);
-    }
-    const int limit = batched_ ? config_.batch : 1;
-    conn->prepare("take", absl::StrCat(
-                              "DELETE FROM ", kLimitTable,
-                              " WHERE group_name = $1 AND id IN (SELECT id "
-                              "FROM ",
-                              kLimitTable,
-                              " WHERE group_name = $1 AND id BETWEEN "
-                              "$2::uuid AND $3::uuid ORDER BY id LIMIT ",
-                              limit, ") RETURNING id::text, payload"));
+    // The settings of sqlgroup's worker connections (generic plans, no
+    // JIT, no sequential or bitmap scans: a plan of this delete made from
+    // a churning table's statistics would scan it).
+    store::PrepareItemStatements(*conn);
+    const int limit = per_statement_;
+    conn->prepare("take",
+                  absl::StrCat("DELETE FROM ", kLimitTable,
+                               " WHERE group_name = $1 AND id IN (SELECT id "
+                               "FROM ",
+                               kLimitTable,
+                               " WHERE group_name = $1 AND id BETWEEN "
+                               "$2::uuid AND $3::uuid ORDER BY id LIMIT ",
+                               limit, ") RETURNING id::text, payload"));
     struct Part {
       Uuid128 cursor;
       Uuid128 last;
@@ -259,14 +258,17 @@ class ReadDeleteLimit : public ThreadSystem {
     while (!progress_.stop && !mine.empty()) {
       Part& part = mine[next % mine.size()];
       pqxx::nontransaction tx(*conn);
-      const pqxx::result r =
-          tx.exec_prepared("take", kGroup, FormatUuid(part.cursor),
-                           FormatUuid(part.last));
+      const pqxx::result r = tx.exec_prepared(
+          "take", kGroup, FormatUuid(part.cursor), FormatUuid(part.last));
       handed.clear();
       Uuid128 top = part.cursor;
-      for (const pqxx::row& row : r) {
-        handed.emplace_back(row[0].c_str(),
-                            pqxx::binarystring(row[1]).str());
+      // Through iterators, as sqlgroup's claims read rows (r[i][j] costs a
+      // copy of the result per field).
+      for (auto row = r.begin(); row != r.end(); ++row) {
+        pqxx::row::const_iterator f = row->begin();
+        std::string id(f->c_str(), f->size());
+        ++f;
+        handed.emplace_back(std::move(id), pqxx::binarystring(*f).str());
         top = std::max(top, *ParseUuid(handed.back().first));
       }
       progress_.done += static_cast<int64_t>(r.size());
@@ -278,8 +280,6 @@ class ReadDeleteLimit : public ThreadSystem {
       }
     }
   }
-
-  const bool batched_;
 };
 
 class SqlGroup : public System {
@@ -344,7 +344,8 @@ std::unique_ptr<System> MakeSystem(const ThroughputConfig& c) {
   }
   if (c.system == "limit") return std::make_unique<DeleteLimit>(c, false);
   if (c.system == "limit_batch") return std::make_unique<DeleteLimit>(c, true);
-  if (c.system == "readlimit") return std::make_unique<ReadDeleteLimit>(c, false);
+  if (c.system == "readlimit")
+    return std::make_unique<ReadDeleteLimit>(c, false);
   if (c.system == "readlimit_batch") {
     return std::make_unique<ReadDeleteLimit>(c, true);
   }

@@ -215,9 +215,9 @@ absl::Time PartScheduler::NextTimedTask() const {
   absl::Time next = absl::InfiniteFuture();
   const absl::Time now = absl::Now();
   // Stops at the first idle part: in an idle member, the first one.
-  const bool any_idle = std::any_of(
-      parts_.begin(), parts_.end(),
-      [&](const auto& p) { return Idle(p.first, p.second, now); });
+  const bool any_idle =
+      std::any_of(parts_.begin(), parts_.end(),
+                  [&](const auto& p) { return Idle(p.first, p.second, now); });
   // Warm or cold: a part going cold only delays the probe (Next() then
   // waits again), never brings it forward.
   if (any_idle && !probing_) {

@@ -4,6 +4,7 @@
 #ifndef SQLGROUP_STORE_CLAIM_SQL_H_
 #define SQLGROUP_STORE_CLAIM_SQL_H_
 
+#include <algorithm>
 #include <pqxx/connection>
 #include <pqxx/result>
 #include <string>
@@ -63,6 +64,19 @@ absl::Status ClaimOwned(const pqxx::result& r, int first, const ClaimRef& ref);
 // leaves `f` on the column after the item's. (An iterator: `row[j]` makes
 // a pqxx object per field, each with a copy of the result.)
 Item ItemAt(pqxx::row::const_iterator& f, const ClaimRef& ref);
+
+// Puts `rows` in key order of their items (`item_of(row)`): their ids are
+// canonical lowercase text, whose order is the keys'. The claims' joins
+// promise no order, though the rows come in it: then nothing moves.
+template <typename Row, typename ItemOf>
+void SortByKey(std::vector<Row>& rows, ItemOf item_of) {
+  const auto by_id = [&](const Row& a, const Row& b) {
+    return item_of(a).id < item_of(b).id;
+  };
+  if (!std::is_sorted(rows.begin(), rows.end(), by_id)) {
+    std::sort(rows.begin(), rows.end(), by_id);
+  }
+}
 
 // The items of a claim's rows, whose columns start at `first` (owned,
 // then kClaimedColumns): ABORTED when the take did not hold. Items come

@@ -277,25 +277,24 @@ AckedAndClaimed AckAndClaim(pqxx::connection& conn, const ClaimRef& ref,
                             const std::vector<std::string>& ids, Uuid128 from,
                             Uuid128 last, int limit) {
   pqxx::nontransaction tx(conn);
-  const pqxx::result r = ExecPrepared(tx, kAckAndClaim, ref.group, ref.session,
-                                      ref.part, ref.epoch, FormatUuid(from),
-                                      FormatUuid(last), limit, KeyOrderedIds(ids));
+  const pqxx::result r = ExecPrepared(
+      tx, kAckAndClaim, ref.group, ref.session, ref.part, ref.epoch,
+      FormatUuid(from), FormatUuid(last), limit, KeyOrderedIds(ids));
   return {r.empty() ? 0 : r[0][0].as<int64_t>(), ClaimedItems(r, 1, ref)};
 }
 
-int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
+int64_t DeleteClaimed(pqxx::transaction_base& tx, const ClaimRef& ref,
                       const std::vector<std::string>& ids) {
-  return static_cast<int64_t>(ExecPrepared(tx, kAck, ref.group, KeyOrderedIds(ids),
-                                           ref.session, ref.part, ref.epoch)
+  return static_cast<int64_t>(ExecPrepared(tx, kAck, ref.group,
+                                           KeyOrderedIds(ids), ref.session,
+                                           ref.part, ref.epoch)
                                   .affected_rows());
 }
 
 int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
                          const std::vector<std::string>& ids) {
   pqxx::nontransaction tx(conn);
-  return static_cast<int64_t>(ExecPrepared(tx, kAck, ref.group, KeyOrderedIds(ids),
-                                           ref.session, ref.part, ref.epoch)
-                                  .affected_rows());
+  return DeleteClaimed(tx, ref, ids);
 }
 
 absl::StatusOr<int64_t> ReleaseForRetry(pqxx::connection& conn,

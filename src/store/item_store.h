@@ -56,7 +56,7 @@ absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,
 // a reap until the transaction ends. Runs inside the acknowledging
 // transaction; returns how many rows it deleted (the caller commits only
 // if all were).
-int64_t DeleteClaimed(pqxx::work& tx, const ClaimRef& ref,
+int64_t DeleteClaimed(pqxx::transaction_base& tx, const ClaimRef& ref,
                       const std::vector<std::string>& ids);
 
 // The same fenced delete as one autocommit statement, for a handler that

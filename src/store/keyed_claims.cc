@@ -321,46 +321,42 @@ std::vector<PartBlockedRow> BlockedRows(const pqxx::result& r) {
 absl::StatusOr<HeadClaim> RunsOf(const pqxx::result& r, int first,
                                  const ClaimRef& ref, Uuid128 last, int limit) {
   if (absl::Status s = ClaimOwned(r, first, ref); !s.ok()) return s;
-  // Every row read becomes an item (one that is not due has no payload),
-  // through iterators: r[i][j] makes a pqxx object per field, each with
-  // a copy of the result.
-  std::vector<Item> read;
-  std::vector<bool> due;
+  // Every row read becomes an item (one that is not due has no payload).
+  struct Read {
+    Item item;
+    bool due;
+  };
+  std::vector<Read> read;
   read.reserve(r.size());
   for (auto row = r.begin(); row != r.end(); ++row) {
     pqxx::row::const_iterator f = row->begin();
     f += first + 1;
     if (f->is_null()) continue;  // owned, but nothing in the range
-    read.push_back(ItemAt(f, ref));
-    due.push_back(f->as<bool>());
+    Item item = ItemAt(f, ref);  // leaves `f` on `due`
+    read.push_back({std::move(item), f->as<bool>()});
   }
-  // The join promises no order (the rows come in key order, though).
-  std::vector<int> order(read.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  const auto by_id = [&](int a, int b) { return read[a].id < read[b].id; };
-  if (!std::is_sorted(order.begin(), order.end(), by_id)) {
-    std::sort(order.begin(), order.end(), by_id);
-  }
+  SortByKey(read, [](const Read& x) -> const Item& { return x.item; });
   HeadClaim out;
-  out.items.reserve(read.size());
-  std::optional<uint64_t> held;  // the block of the last keyed row not due
-  for (int i : order) {
-    Item& item = read[i];
-    // Only a keyed row's block matters: an unkeyed one is its own key.
-    const std::optional<uint64_t> block =
-        item.key ? std::optional(BlockOf(*ParseUuid(item.id))) : std::nullopt;
-    if (due[i] && !(block && held == block)) {
-      out.items.push_back(std::move(item));
-    }
-    if (!due[i] && block) held = block;
-  }
+  // Where the read got to, from its last row (before the items move out).
   if (read.empty() || r.size() < static_cast<size_t>(limit)) {
     out.exhausted = true;
-    return out;
+  } else {
+    const uint64_t block = BlockOf(*ParseUuid(read.back().item.id));
+    out.exhausted = block == ~uint64_t{0} || BlockLast(block) >= last;
+    if (!out.exhausted) out.resume = BlockStart(block + 1);
   }
-  const uint64_t block = BlockOf(*ParseUuid(read[order.back()].id));
-  out.exhausted = block == ~uint64_t{0} || BlockLast(block) >= last;
-  if (!out.exhausted) out.resume = BlockStart(block + 1);
+  out.items.reserve(read.size());
+  std::optional<uint64_t> held;  // the block of the last keyed row not due
+  for (Read& x : read) {
+    // Only a keyed row's block matters: an unkeyed one is its own key.
+    const std::optional<uint64_t> block =
+        x.item.key ? std::optional(BlockOf(*ParseUuid(x.item.id)))
+                   : std::nullopt;
+    if (x.due && !(block && held == block)) {
+      out.items.push_back(std::move(x.item));
+    }
+    if (!x.due && block) held = block;
+  }
   return out;
 }
 
@@ -471,9 +467,9 @@ AckedAndClaimed AckAndNextOfKey(pqxx::connection& conn, const ClaimRef& ref,
 
 AckedAndClaimed AckAndNextOfKey(pqxx::transaction_base& tx, const ClaimRef& ref,
                                 const std::string& id) {
-  const pqxx::result r = ExecPrepared(
-      tx, kAckAndNextOfKey, ref.group, ref.session, ref.part, ref.epoch, id,
-      BlockLastOf(id), KeyOrderedIds({id}));
+  const pqxx::result r =
+      ExecPrepared(tx, kAckAndNextOfKey, ref.group, ref.session, ref.part,
+                   ref.epoch, id, BlockLastOf(id), KeyOrderedIds({id}));
   return {r.empty() ? 0 : r[0][0].as<int64_t>(), ClaimedItems(r, 1, ref)};
 }
 

@@ -112,8 +112,7 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
   // A cap of 1: part 0 is at it, so its count is sampled and its oldest
   // item looked up too.
   ASSERT_TRUE(store::MeasureLag(worker, kGroup, {0}, {r}, 1).ok());
-  ASSERT_TRUE(
-      store::ClaimHeads(worker, ref, r.first, r.last, 64, 64, {}).ok());
+  ASSERT_TRUE(store::ClaimHeads(worker, ref, r.first, r.last, 64, 64, {}).ok());
   ASSERT_TRUE(
       store::ClaimRuns(worker, ref, r.first, r.last, 64, {}, false).ok());
   store::AckAndClaimRuns(worker, ref, {kOtherPart}, r.first, r.last, 64, {},
@@ -123,10 +122,9 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
   ASSERT_TRUE(store::ProbeHeads(worker, kGroup, {0}, {r}, 64).ok());
   ASSERT_TRUE(store::MeasureBlocked(worker, kGroup, {0}, {r}, 100).ok());
   const std::string a = FormatUuid(r.first), z = FormatUuid(r.last);
-  const std::string take =
-      absl::StrCat("'", kSession, "', 0, ", ref.epoch);
-  const std::string claim = absl::StrCat("'g', ", take, ", '", a, "', '", z,
-                                         "', 64");
+  const std::string take = absl::StrCat("'", kSession, "', 0, ", ref.epoch);
+  const std::string claim =
+      absl::StrCat("'g', ", take, ", '", a, "', '", z, "', 64");
   const std::string one = absl::StrCat("'{", kFirst, "}'");
   const std::string parts =
       absl::StrCat("'g', '{0}', '{", a, "}', '{", z, "}'");
@@ -159,12 +157,13 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
     }
     EXPECT_THAT(plan, Not(HasSubstr("Seq Scan on items"))) << e << "\n" << plan;
     EXPECT_THAT(plan, Not(HasSubstr("Bitmap"))) << e << "\n" << plan;
-    EXPECT_THAT(plan, Not(HasSubstr("items_waiting_since"))) << e << "\n" << plan;
+    EXPECT_THAT(plan, Not(HasSubstr("items_waiting_since"))) << e << "\n"
+                                                             << plan;
     // No sort of items read; only the heads' claim orders the rows it
     // hands out (at most its limit) by step and id.
     if (absl::StartsWith(e, "sqlgroup_claim_heads(")) {
-      EXPECT_THAT(plan, Not(ContainsRegex("Sort Key: [^w]")))
-          << e << "\n" << plan;
+      EXPECT_THAT(plan, Not(ContainsRegex("Sort Key: [^w]"))) << e << "\n"
+                                                              << plan;
     } else {
       EXPECT_THAT(plan, Not(HasSubstr("Sort"))) << e << "\n" << plan;
     }
@@ -432,8 +431,9 @@ TEST_F(ClaimFenceTest, ANearlyEmptyChurnedTableKeepsThePlansOnTheKey) {
     // vacuum cannot truncate the table, the live rows are spread over its
     // pages). The fixture's three items stay.
     const auto churn = [&](int keep) {
-      tx.exec("INSERT INTO sqlgroup.items (group_name, id) SELECT 'g', "
-              "gen_random_uuid() FROM generate_series(1, 5000)");
+      tx.exec(
+          "INSERT INTO sqlgroup.items (group_name, id) SELECT 'g', "
+          "gen_random_uuid() FROM generate_series(1, 5000)");
       tx.exec_params(
           "DELETE FROM sqlgroup.items WHERE id NOT IN ($1, $2, $3) "
           "AND hashtext(id::text) % $4 <> 0",

@@ -26,6 +26,32 @@ class ConnectionsTest : public ConsumerFixture {
       "(application_name IN ('sqlgroup-control', 'sqlgroup-listen') OR "
       "application_name LIKE 'sqlgroup-worker-%')";
 
+  // One item whose handler keeps its connection for 3 s, in a group of one
+  // part with the shortest TTL a group may have (two heartbeat intervals,
+  // 800 ms): the member, with `o` and one worker, must keep its session
+  // and call the handler once.
+  void ExpectASlowHandlerOutlivesTheTtl(ConsumerOptions o) {
+    CreateGroup("g", 1, /*ttl=*/absl::Milliseconds(800));  // 2 x 400 ms
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    o.handler = [calls](const Item&, AckTransaction& ack) {
+      ++*calls;
+      absl::SleepFor(absl::Seconds(3));
+      ack.work().exec("SELECT 1");  // the handler's statement: a transaction
+      return absl::OkStatus();
+    };
+    o.workers = 1;
+    auto a = Start(std::move(o));
+    ASSERT_NE(a, nullptr);
+    ASSERT_TRUE(Settles("g", 1, {a.get()}));
+    const std::string session = a->session_id();
+    Produce("g", 1);
+    ASSERT_TRUE(Drained(absl::Seconds(30)));
+    EXPECT_EQ(a->stats().sessions_lost, 0);
+    EXPECT_EQ(a->session_id(), session);
+    EXPECT_EQ(calls->load(), 1);
+    EXPECT_TRUE(a->Stop().ok());
+  }
+
   int64_t MemberBackends() {
     pqxx::nontransaction tx(*conn_);
     return tx.exec_params1(kMemberBackendsSql, db_.name())[0].as<int64_t>();
@@ -196,60 +222,27 @@ TEST_F(ConnectionsTest, ASlowHandlerOnTheControlConnectionHoldsUpNothing) {
   EXPECT_TRUE(b->Stop().ok());
 }
 
-// The shortest TTL a group may have is two heartbeat intervals: the control
-// thread must go on with a new connection before it ends, not an interval
-// after a late heartbeat (which is the TTL then).
+// The control thread must go on with a new connection before the TTL
+// ends, not an interval after a late heartbeat (which is the TTL then).
 TEST_F(ConnectionsTest,
        ASlowHandlerOnTheControlConnectionOutlivesTheShortestTtl) {
-  CreateGroup("g", 1, /*ttl=*/absl::Milliseconds(800));  // 2 x 400 ms
-  ConsumerOptions o = Options("g", [](const Item&, AckTransaction& ack) {
-    absl::SleepFor(absl::Seconds(3));
-    ack.work().exec("SELECT 1");  // the handler's statement: a transaction
-    return absl::OkStatus();
-  });
-  o.workers = 1;
+  ConsumerOptions o = Options("g", nullptr);
   o.max_connections = 2;
-  auto a = Start(std::move(o));
-  ASSERT_NE(a, nullptr);
-  ASSERT_TRUE(Settles("g", 1, {a.get()}));
-  const std::string session = a->session_id();
-  Produce("g", 1);
-  ASSERT_TRUE(Drained(absl::Seconds(30)));
-  EXPECT_EQ(a->stats().sessions_lost, 0);
-  EXPECT_EQ(a->session_id(), session);
-  EXPECT_TRUE(a->Stop().ok());
+  ExpectASlowHandlerOutlivesTheTtl(std::move(o));
 }
 
 // With no connection to spare (a budget of one: the worker borrows the
-// control connection for its items, and lends no slot with it), a slow
-// handler keeps the control connection past the TTL, and no new one can be
-// opened: the member heartbeats through the process's shared heartbeat
-// meanwhile, and keeps its session, its part and the handler's one call.
+// control connection for its items, and lends no slot with it), no new
+// one can be opened: the member heartbeats through the process's shared
+// heartbeat meanwhile.
 TEST_F(ConnectionsTest,
        AMemberWithoutASpareConnectionHeartbeatsThroughTheSharedOne) {
-  CreateGroup("g", 1, /*ttl=*/absl::Milliseconds(800));  // 2 x 400 ms
-  std::atomic<int> calls{0};
-  ConsumerOptions o = Options("g", [&](const Item&, AckTransaction& ack) {
-    ++calls;
-    absl::SleepFor(absl::Seconds(3));
-    ack.work().exec("SELECT 1");
-    return absl::OkStatus();
-  });
-  o.workers = 1;
+  ConsumerOptions o = Options("g", nullptr);
   o.max_connections = 1;
   auto shared = SharedHeartbeat::Create({o.dsn});
   ASSERT_TRUE(shared.ok()) << shared.status();
   o.shared_heartbeat = *shared;
-  auto a = Start(std::move(o));
-  ASSERT_NE(a, nullptr);
-  ASSERT_TRUE(Settles("g", 1, {a.get()}));
-  const std::string session = a->session_id();
-  Produce("g", 1);
-  ASSERT_TRUE(Drained(absl::Seconds(30)));
-  EXPECT_EQ(a->stats().sessions_lost, 0);
-  EXPECT_EQ(a->session_id(), session);
-  EXPECT_EQ(calls.load(), 1);
-  EXPECT_TRUE(a->Stop().ok());
+  ExpectASlowHandlerOutlivesTheTtl(std::move(o));
 }
 
 TEST_F(ConnectionsTest, SharedBudgetRefusesAConsumerWithoutASlot) {

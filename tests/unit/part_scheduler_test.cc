@@ -28,6 +28,13 @@ void ProbeFindsWork(PartScheduler& s, const std::vector<int>& due) {
   s.FinishProbe(due);
 }
 
+// Parts 0 and 1 of 2 (epochs 1 and 2), both found to have work.
+void TwoPartsWithWork(PartScheduler& s) {
+  s.Add(Ref(0, 1), PartRange(0, 2));
+  s.Add(Ref(1, 2), PartRange(1, 2));
+  ProbeFindsWork(s, {0, 1});
+}
+
 TEST(PartScheduler, NewTakesAreProbedTogetherNotClaimedOneByOne) {
   PartScheduler s(kLong, absl::ZeroDuration());
   for (int p = 0; p < 3; ++p) s.Add(Ref(p, p + 1), PartRange(p, 3));
@@ -56,9 +63,7 @@ TEST(PartScheduler, OnlyItemsWithAHandlerMakeTheMemberBusy) {
 
 TEST(PartScheduler, OwnedPartsAreServedRoundRobin) {
   PartScheduler s(kLong, absl::ZeroDuration());
-  s.Add(Ref(0, 1), PartRange(0, 2));
-  s.Add(Ref(1, 2), PartRange(1, 2));
-  ProbeFindsWork(s, {0, 1});
+  TwoPartsWithWork(s);
   PartTask a = s.Next();
   ASSERT_EQ(a.kind, PartTask::Kind::kClaim);
   EXPECT_EQ(a.ref.part, 0);
@@ -71,9 +76,7 @@ TEST(PartScheduler, OwnedPartsAreServedRoundRobin) {
 // revoked part drops it (it is still in the table, for the next owner).
 TEST(PartScheduler, ABatchClaimedWithAnAckWaitsForThePartsNextTurn) {
   PartScheduler s(kLong, absl::ZeroDuration());
-  s.Add(Ref(0, 1), PartRange(0, 2));
-  s.Add(Ref(1, 2), PartRange(1, 2));
-  ProbeFindsWork(s, {0, 1});
+  TwoPartsWithWork(s);
   const PartTask a = s.Next();
   ASSERT_EQ(a.ref.part, 0);
   const Uuid128 read_from = a.range.first + 100;
@@ -101,9 +104,7 @@ TEST(PartScheduler, ABatchClaimedWithAnAckWaitsForThePartsNextTurn) {
 
 TEST(PartScheduler, AWorkerKeepsItsPartOnlyWhileNothingElseWaits) {
   PartScheduler s(kLong, absl::ZeroDuration());
-  s.Add(Ref(0, 1), PartRange(0, 2));
-  s.Add(Ref(1, 2), PartRange(1, 2));
-  ProbeFindsWork(s, {0, 1});
+  TwoPartsWithWork(s);
   const PartTask a = s.Next();
   ASSERT_EQ(a.ref.part, 0);
   EXPECT_FALSE(s.KeepClaiming(0, 1)) << "part 1 waits for a worker";
@@ -252,9 +253,7 @@ TEST(PartScheduler, ProbesAndTheirClaimsCarryWhenTheAnnouncementWasHeard) {
 
 TEST(PartScheduler, LagIsMeasuredForEveryOwnedPartWhenDue) {
   PartScheduler s(kLong, absl::Milliseconds(20));
-  s.Add(Ref(0, 1), PartRange(0, 2));
-  s.Add(Ref(1, 2), PartRange(1, 2));
-  ProbeFindsWork(s, {0, 1});
+  TwoPartsWithWork(s);
   s.Next();                       // part 0, in flight
   s.Next();                       // part 1, in flight
   const PartTask lag = s.Next();  // waits for the interval
