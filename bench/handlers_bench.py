@@ -6,8 +6,11 @@ private durable PostgreSQL, against the library's in-process handlers:
   noop    in-process, writes nothing: the fenced delete alone
   record  in-process C++ writing one row per item in the acknowledging
           transaction (the library's handler of the same work as sql)
-  sql     sql:bench.record($1, $2, $3): a PL/pgSQL function writing the
-          same row in the acknowledging transaction
+  sql     sql:bench.record: a SQL function writing the same row, called
+          by the statement that acknowledges the item (one round trip)
+  sql_tx  sql:SELECT bench.record($1, $2, $3): the same call as a statement
+          of its own in the acknowledging transaction (BEGIN, the
+          statement, the ack, COMMIT: sql:FUNCTION's path before session 19)
   exec    exec:python3 -c ...: one Python process per worker answering ok
   http    http://127.0.0.1:PORT/: a Python ThreadingHTTPServer answering 200
           (tests/support/http_receiver.py)
@@ -19,6 +22,7 @@ kinds rotates per repetition. Prints one JSON line per measurement, then a
 table of medians with each kind's ratio to noop.
 
 Usage: bench/handlers_bench.py --cli build/sqlgroup [--reps 3] [--items 20000]
+       [--kinds noop,record,sql,sql_tx,exec,http]
 """
 import argparse
 import json
@@ -33,7 +37,7 @@ from private_pg import private_postgres
 
 ARGS = None
 HERE = os.path.dirname(os.path.abspath(__file__))
-KINDS = ["noop", "record", "sql", "exec", "http"]
+KINDS = ["noop", "record", "sql", "sql_tx", "exec", "http"]
 ECHO_OK = "import sys\nfor line in sys.stdin:\n    print('ok', flush=True)\n"
 
 BENCH_SQL = """
@@ -59,7 +63,12 @@ def main():
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--items", type=int, default=20000)
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--kinds", default=",".join(KINDS))
     ARGS = parser.parse_args()
+    kinds = ARGS.kinds.split(",")
+    if "noop" not in kinds or not set(kinds) <= set(KINDS):
+        parser.error("--kinds: noop (the baseline) and any of %s"
+                     % ", ".join(KINDS))
     cli = os.path.abspath(ARGS.cli)
     workdir = tempfile.mkdtemp(prefix="sqlgroup-bench-handlers-")
     with private_postgres(cli) as dsn:
@@ -74,11 +83,12 @@ def main():
             port = receiver.stdout.readline().split()[1]
             handlers = {
                 "noop": "noop", "record": "record", "sql": "sql:bench.record",
+                "sql_tx": "sql:SELECT bench.record($1, $2, $3)",
                 "exec": "exec:python3 -c \"%s\"" % ECHO_OK,
                 "http": "http://127.0.0.1:%s/" % port}
             results = []
             for rep in range(ARGS.reps):
-                order = KINDS[rep % len(KINDS):] + KINDS[:rep % len(KINDS)]
+                order = kinds[rep % len(kinds):] + kinds[:rep % len(kinds)]
                 for kind in order:
                     group = "h-%s-%d" % (kind, rep)
                     sh(cli, "group", "create", group, "--parts", "16",
@@ -122,11 +132,11 @@ def main():
                     print(json.dumps(r), flush=True)
                     results.append(r)
             med = {k: statistics.median(r["items_per_s"] for r in results
-                                        if r["kind"] == k) for k in KINDS}
+                                        if r["kind"] == k) for k in kinds}
             print("\n| handler | items/s, median of %d | ratio to noop |"
                   % ARGS.reps)
             print("| --- | ---: | ---: |")
-            for k in KINDS:
+            for k in kinds:
                 print("| %s | %d | %.2f |" % (k, med[k], med[k] / med["noop"]))
             print("\nOne member, %d workers, %d unkeyed items per run, 16 parts."
                   % (ARGS.workers, ARGS.items))

@@ -22,6 +22,7 @@
 #include "spdlog/spdlog.h"
 #include "status_macros.h"
 #include "store/connection.h"
+#include "store/function_ack.h"
 #include "store/member_store.h"
 #include "store/migrator.h"
 
@@ -54,8 +55,16 @@ absl::Status ConsumerOptions::Validate() const {
           instance, "'"));
     }
   }
-  if (static_cast<bool>(handler) == static_cast<bool>(batch_handler)) {
-    return bad("set exactly one of handler and batch_handler");
+  if (static_cast<int>(static_cast<bool>(handler)) +
+          static_cast<bool>(batch_handler) + !sql_function.name.empty() !=
+      1) {
+    return bad("set exactly one of handler, batch_handler and sql_function");
+  }
+  if (!sql_function.name.empty() && !store::IsFunctionName(sql_function.name)) {
+    return bad(absl::StrCat(
+        "sql_function must be a function's name (schema.name or name: "
+        "letters, digits, '_' and '$', not starting with a digit), got '",
+        sql_function.name, "'"));
   }
   if (workers < 1 || workers > 256) {
     return bad(absl::StrCat("workers must be 1..256, got ", workers));
@@ -203,6 +212,7 @@ class Consumer::Impl {
     worker.group = options_.group;
     worker.handler = options_.handler;
     worker.batch_handler = options_.batch_handler;
+    worker.sql_function = options_.sql_function;
     worker.claim_batch = options_.claim_batch;
     worker.max_attempts = options_.max_attempts;
     worker.backoff_initial = options_.backoff_initial;
@@ -335,6 +345,9 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
       store::CheckSchemaVersion(*conn, internal::LatestKnownVersion()));
   ASSIGN_OR_RETURN(store::GroupSettings settings,
                    store::ReadGroup(*conn, options.group));
+  if (!options.sql_function.name.empty()) {
+    RETURN_IF_ERROR(store::CheckSqlFunction(*conn, options.sql_function));
+  }
   if (options.static_timeout > absl::ZeroDuration() &&
       options.static_timeout < settings.heartbeat) {
     return absl::InvalidArgumentError(absl::StrCat(

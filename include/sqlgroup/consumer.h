@@ -81,9 +81,13 @@ struct ConsumerOptions {
   // at once. Zero (the default): a dynamic member. At least the group's
   // heartbeat interval.
   absl::Duration static_timeout = absl::ZeroDuration();
-  // Exactly one of the two is required.
+  // Exactly one of the three is required. sql_function (item.h) is the
+  // fastest for work that is a write to this database: the handler and the
+  // ack are one statement. Create() checks that the function exists for
+  // those arguments and that the member's role may call it.
   Handler handler;
   BatchHandler batch_handler;
+  SqlFunction sql_function;
   // Optional; not owned; must outlive the consumer.
   RebalanceListener* listener = nullptr;
   // Optional; null logs nothing.

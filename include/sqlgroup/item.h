@@ -93,6 +93,30 @@ absl::Status DeadLetterVerdict(std::string_view why);
 // True for a status made by DeadLetterVerdict.
 bool IsDeadLetterVerdict(const absl::Status& status);
 
+// A handler that is a SQL function, called by name (`schema.name`, or a
+// name on the member role's search_path) in the very statement that
+// acknowledges the item: its writes and the fenced delete commit together
+// or not at all, in one round trip (a handler's AckTransaction takes
+// four: BEGIN, the handler's statement, the ack, COMMIT). It is called as
+// name(key text, payload bytea, id uuid), key NULL for an unkeyed item;
+// with `arrays`, once per claimed batch as name(text[], bytea[], uuid[]),
+// one element per item, in key order. Its result is ignored. It is called
+// only for items the fence lets the statement delete (never under a take
+// that is gone), and it does not see the item's own delete.
+//
+// An error it raises fails the attempt (retried after the backoff, dead-
+// lettered after max_attempts with the database's message); raised with
+// SQLSTATE kDeadLetterSqlState (RAISE EXCEPTION '...' USING ERRCODE =
+// 'SGDLQ') it dead-letters the item at once; a serialization failure,
+// deadlock or lock timeout is retried without counting an attempt.
+struct SqlFunction {
+  std::string name;  // empty: no SQL function
+  bool arrays = false;
+};
+
+// The SQLSTATE a SQL handler raises to dead-letter an item at once.
+inline constexpr char kDeadLetterSqlState[] = "SGDLQ";
+
 // Acknowledges all `items` (same part, key order) in one transaction: the
 // biggest throughput lever. On failure the items are retried one by one
 // (each in a batch of one), so one poisonous item cannot sink the others.

@@ -111,6 +111,7 @@ absl::Status RunConsume(const Args&) {
       ASSIGN_OR_RETURN(Handlers handlers, BuildHandlers(spec, context));
       options.handler = std::move(handlers.handler);
       options.batch_handler = std::move(handlers.batch_handler);
+      options.sql_function = std::move(handlers.sql_function);
     }
     // The consumers are checked (schema, group) before the port is taken, so
     // a wrong database is reported as such.

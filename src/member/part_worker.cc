@@ -12,6 +12,7 @@
 #include "spdlog/spdlog.h"
 #include "store/connection.h"
 #include "store/errors.h"
+#include "store/function_ack.h"
 
 namespace sqlgroup {
 namespace {
@@ -270,8 +271,7 @@ PartWorker::Opened PartWorker::OpenOwn() {
   own_ = std::move(*conn);
   own_timeouts_ = store::ConnectionTimeouts(options);
   metrics_.ConnectionOpened("worker");
-  absl::Status s =
-      store::Guard("prepare", [&] { store::PrepareItemStatements(*own_); });
+  absl::Status s = store::Guard("prepare", [&] { PrepareStatements(*own_); });
   if (!s.ok()) {
     CloseOwn();
     log_->warn("worker={} dropping connection: {}", index_,
@@ -290,6 +290,11 @@ PartWorker::Opened PartWorker::OpenOwn() {
   warm_tasks_ = 0;
   abandoned_ = false;
   return Opened::kYes;
+}
+
+void PartWorker::PrepareStatements(pqxx::connection& conn) {
+  store::PrepareItemStatements(conn);
+  if (InFunction()) store::PrepareFunctionAcks(conn, config_.sql_function);
 }
 
 void PartWorker::OpenAfterWarmTasks() {
@@ -312,12 +317,17 @@ void PartWorker::WarmUp() {
   const absl::Status s = store::Guard("warm up", [&] {
     if (!KeyOrder()) {
       (void)store::ClaimItems(*conn_, ref, at, at, 1);
-    } else if (config_.batch_handler) {
+    } else if (Batched()) {
       (void)store::ClaimRuns(*conn_, ref, at, at, 1, {}, false);
     } else {
       (void)store::ClaimHeads(*conn_, ref, at, at, 1, 1, {});
     }
-    store::DeleteClaimedNow(*conn_, ref, {});
+    // (An ack of nothing calls no function.)
+    if (InFunction()) {
+      store::AckInFunction(*conn_, ref, {});
+    } else {
+      store::DeleteClaimedNow(*conn_, ref, {});
+    }
   });
   if (absl::IsUnavailable(s)) Disconnect(s);
 }
@@ -334,7 +344,7 @@ bool PartWorker::BorrowControl(absl::Duration wait, bool with_slot) {
   metrics_.Borrowed();
   if (!borrowed_session_->item_statements) {
     absl::Status s =
-        store::Guard("prepare", [&] { store::PrepareItemStatements(*conn_); });
+        store::Guard("prepare", [&] { PrepareStatements(*conn_); });
     if (!s.ok()) {
       Disconnect(s);
       GiveBack();  // nothing ran on it
@@ -569,7 +579,7 @@ void PartWorker::RunClaim(PartTask& task) {
                 UnixMicros(claim_start), UnixMicros(absl::Now()),
                 absl::StrJoin(ids, ","));
   }
-  if (key_order && !config_.batch_handler) {
+  if (key_order && !Batched()) {
     // One item at a time, on whichever workers are free: the keys of the
     // part run in parallel. Heads whose key is with a handler already are
     // not claims.
@@ -676,7 +686,7 @@ absl::StatusOr<std::vector<Item>> PartWorker::ClaimKeyHeads(
   bool wrapped = start == task.range.first;
   while (true) {
     auto claim =
-        config_.batch_handler
+        Batched()
             ? store::ClaimRuns(*conn_, task.ref, *from, task.range.last,
                                config_.claim_batch, task.busy_keys,
                                task.turn > 0 && *from == task.cursor)
@@ -751,7 +761,7 @@ void PartWorker::RunItem(const PartTask& task) {
 PartWorker::Progress PartWorker::ProcessItems(const store::ClaimRef& ref,
                                               const std::vector<Item>& items,
                                               NextClaim* next) {
-  if (config_.batch_handler) {
+  if (Batched()) {
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {0, false};
     const Outcome o = HandleBatch(ref, items, next);
     if (Settled(o)) return {items.size(), false, o == Outcome::kAcked};
@@ -773,91 +783,31 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
                                             const std::vector<Item>& items,
                                             NextClaim* next) {
   std::vector<std::string> ids;
+  ids.reserve(items.size());
   for (const Item& item : items) ids.push_back(item.id);
-  absl::Status verdict;
-  int64_t deleted = -1;
-  // The handler wrote nothing, so the ack is the fenced delete alone, in
-  // autocommit: whatever it deleted stays acknowledged.
-  bool alone = false;
-  // Set once the handler has returned: an error after it is the ack's (a
-  // missing grant, a broken schema), not the item's.
-  bool acking = false;
-  absl::Time ack_start;
   if (log_->should_log(spdlog::level::trace)) {
     log_->trace("handler ids={} at={}", absl::StrJoin(ids, ","),
                 UnixMicros(absl::Now()));
   }
-  try {
-    AckTransaction ack(*conn_);
-    verdict = RunHandler([&] {
-      return config_.batch_handler ? config_.batch_handler(items, ack)
-                                   : config_.handler(items.front(), ack);
-    });
-    if (verdict.ok()) {
-      acking = true;
-      ack_start = absl::Now();
-      if (ack.started() && next && next->of_key) {
-        // The key's next item is read by the ack's statement, in the
-        // transaction, and taken only once it committed.
-        store::AckedAndClaimed r =
-            store::AckAndNextOfKey(ack.work(), ref, ids.front());
-        deleted = r.acked;
-        if (deleted == 1) {
-          ack.work().commit();
-          next->Take(std::move(r), absl::Now() - ack_start);
-        }
-      } else if (ack.started()) {
-        deleted = store::DeleteClaimed(ack.work(), ref, ids);
-        if (deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
-        // Otherwise the transaction rolls back as `ack` goes out of scope.
-      } else if (next) {
-        alone = true;
-        store::AckedAndClaimed r = AckCarrying(ref, ids, *next);
-        deleted = r.acked;
-        next->Take(std::move(r), absl::Now() - ack_start);
-      } else {
-        alone = true;
-        deleted = store::DeleteClaimedNow(*conn_, ref, ids);
-      }
-    }
-  } catch (const pqxx::broken_connection&) {
-    Disconnect(absl::UnavailableError("connection lost during ack"));
-    return Outcome::kBroken;
-  } catch (const pqxx::transaction_rollback& e) {
-    return Conflict(ref, items, e.what());
-  } catch (const pqxx::in_doubt_error& e) {
-    // The commit may or may not have happened; the item is read again if
-    // it is still there, and an ack that did commit deleted it for good.
-    log_->error("part={} epoch={} commit outcome unknown: {}", ref.part,
-                ref.epoch, e.what());
-    Disconnect(absl::UnknownError("commit in doubt"));
-    return Outcome::kBroken;
-  } catch (const pqxx::sql_error& e) {
-    if (IsTransient(e)) return Conflict(ref, items, e.what());
-    verdict = store::StatusFromCurrentException("acknowledge");
-  } catch (...) {
-    verdict = store::StatusFromCurrentException("acknowledge");
-    if (absl::IsUnavailable(verdict)) {
-      Disconnect(verdict);
-      return Outcome::kBroken;
-    }
-  }
-  if (acking && !verdict.ok()) {
+  const Attempt a = InFunction() ? CallInAck(ref, items, ids, next)
+                                 : RunAndAck(ref, items, ids, next);
+  if (a.ended) return *a.ended;
+  if (a.acking && !a.verdict.ok()) {
     log_->error("part={} epoch={} acknowledging {} item(s) failed: {}",
                 ref.part, ref.epoch, ids.size(),
-                std::string(verdict.message()));
+                std::string(a.verdict.message()));
     return Outcome::kBroken;  // the transaction rolled back; read again
   }
-  if (verdict.ok()) {
+  if (a.verdict.ok()) {
     config_.conflicts->Forget(ids);
-    if (deleted == static_cast<int64_t>(ids.size())) {
-      metrics_.Acked(deleted, absl::Now() - ack_start);
+    if (a.deleted == static_cast<int64_t>(ids.size())) {
+      metrics_.Acked(a.deleted, absl::Now() - a.ack_start);
       return Outcome::kAcked;
     }
     // Alone, the items it did delete are acknowledged; in a transaction,
     // none are (it rolled back).
-    const int64_t acked = alone ? deleted : 0;
-    if (acked > 0) metrics_.Acked(acked, absl::Now() - ack_start);
+    const int64_t acked = a.alone ? a.deleted : 0;
+    if (acked > 0) metrics_.Acked(acked, absl::Now() - a.ack_start);
     metrics_.LostClaims(static_cast<int64_t>(ids.size()) - acked);
     log_->warn("part={} epoch={} lost claim on {} item(s): not acknowledged",
                ref.part, ref.epoch, ids.size() - acked);
@@ -867,11 +817,125 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     // Isolate the failing item: each again on its own.
     log_->info("part={} epoch={} batch of {} failed ({}); retrying singly",
                ref.part, ref.epoch, items.size(),
-               std::string(verdict.message()));
+               std::string(a.verdict.message()));
     return HandleSingly(ref, items);
   }
-  return Fail(ref, items.front(), std::string(verdict.message()),
-              IsDeadLetterVerdict(verdict));
+  return Fail(ref, items.front(), std::string(a.verdict.message()),
+              IsDeadLetterVerdict(a.verdict));
+}
+
+PartWorker::Attempt PartWorker::RunAndAck(const store::ClaimRef& ref,
+                                          const std::vector<Item>& items,
+                                          const std::vector<std::string>& ids,
+                                          NextClaim* next) {
+  Attempt a;
+  try {
+    AckTransaction ack(*conn_);
+    a.verdict = RunHandler([&] {
+      return config_.batch_handler ? config_.batch_handler(items, ack)
+                                   : config_.handler(items.front(), ack);
+    });
+    if (a.verdict.ok()) {
+      a.acking = true;
+      a.ack_start = absl::Now();
+      if (ack.started() && next && next->of_key) {
+        // The key's next item is read by the ack's statement, in the
+        // transaction, and taken only once it committed.
+        store::AckedAndClaimed r =
+            store::AckAndNextOfKey(ack.work(), ref, ids.front());
+        a.deleted = r.acked;
+        if (a.deleted == 1) {
+          ack.work().commit();
+          next->Take(std::move(r), absl::Now() - a.ack_start);
+        }
+      } else if (ack.started()) {
+        a.deleted = store::DeleteClaimed(ack.work(), ref, ids);
+        if (a.deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
+        // Otherwise the transaction rolls back as `ack` goes out of scope.
+      } else if (next) {
+        a.alone = true;
+        store::AckedAndClaimed r = AckCarrying(ref, ids, *next);
+        a.deleted = r.acked;
+        next->Take(std::move(r), absl::Now() - a.ack_start);
+      } else {
+        a.alone = true;
+        a.deleted = store::DeleteClaimedNow(*conn_, ref, ids);
+      }
+    }
+  } catch (const pqxx::broken_connection&) {
+    Disconnect(absl::UnavailableError("connection lost during ack"));
+    a.ended = Outcome::kBroken;
+  } catch (const pqxx::transaction_rollback& e) {
+    a.ended = Conflict(ref, items, e.what());
+  } catch (const pqxx::in_doubt_error& e) {
+    // The commit may or may not have happened; the item is read again if
+    // it is still there, and an ack that did commit deleted it for good.
+    log_->error("part={} epoch={} commit outcome unknown: {}", ref.part,
+                ref.epoch, e.what());
+    Disconnect(absl::UnknownError("commit in doubt"));
+    a.ended = Outcome::kBroken;
+  } catch (const pqxx::sql_error& e) {
+    if (IsTransient(e)) {
+      a.ended = Conflict(ref, items, e.what());
+    } else {
+      a.verdict = store::StatusFromCurrentException("acknowledge");
+    }
+  } catch (...) {
+    a.verdict = store::StatusFromCurrentException("acknowledge");
+    if (absl::IsUnavailable(a.verdict)) {
+      Disconnect(a.verdict);
+      a.ended = Outcome::kBroken;
+    }
+  }
+  return a;
+}
+
+PartWorker::Attempt PartWorker::CallInAck(const store::ClaimRef& ref,
+                                          const std::vector<Item>& items,
+                                          const std::vector<std::string>& ids,
+                                          NextClaim* next) {
+  // One autocommit statement: the fenced delete calls the function on the
+  // items it deletes. Whatever it deleted is acknowledged, and handled.
+  Attempt a;
+  a.alone = true;
+  a.ack_start = absl::Now();
+  try {
+    if (next && next->of_key) {
+      store::AckedAndClaimed r =
+          store::AckInFunctionAndNextOfKey(*conn_, ref, ids.front());
+      a.deleted = r.acked;
+      next->Take(std::move(r), absl::Now() - a.ack_start);
+    } else {
+      a.deleted = store::AckInFunction(*conn_, ref, ids);
+    }
+  } catch (const pqxx::broken_connection&) {
+    // Committed or not: the items are read again if they are still there.
+    Disconnect(absl::UnavailableError("connection lost during ack"));
+    a.ended = Outcome::kBroken;
+  } catch (const pqxx::transaction_rollback& e) {
+    a.ended = Conflict(ref, items, e.what());
+  } catch (const pqxx::sql_error& e) {
+    // The statement is the handler: its error, whether the function raised
+    // it or not, fails the attempt (Create() checked the statement, so an
+    // error of the ack's own is a schema or grant changed since).
+    if (IsTransient(e)) {
+      a.ended = Conflict(ref, items, e.what());
+    } else if (e.sqlstate() == kDeadLetterSqlState) {
+      a.verdict = DeadLetterVerdict(store::PrimaryMessage(e));
+    } else {
+      a.verdict = absl::InternalError(absl::StrCat(
+          "sql_function ", config_.sql_function.name, " failed (SQLSTATE ",
+          e.sqlstate().empty() ? "unknown" : e.sqlstate(),
+          "): ", store::PrimaryMessage(e)));
+    }
+  } catch (...) {
+    a.verdict = store::StatusFromCurrentException("acknowledge");
+    if (absl::IsUnavailable(a.verdict)) {
+      Disconnect(a.verdict);
+      a.ended = Outcome::kBroken;
+    }
+  }
+  return a;
 }
 
 store::AckedAndClaimed PartWorker::AckCarrying(

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <pqxx/connection>
 #include <string>
 
@@ -34,6 +35,7 @@ struct WorkerConfig {
   std::string group;
   Handler handler;
   BatchHandler batch_handler;
+  SqlFunction sql_function;  // ConsumerOptions::sql_function
   int claim_batch = 64;
   int max_attempts = 5;
   absl::Duration backoff_initial;
@@ -116,6 +118,15 @@ class PartWorker {
   store::ConnectOptions WorkerOptions() const;
   bool FollowTtl();
   void RunClaim(PartTask& task);
+  // The handler takes batches (a BatchHandler, or a SQL function on
+  // arrays).
+  bool Batched() const {
+    return config_.batch_handler || config_.sql_function.arrays;
+  }
+  // The handler is a SQL function that the ack's statement calls.
+  bool InFunction() const { return !config_.sql_function.name.empty(); }
+  // The store's statements on `conn`, and the SQL function's.
+  void PrepareStatements(pqxx::connection& conn);
   bool KeyOrder() const {
     return config_.key_order && config_.key_order->load();
   }
@@ -178,6 +189,26 @@ class PartWorker {
   Outcome HandleBatch(const store::ClaimRef& ref,
                       const std::vector<Item>& items,
                       NextClaim* next = nullptr);
+  // One try of the handler and the ack of `items` (`ids`), for HandleBatch.
+  struct Attempt {
+    // Settled already: a broken connection or a conflict.
+    std::optional<Outcome> ended;
+    absl::Status verdict;  // the handler's
+    int64_t deleted = -1;  // by the ack
+    // The ack was autocommit: what it deleted is acknowledged, even when
+    // others of the items were not.
+    bool alone = false;
+    // The handler had returned: an error is the ack's (a missing grant, a
+    // broken schema), not the items'.
+    bool acking = false;
+    absl::Time ack_start;
+  };
+  // The handler (or batch handler) in its AckTransaction, then the ack.
+  Attempt RunAndAck(const store::ClaimRef& ref, const std::vector<Item>& items,
+                    const std::vector<std::string>& ids, NextClaim* next);
+  // The sql_function, called by the ack's statement (store/function_ack.h).
+  Attempt CallInAck(const store::ClaimRef& ref, const std::vector<Item>& items,
+                    const std::vector<std::string>& ids, NextClaim* next);
   // A batch that failed or kept conflicting, again item by item, so that
   // only the item at fault is counted against.
   Outcome HandleSingly(const store::ClaimRef& ref,

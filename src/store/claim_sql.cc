@@ -46,11 +46,19 @@ std::string AckDelete(int ids, int session, int part, int epoch) {
                       " AND ", TakeHeld(session, part, epoch, true));
 }
 
-std::string AckThen(int ids, const std::string& claim) {
-  return absl::StrCat("WITH acked AS (", AckDelete(ids, 2, 3, 4),
-                      " RETURNING 1) SELECT (SELECT count(*) FROM acked), "
-                      "c.* FROM (",
-                      claim, ") c");
+std::string AckDeleteReturning(int ids, int session, int part, int epoch,
+                               const std::string& returning) {
+  return absl::StrCat(AckDelete(ids, session, part, epoch), " RETURNING ",
+                      returning);
+}
+
+std::string AckThen(int ids, const std::string& claim,
+                    const std::string& returning) {
+  // A data-modifying WITH runs to its end, RETURNING included, however
+  // much of it the rest of the statement reads.
+  return absl::StrCat(
+      "WITH acked AS (", AckDeleteReturning(ids, 2, 3, 4, returning),
+      ") SELECT (SELECT count(*) FROM acked), c.* FROM (", claim, ") c");
 }
 
 namespace {

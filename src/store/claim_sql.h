@@ -42,12 +42,25 @@ std::string KeyOrderedIds(const std::vector<std::string>& ids);
 // The ack: the fenced delete of the items whose ids are in parameter
 // `ids` (WithIds) of group $1, under the take of the other three.
 std::string AckDelete(int ids, int session, int part, int epoch);
+// AckDelete's statement, returning `returning` for each row deleted.
+std::string AckDeleteReturning(int ids, int session, int part, int epoch,
+                               const std::string& returning);
 
 // AckDelete (ids in parameter `ids`, the take in $2, $3, $4) and then the
 // read `claim` in one statement, one round trip: the count deleted, then
 // the read's columns. The read sees the statement's snapshot, from before
-// the delete, so it must start after the acknowledged ids.
-std::string AckThen(int ids, const std::string& claim);
+// the delete, so it must start after the acknowledged ids. `returning`:
+// what the delete returns per row; a function called there (a
+// SqlFunction handler) runs once for each row deleted, whatever reads it.
+std::string AckThen(int ids, const std::string& claim,
+                    const std::string& returning = "1");
+
+// $1 group, $2 session, $3 part, $4 epoch, $5 an item just settled, $6
+// the last id of its key's block (BlockLastOf): the key's next item, when
+// it is due (a next item that is not holds the key back: no row).
+const std::string& NextOfKeySql();
+// The last id of the block (key) of the item `id`, as text.
+std::string BlockLastOf(const std::string& id);
 
 // The columns a claim returns for each item, after `owned`, as
 // ClaimedItems reads them: id, key, payload, attempts, enqueued_at in

@@ -48,6 +48,12 @@ std::string Clean(const char* what) {
 
 }  // namespace
 
+std::string PrimaryMessage(const pqxx::sql_error& e) {
+  std::string text = e.what();
+  text = text.substr(0, text.find('\n'));
+  return std::string(absl::StripPrefix(text, "ERROR:  "));
+}
+
 absl::Status StatusFromCurrentException(std::string_view context) {
   const std::string prefix = std::string(context) + ": ";
   try {

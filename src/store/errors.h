@@ -8,13 +8,22 @@
 #ifndef SQLGROUP_STORE_ERRORS_H_
 #define SQLGROUP_STORE_ERRORS_H_
 
+#include <string>
 #include <string_view>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
+namespace pqxx {
+class sql_error;
+}
+
 namespace sqlgroup::store {
+
+// The first line of a database error, without libpq's "ERROR:  ": the
+// message a handler's statement raised, for a person.
+std::string PrimaryMessage(const pqxx::sql_error& e);
 
 // Call only inside a catch block: maps the exception being handled.
 // `context` says what was being done ("register session").

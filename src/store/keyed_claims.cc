@@ -200,10 +200,10 @@ const std::string& AckAndClaimRunsSql() {
   return *kSql;
 }
 
-// $1 group, $2 session, $3 part, $4 epoch, $5 an item just settled, $6
-// the last id of its key's block: the key's next item, when it is due (a
-// next item that is not holds the key back: no row).
 constexpr char kNextOfKey[] = "sqlgroup_next_of_key";
+
+}  // namespace
+
 const std::string& NextOfKeySql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
       "SELECT t.owned, ", kClaimedColumns, " FROM (SELECT ",
@@ -214,6 +214,8 @@ const std::string& NextOfKeySql() {
       "ON i.not_before <= clock_timestamp()"));
   return *kSql;
 }
+
+namespace {
 
 // $1..$6 as in kNextOfKey, $7 ids (uuid[]): the ack of the item $5 and the
 // read of its key's next item in one statement, as kAckAndClaim. The read
@@ -282,10 +284,13 @@ const std::string& BlockedSql() {
   return *kSql;
 }
 
-// The last id of the block (key) of the item `id`, as text.
+}  // namespace
+
 std::string BlockLastOf(const std::string& id) {
   return FormatUuid(BlockLast(BlockOf(*ParseUuid(id))));
 }
+
+namespace {
 
 // The blocks of `keys` as the statements compare them: the first 18
 // characters of an id's text form, as a text[] literal.

@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "keyspace.h"
 #include "sqlgroup/admin.h"
+#include "store/errors.h"
+#include "store/function_ack.h"
 #include "store/item_store.h"
 #include "support/pg_fixture.h"
 
@@ -33,6 +35,30 @@ constexpr char kFirst[] = "01000000-0000-4000-8000-000000000000";
 constexpr char kSecond[] = "02000000-0000-4000-8000-000000000000";
 constexpr char kOtherPart[] = "21000000-0000-4000-8000-000000000000";
 
+constexpr char kHandlerFunctions[] = R"sql(
+CREATE TABLE public.calls (call serial, id uuid, key text, payload bytea,
+                           items int);
+CREATE FUNCTION public.handle(k text, p bytea, i uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.calls (id, key, payload, items) VALUES (i, k, p, 1);
+  IF p = 'dead' THEN
+    RAISE EXCEPTION 'item % cannot be handled', i USING ERRCODE = 'SGDLQ';
+  ELSIF p = 'fail' THEN
+    RAISE EXCEPTION 'try again later';
+  END IF;
+END $$;
+CREATE FUNCTION public.handle_all(k text[], p bytea[], i uuid[])
+RETURNS int LANGUAGE sql AS $$
+  INSERT INTO public.calls (id, key, payload, items)
+  SELECT u.id, u.key, u.payload, cardinality(i)
+  FROM unnest(i, k, p) AS u(id, key, payload)
+  RETURNING 1
+$$;
+CREATE FUNCTION public.handle_set(k text, p bytea, i uuid) RETURNS SETOF int
+LANGUAGE sql AS $$ SELECT 1 $$;
+)sql";
+
 class ClaimFenceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -49,6 +75,9 @@ class ClaimFenceTest : public ::testing::Test {
         "INSERT INTO sqlgroup.items (group_name, id) VALUES ($1, $2), "
         "($1, $3), ($1, $4)",
         kGroup, kFirst, kSecond, kOtherPart);
+    // SQL function handlers (SqlFunction): each call leaves a row; a
+    // payload 'dead' raises SGDLQ, 'fail' another error.
+    tx.exec(kHandlerFunctions);
     tx.commit();
     ref_ = Take(0);
   }
@@ -75,6 +104,17 @@ class ClaimFenceTest : public ::testing::Test {
   absl::StatusOr<std::vector<Item>> Claim(const store::ClaimRef& ref) {
     const KeyRange r = PartRange(ref.part, kParts);
     return store::ClaimItems(*conn_, ref, r.first, r.last, 10);
+  }
+
+  // The ids the SQL function handlers were called with, in call order.
+  std::vector<std::string> Calls() {
+    pqxx::nontransaction tx(*conn_);
+    std::vector<std::string> ids;
+    for (const pqxx::row& row :
+         tx.exec("SELECT id::text FROM public.calls ORDER BY call")) {
+      ids.push_back(row[0].as<std::string>());
+    }
+    return ids;
   }
 
   int64_t Count(const std::string& table) {
@@ -121,6 +161,9 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
   store::AckAndNextOfKey(worker, ref, kOtherPart);
   ASSERT_TRUE(store::ProbeHeads(worker, kGroup, {0}, {r}, 64).ok());
   ASSERT_TRUE(store::MeasureBlocked(worker, kGroup, {0}, {r}, 100).ok());
+  store::PrepareFunctionAcks(worker, {.name = "public.handle"});
+  store::AckInFunction(worker, ref, {kOtherPart});
+  store::AckInFunctionAndNextOfKey(worker, ref, kOtherPart);
   const std::string a = FormatUuid(r.first), z = FormatUuid(r.last);
   const std::string take = absl::StrCat("'", kSession, "', 0, ", ref.epoch);
   const std::string claim =
@@ -146,6 +189,10 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
                    "', '01000000-0000-4000-ffff-ffffffffffff')"),
       absl::StrCat("sqlgroup_ack_and_next_of_key('g', ", take, ", '", kFirst,
                    "', '01000000-0000-4000-ffff-ffffffffffff', ", one, ")"),
+      absl::StrCat("sqlgroup_ack_in_function('g', ", one, ", ", take, ")"),
+      absl::StrCat("sqlgroup_ack_in_function_and_next_of_key('g', ", take,
+                   ", '", kFirst, "', '01000000-0000-4000-ffff-ffffffffffff', ",
+                   one, ")"),
       absl::StrCat("sqlgroup_probe_heads(", parts, ", 64)"),
       absl::StrCat("sqlgroup_blocked(", parts, ", 100)"),
   };
@@ -248,6 +295,78 @@ TEST_F(ClaimFenceTest, AnAckUnderAnOldEpochDeletesNothing) {
   EXPECT_GT(again.epoch, ref_.epoch);
   EXPECT_EQ(store::DeleteClaimedNow(*conn_, ref_, {kFirst}), 0);
   EXPECT_EQ(store::DeleteClaimedNow(*conn_, again, {kFirst}), 1);
+}
+
+// A SQL function handler runs in the ack's statement, on exactly the
+// items the fence lets it delete: never under a take that is gone, never
+// twice for an item.
+TEST_F(ClaimFenceTest, ASqlFunctionRunsOnlyOnWhatTheFencedAckDeletes) {
+  store::PrepareFunctionAcks(*conn_, {.name = "public.handle"});
+  Drop(0);
+  const store::ClaimRef again = Take(0);
+  EXPECT_EQ(store::AckInFunction(*conn_, ref_, {kFirst}), 0);
+  EXPECT_THAT(Calls(), ::testing::IsEmpty());
+  EXPECT_EQ(store::AckInFunction(*conn_, again, {kSecond, kFirst}), 2);
+  EXPECT_THAT(Calls(), ElementsAre(kFirst, kSecond));  // in key order
+  EXPECT_EQ(store::AckInFunction(*conn_, again, {kFirst}), 0);
+  EXPECT_EQ(Calls().size(), 2u);
+  EXPECT_EQ(Count("items"), 1);
+}
+
+TEST_F(ClaimFenceTest, ASqlFunctionOnArraysIsCalledOncePerBatch) {
+  store::PrepareFunctionAcks(*conn_,
+                             {.name = "public.handle_all", .arrays = true});
+  EXPECT_EQ(store::AckInFunction(*conn_, ref_, {}), 0);
+  EXPECT_EQ(store::AckInFunction(*conn_, ref_, {kSecond, kFirst}), 2);
+  EXPECT_THAT(Calls(), ElementsAre(kFirst, kSecond));
+  EXPECT_EQ(Count("items"), 1);
+  pqxx::nontransaction tx(*conn_);
+  EXPECT_EQ(tx.exec1("SELECT min(items) FROM public.calls")[0].as<int>(), 2);
+}
+
+// An error the function raises undoes the whole statement, the delete
+// with it, and reaches the caller with its SQLSTATE (SGDLQ: dead-letter).
+TEST_F(ClaimFenceTest, ASqlFunctionsErrorUndoesItsAck) {
+  store::PrepareFunctionAcks(*conn_, {.name = "public.handle"});
+  pqxx::nontransaction(*conn_).exec_params(
+      "UPDATE sqlgroup.items SET payload = 'dead' WHERE id = $1", kFirst);
+  try {
+    store::AckInFunction(*conn_, ref_, {kFirst});
+    ADD_FAILURE() << "the function's error was lost";
+  } catch (const pqxx::sql_error& e) {
+    EXPECT_EQ(e.sqlstate(), kDeadLetterSqlState);
+    EXPECT_THAT(store::PrimaryMessage(e),
+                ::testing::StartsWith("item 01000000-"));
+  }
+  EXPECT_THAT(Calls(), ::testing::IsEmpty());
+  EXPECT_EQ(Count("items"), 3);
+  // The key's next item comes with the ack of the one before it.
+  store::AckedAndClaimed r =
+      store::AckInFunctionAndNextOfKey(*conn_, ref_, kSecond);
+  EXPECT_EQ(r.acked, 1);
+  EXPECT_THAT(Calls(), ElementsAre(kSecond));
+}
+
+TEST_F(ClaimFenceTest, ASqlFunctionThatCannotBeCalledIsRefusedByTheCheck) {
+  struct Case {
+    SqlFunction function;
+    std::string why;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{.name = "public.nope"}, "does not exist"},
+           {{.name = "public.handle", .arrays = true}, "does not exist"},
+           {{.name = "public.handle_set"}, "set-returning functions"},
+       }) {
+    const absl::Status s = store::CheckSqlFunction(*conn_, c.function);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.function.name;
+    EXPECT_THAT(s.message(), HasSubstr(c.why)) << s;
+    EXPECT_THAT(s.message(), HasSubstr("sql_function " + c.function.name));
+  }
+  EXPECT_TRUE(store::CheckSqlFunction(*conn_, {.name = "public.handle"}).ok());
+  EXPECT_TRUE(store::CheckSqlFunction(
+                  *conn_, {.name = "public.handle_all", .arrays = true})
+                  .ok());
+  EXPECT_EQ(Count("items"), 3);  // checked, not run
 }
 
 // The settling statements bound their ids by the first and the last in

@@ -30,7 +30,11 @@ using ::testing::HasSubstr;
 constexpr char kAppSql[] = R"sql(
 CREATE SCHEMA app;
 CREATE TABLE app.seen (id uuid, key text, attempt_seq int,
-                       backend int DEFAULT pg_backend_pid());
+                       backend int DEFAULT pg_backend_pid(),
+                       -- called by the ack's own statement (SqlFunction),
+                       -- not by a statement of its own
+                       in_ack bool DEFAULT
+                         (current_query() LIKE '%DELETE FROM sqlgroup.items%'));
 CREATE TABLE app.batches (size int);
 CREATE TABLE app.log (id uuid, key text);
 CREATE TABLE app.paid (key text PRIMARY KEY, n int NOT NULL,
@@ -99,10 +103,16 @@ class HandlersTest : public ConsumerFixture {
         {.dsn = member_dsn_, .batch = batch, .timeout = absl::Seconds(1)});
   }
 
-  std::unique_ptr<Consumer> StartWith(const std::string& group,
-                                      const cli::Handlers& h) {
+  ConsumerOptions OptionsFor(const std::string& group, const cli::Handlers& h) {
     ConsumerOptions o = Options(group, h.handler);
     o.batch_handler = h.batch_handler;
+    o.sql_function = h.sql_function;
+    return o;
+  }
+
+  std::unique_ptr<Consumer> StartWith(const std::string& group,
+                                      const cli::Handlers& h) {
+    ConsumerOptions o = OptionsFor(group, h);
     o.max_attempts = 4;
     o.backoff_initial = absl::Milliseconds(50);
     o.backoff_max = absl::Milliseconds(200);
@@ -172,6 +182,34 @@ class HandlersTest : public ConsumerFixture {
     return listening;
   }
 
+  // `spec` calls app.pay: its errors are retried, then dead-letter the
+  // item with `failed` as its attempts and last error; SGDLQ dead-letters
+  // at once; nothing of a failed attempt stays, and each key's items are
+  // paid in order.
+  void ExpectErrorsRetryThenDeadLetter(const std::string& spec,
+                                       const std::string& failed) {
+    CreateGroup("g", 4);
+    // k0's second item always fails; k1's first is dead at once; the items
+    // behind them wait, in order, and then go on.
+    ProduceKeyed("g", 3, 3, {{{0, 2}, "fail"}, {{1, 1}, "dead"}});
+    auto h = Build(spec);
+    ASSERT_TRUE(h.ok()) << h.status();
+    auto c = StartWith("g", *h);
+    ASSERT_TRUE(Drained(absl::Seconds(60)));
+    ASSERT_TRUE(c->Stop().ok());
+    EXPECT_EQ(DeadError("k0"), failed);
+    EXPECT_EQ(DeadError("k1"), "1 order k1 cannot be paid");
+    // The failed attempts' inserts rolled back with them.
+    EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 7);
+    EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE key = 'k0' AND "
+                    "attempt_seq = 2"),
+              0);
+    // Each key's survivors in order (a dead letter shows as a gap).
+    EXPECT_EQ(Count("SELECT n FROM app.paid WHERE key = 'k2'"), 3);
+    EXPECT_EQ(Count("SELECT order_violations FROM app.paid WHERE key = 'k2'"),
+              0);
+  }
+
   std::string log_;
   // Each exec or http attempt; a hang costs this much.
   absl::Duration timeout_ = absl::Seconds(2);
@@ -182,10 +220,13 @@ TEST_F(HandlersTest, SqlFunctionPaysEachOrderOnceInKeyOrder) {
   ProduceKeyed("g", 10, 30);
   auto h = Build("sql:app.pay");
   ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->sql_function.name, "app.pay");
   auto c = StartWith("g", *h);
   ASSERT_TRUE(Drained(absl::Seconds(60)));
   ASSERT_TRUE(c->Stop().ok());
   EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 300);
+  // Each call was the ack's statement, a transaction of its own.
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE in_ack"), 300);
   EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 300);
   EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 30 AND "
                   "last_seq = 30 AND order_violations = 0"),
@@ -200,7 +241,7 @@ TEST_F(HandlersTest, SqlFunctionOnAConnectionItsWorkersShare) {
   ProduceKeyed("g", 10, 20);
   auto h = Build("sql:app.pay");
   ASSERT_TRUE(h.ok()) << h.status();
-  ConsumerOptions o = Options("g", h->handler);
+  ConsumerOptions o = OptionsFor("g", *h);
   o.workers = 3;
   o.max_connections = 1;
   auto c = Start(std::move(o));
@@ -223,7 +264,7 @@ TEST_F(HandlersTest, SqlFunctionFollowsAWorkerFromConnectionToConnection) {
   CreateGroup("g", 2);
   auto h = Build("sql:app.pay");
   ASSERT_TRUE(h.ok()) << h.status();
-  ConsumerOptions o = Options("g", h->handler);
+  ConsumerOptions o = OptionsFor("g", *h);
   o.workers = 1;
   o.idle_connection_timeout = absl::Milliseconds(200);
   auto c = Start(std::move(o));
@@ -251,7 +292,7 @@ TEST_F(HandlersTest, SqlBatchHandlerGetsArrays) {
   ProduceKeyed("g", 5, 40);
   auto h = Build("sql:app.pay_batch", /*batch=*/true);
   ASSERT_TRUE(h.ok()) << h.status();
-  ASSERT_TRUE(h->batch_handler != nullptr);
+  ASSERT_TRUE(h->sql_function.arrays);
   auto c = StartWith("g", *h);
   ASSERT_TRUE(Drained(absl::Seconds(60)));
   ASSERT_TRUE(c->Stop().ok());
@@ -260,33 +301,28 @@ TEST_F(HandlersTest, SqlBatchHandlerGetsArrays) {
   EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 40 AND "
                   "order_violations = 0"),
             5);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE in_ack"), 200);
   // Batches, not items one by one: some carried several items.
   EXPECT_EQ(Count("SELECT sum(size) FROM app.batches"), 200);
   EXPECT_GT(Count("SELECT max(size) FROM app.batches"), 1);
 }
 
 TEST_F(HandlersTest, SqlErrorsRetryThenDeadLetterAndRollBack) {
-  CreateGroup("g", 4);
-  // k0's second item always fails; k1's first is dead at once; the items
-  // behind them wait, in order, and then go on.
-  ProduceKeyed("g", 3, 3, {{{0, 2}, "fail"}, {{1, 1}, "dead"}});
-  auto h = Build("sql:SELECT app.pay($1, $2, $3)");
-  ASSERT_TRUE(h.ok()) << h.status();
-  auto c = StartWith("g", *h);
-  ASSERT_TRUE(Drained(absl::Seconds(60)));
-  ASSERT_TRUE(c->Stop().ok());
-  EXPECT_THAT(DeadError("k0"), HasSubstr("4 the handler's statement failed "
-                                         "(SQLSTATE P0001): payment provider "
-                                         "down for k0"));
-  EXPECT_EQ(DeadError("k1"), "1 order k1 cannot be paid");
-  // The failed attempts' inserts rolled back with them.
-  EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 7);
-  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE key = 'k0' AND "
-                  "attempt_seq = 2"),
-            0);
-  // Each key's survivors in order (a dead letter shows as a gap).
-  EXPECT_EQ(Count("SELECT n FROM app.paid WHERE key = 'k2'"), 3);
-  EXPECT_EQ(Count("SELECT order_violations FROM app.paid WHERE key = 'k2'"), 0);
+  // In the acknowledging transaction, a statement of its own.
+  ExpectErrorsRetryThenDeadLetter(
+      "sql:SELECT app.pay($1, $2, $3)",
+      "4 the handler's statement failed (SQLSTATE P0001): payment provider "
+      "down for k0");
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE in_ack"), 0);
+}
+
+TEST_F(HandlersTest, SqlFunctionErrorsRetryThenDeadLetterAndRollBack) {
+  // Called by the ack's statement.
+  ExpectErrorsRetryThenDeadLetter(
+      "sql:app.pay",
+      "4 sql_function app.pay failed (SQLSTATE P0001): payment provider "
+      "down for k0");
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE NOT in_ack"), 0);
 }
 
 TEST_F(HandlersTest, BadSqlStatementsAreRefusedWithTheReason) {
@@ -391,7 +427,7 @@ TEST_F(HandlersTest, HttpEndpointThatDiesAndComesBackLosesNothing) {
   timeout_ = absl::Seconds(10);  // the refused connection is bridged
   auto h = Build(absl::StrCat("http://127.0.0.1:", port, "/items"));
   ASSERT_TRUE(h.ok()) << h.status();
-  ConsumerOptions o = Options("g", h->handler);
+  ConsumerOptions o = OptionsFor("g", *h);
   // A refused connection spends no attempt; the request in flight at the
   // kill spends one.
   o.max_attempts = 3;

@@ -26,7 +26,36 @@ class PoolerTest : public ConsumerFixture {
     tx.exec(absl::StrCat("GRANT INSERT, SELECT ON acks TO ", kMemberRole,
                          "; GRANT USAGE ON SEQUENCE acks_seq_seq TO ",
                          kMemberRole));
+    // The same row, from a SQL function handler (sql:public.ack_item).
+    tx.exec(
+        "CREATE FUNCTION public.ack_item(k text, p bytea, i uuid) RETURNS "
+        "void LANGUAGE sql AS $$ INSERT INTO acks (key, n, id, backend) "
+        "VALUES (k, convert_from(p, 'UTF8')::int, i, pg_backend_pid()) $$");
     tx.commit();
+  }
+
+  // `sqlgroup consume --handler=<handler>` through a pooler in
+  // transaction mode with two server connections: every item once, each
+  // key in order, on those two connections.
+  void ExpectTheCliConsumesThroughATransactionPooler(
+      const std::string& handler) {
+    TestPgBouncer bouncer("transaction", 2);
+    ASSERT_TRUE(bouncer.ok());
+    CreateGroup("g", 8);
+    ProduceKeyed(bouncer.Via(db_.dsn()), true, "g", 300, 10);
+    const std::string log =
+        absl::StrCat(::testing::TempDir(), "pooled-cli.log");
+    std::remove(log.c_str());
+    ChildProcess consume(
+        {CliPath(), "consume", "--group=g", "--members=2", "--workers=2",
+         "--pool_mode=transaction", "--metrics_addr=", "--handler=" + handler,
+         absl::StrCat("--dsn=", bouncer.Via(member_dsn_))},
+        log);
+    ASSERT_TRUE(Drained(absl::Seconds(60))) << consume.Log();
+    consume.Signal(SIGTERM);
+    EXPECT_EQ(consume.Wait(absl::Seconds(30)), 0) << consume.Log();
+    ExpectExactlyOnceInOrder(300);
+    EXPECT_LE(Count("SELECT count(DISTINCT backend) FROM acks"), 2);
   }
 
   // Writes a row of `acks` in the acknowledging transaction.
@@ -146,24 +175,15 @@ TEST_F(PoolerTest, ListensOnTheListenDsnAndWakesOnANotify) {
 }
 
 TEST_F(PoolerTest, CliConsumesWithASqlHandlerThroughATransactionPooler) {
-  TestPgBouncer bouncer("transaction", 2);
-  ASSERT_TRUE(bouncer.ok());
-  CreateGroup("g", 8);
-  ProduceKeyed(bouncer.Via(db_.dsn()), true, "g", 300, 10);
-  const std::string log = absl::StrCat(::testing::TempDir(), "pooled-cli.log");
-  std::remove(log.c_str());
-  ChildProcess consume(
-      {CliPath(), "consume", "--group=g", "--members=2", "--workers=2",
-       "--pool_mode=transaction", "--metrics_addr=",
-       "--handler=sql:INSERT INTO acks (key, n, id, backend) VALUES ($1, "
-       "convert_from($2, 'UTF8')::int, $3, pg_backend_pid())",
-       absl::StrCat("--dsn=", bouncer.Via(member_dsn_))},
-      log);
-  ASSERT_TRUE(Drained(absl::Seconds(60))) << consume.Log();
-  consume.Signal(SIGTERM);
-  EXPECT_EQ(consume.Wait(absl::Seconds(30)), 0) << consume.Log();
-  ExpectExactlyOnceInOrder(300);
-  EXPECT_LE(Count("SELECT count(DISTINCT backend) FROM acks"), 2);
+  ExpectTheCliConsumesThroughATransactionPooler(
+      "sql:INSERT INTO acks (key, n, id, backend) VALUES ($1, "
+      "convert_from($2, 'UTF8')::int, $3, pg_backend_pid())");
+}
+
+// Called by the ack's own statement, prepared on each server connection
+// the first time it runs there.
+TEST_F(PoolerTest, CliConsumesWithASqlFunctionThroughATransactionPooler) {
+  ExpectTheCliConsumesThroughATransactionPooler("sql:public.ack_item");
 }
 
 TEST_F(PoolerTest, ATransactionPoolerRestartLosesAndRepeatsNothing) {

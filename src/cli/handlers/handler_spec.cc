@@ -12,6 +12,7 @@
 #include "cli/numbered_items.h"
 #include "status_macros.h"
 #include "store/connection.h"
+#include "store/function_ack.h"
 
 namespace sqlgroup::cli {
 namespace {
@@ -129,6 +130,7 @@ absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text) {
   if (name == "sql") {
     spec.kind = HandlerSpec::Kind::kSql;
     spec.target = SqlStatementOf(arg);
+    if (store::IsFunctionName(arg)) spec.function = arg;
     if (arg.find_first_not_of(" \t\n") == std::string::npos) {
       return BadSpec(text, "needs a statement or a function's name");
     }
@@ -152,6 +154,10 @@ absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
                            .batch = context.batch,
                            .given = spec.given};
       RETURN_IF_ERROR(CheckSqlHandler(context.dsn, sql));
+      if (!spec.function.empty() && context.fail_rate <= 0) {
+        out.sql_function = {.name = spec.function, .arrays = context.batch};
+        return out;
+      }
       if (context.batch) {
         BatchHandler batch = MakeSqlBatchHandler(sql);
         const double rate = context.fail_rate;

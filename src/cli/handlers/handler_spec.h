@@ -23,6 +23,7 @@ struct HandlerSpec {
   absl::Duration sleep;    // kSleep; kCount and kRecord hold the ack open
   double fail_rate = 0.0;  // kFail, in [0, 1]
   std::string target;      // kSql: the statement; kHttp: the URL
+  std::string function;    // kSql given a function's name: the name
   std::string given;       // the spec as typed
   std::vector<std::string> command;  // kExec: the program and its arguments
 };
@@ -31,10 +32,11 @@ struct HandlerSpec {
 // command (its program not found) or a URL.
 absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text);
 
-// What consume runs: exactly one of the two is set.
+// What consume runs: exactly one of the three is set.
 struct Handlers {
   Handler handler;
   BatchHandler batch_handler;
+  SqlFunction sql_function;  // sql:FUNCTION, called by the ack's statement
 };
 
 struct HandlerContext {
@@ -47,6 +49,10 @@ struct HandlerContext {
 
 // Builds the handlers for `spec`. A SQL statement is checked on the
 // database first (INVALID_ARGUMENT saying what to change; nothing runs).
+// sql:FUNCTION becomes a SqlFunction, which the ack's own statement calls
+// (one round trip per item or batch), unless failures are injected
+// (--fail_rate, which runs before the handler): then, as sql:STATEMENT, a
+// handler that runs it in the acknowledging transaction.
 absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
                                        const HandlerContext& context);
 

@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <pqxx/pqxx>
-#include <regex>
 #include <set>
 #include <utility>
 
@@ -14,6 +13,8 @@
 #include "absl/time/clock.h"
 #include "cli/handlers/per_thread.h"
 #include "store/connection.h"
+#include "store/errors.h"
+#include "store/function_ack.h"
 #include "store/statements.h"
 
 namespace sqlgroup::cli {
@@ -30,15 +31,6 @@ std::string PrepareSql(const SqlHandler& h, const std::string& name) {
       h.statement);
 }
 
-// The first line of a database error, without libpq's "ERROR:  ".
-std::string PrimaryMessage(const pqxx::sql_error& e) {
-  std::string text = e.what();
-  text = text.substr(0, text.find('\n'));
-  const std::string prefix = "ERROR:  ";
-  if (text.rfind(prefix, 0) == 0) text.erase(0, prefix.size());
-  return text;
-}
-
 bool IsTransient(const std::string& state) {
   return state.rfind("40", 0) == 0 || state == "55P03";
 }
@@ -47,11 +39,12 @@ bool IsTransient(const std::string& state) {
 // rethrown for the library to treat as one.
 absl::Status StatementFailed(const pqxx::sql_error& e) {
   const std::string& state = e.sqlstate();
-  if (state == kDeadLetterSqlState) return DeadLetterVerdict(PrimaryMessage(e));
+  if (state == kDeadLetterSqlState)
+    return DeadLetterVerdict(store::PrimaryMessage(e));
   if (IsTransient(state)) throw;
   return absl::InternalError(
       absl::StrCat("the handler's statement failed (SQLSTATE ", state,
-                   "): ", PrimaryMessage(e)));
+                   "): ", store::PrimaryMessage(e)));
 }
 
 std::string Quoted(const std::string& s) {
@@ -66,9 +59,7 @@ std::string Quoted(const std::string& s) {
 }  // namespace
 
 std::string SqlStatementOf(const std::string& text) {
-  static const std::regex kFunctionName(
-      R"(^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$)");
-  if (std::regex_match(text, kFunctionName)) {
+  if (store::IsFunctionName(text)) {
     return absl::StrCat("SELECT ", text, "($1, $2, $3)");
   }
   return text;
@@ -117,14 +108,15 @@ absl::Status CheckSqlHandler(const std::string& dsn,
   } catch (const pqxx::insufficient_privilege& e) {
     // (libpqxx 6.4 leaves this class's SQLSTATE empty: caught by type.)
     return absl::InvalidArgumentError(absl::StrCat(
-        flag,
-        ": the member's role may not run the statement: ", PrimaryMessage(e),
+        flag, ": the member's role may not run the statement: ",
+        store::PrimaryMessage(e),
         ". Grant it what the statement needs (USAGE on the schema, the "
         "table privileges, EXECUTE on the function) or make the function "
         "SECURITY DEFINER; see docs/HANDLERS.md"));
   } catch (const pqxx::sql_error& e) {
     return absl::InvalidArgumentError(absl::StrCat(
-        flag, ": the database refused the statement: ", PrimaryMessage(e),
+        flag,
+        ": the database refused the statement: ", store::PrimaryMessage(e),
         ". It runs with $1 key (text), $2 payload (bytea), $3 id (uuid)",
         handler.batch ? ", as arrays of those (--batch)" : "",
         "; cast from those where it needs another type (e.g. "

@@ -26,9 +26,6 @@
 
 namespace sqlgroup::cli {
 
-// The SQLSTATE a statement raises to dead-letter an item at once.
-inline constexpr char kDeadLetterSqlState[] = "SGDLQ";
-
 struct SqlHandler {
   std::string statement;
   bool batch = false;

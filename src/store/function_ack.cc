@@ -1,0 +1,125 @@
+#include "store/function_ack.h"
+
+#include <unistd.h>
+
+#include <pqxx/pqxx>
+#include <regex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "store/claim_sql.h"
+#include "store/errors.h"
+#include "store/statements.h"
+
+namespace sqlgroup::store {
+namespace {
+
+// $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch: one row per
+// item deleted, or, on arrays, one row with their count unless none was.
+constexpr char kAckInFunction[] = "sqlgroup_ack_in_function";
+std::string AckInFunctionSql(const SqlFunction& f) {
+  if (!f.arrays) {
+    // RETURNING refuses a function that returns a set.
+    return AckDeleteReturning(2, 3, 4, 5,
+                              absl::StrCat(f.name, "(key, payload, id)"));
+  }
+  // One call on the rows deleted, in key order; none when nothing was
+  // (the take is gone). The call is in the outermost select list, which
+  // the client reads, so it runs whatever its volatility; CASE refuses a
+  // function that returns a set.
+  return absl::StrCat(
+      "WITH acked AS (", AckDeleteReturning(2, 3, 4, 5, "id, key, payload"),
+      ") SELECT a.n, CASE WHEN a.n > 0 THEN ", f.name,
+      "(a.keys, a.payloads, a.ids) END FROM (SELECT count(*) AS n, "
+      "array_agg(key ORDER BY id) AS keys, "
+      "array_agg(payload ORDER BY id) AS payloads, "
+      "array_agg(id ORDER BY id) AS ids FROM acked) a WHERE a.n > 0");
+}
+
+// $1..$6 as in NextOfKeySql, $7 ids (uuid[]): AckAndNextOfKey's
+// statement, the delete returning the function's call.
+constexpr char kAckInFunctionAndNextOfKey[] =
+    "sqlgroup_ack_in_function_and_next_of_key";
+std::string AckInFunctionAndNextOfKeySql(const SqlFunction& f) {
+  return AckThen(7, NextOfKeySql(), absl::StrCat(f.name, "(key, payload, id)"));
+}
+
+}  // namespace
+
+bool IsFunctionName(const std::string& name) {
+  static const std::regex kFunctionName(
+      R"(^[A-Za-z_][A-Za-z0-9_$]*(\.[A-Za-z_][A-Za-z0-9_$]*)?$)");
+  return std::regex_match(name, kFunctionName);
+}
+
+void PrepareFunctionAcks(pqxx::connection& conn, const SqlFunction& function) {
+  Prepare(conn, kAckInFunction, AckInFunctionSql(function));
+  if (!function.arrays) {
+    Prepare(conn, kAckInFunctionAndNextOfKey,
+            AckInFunctionAndNextOfKeySql(function));
+  }
+}
+
+int64_t AckInFunction(pqxx::connection& conn, const ClaimRef& ref,
+                      const std::vector<std::string>& ids) {
+  pqxx::nontransaction tx(conn);
+  const pqxx::result r =
+      ExecPrepared(tx, kAckInFunction, ref.group, KeyOrderedIds(ids),
+                   ref.session, ref.part, ref.epoch);
+  if (r.columns() == 2) return r.empty() ? 0 : r[0][0].as<int64_t>();
+  return static_cast<int64_t>(r.size());  // one row per item deleted
+}
+
+AckedAndClaimed AckInFunctionAndNextOfKey(pqxx::connection& conn,
+                                          const ClaimRef& ref,
+                                          const std::string& id) {
+  pqxx::nontransaction tx(conn);
+  const pqxx::result r = ExecPrepared(tx, kAckInFunctionAndNextOfKey, ref.group,
+                                      ref.session, ref.part, ref.epoch, id,
+                                      BlockLastOf(id), KeyOrderedIds({id}));
+  return {r.empty() ? 0 : r[0][0].as<int64_t>(), ClaimedItems(r, 1, ref)};
+}
+
+absl::Status CheckSqlFunction(pqxx::connection& conn,
+                              const SqlFunction& function) {
+  const std::string what = absl::StrCat(
+      "sql_function ", function.name, ": it is called as ", function.name,
+      function.arrays ? "(text[], bytea[], uuid[])"
+                      : "(key text, payload bytea, id uuid)",
+      " in the statement that acknowledges ",
+      function.arrays ? "a batch" : "an item", ", and ");
+  // A name of its own: through a pooler in transaction mode the server
+  // connection, and a statement a failed check left on it, are shared.
+  const std::string check =
+      absl::StrCat("sqlgroup_function_check_", getpid(), "_",
+                   absl::ToUnixMicros(absl::Now()) % 1000000000);
+  try {
+    pqxx::work tx(conn);
+    tx.exec(
+        absl::StrCat("PREPARE ", check, " AS ", AckInFunctionSql(function)));
+    // Parsing resolved the function for those argument types; planning
+    // checks the rest (EXECUTE on it). Nothing runs.
+    tx.exec(absl::StrCat("EXPLAIN EXECUTE ", check,
+                         "(NULL, NULL, NULL, NULL, NULL)"));
+    tx.exec(absl::StrCat("DEALLOCATE ", check));
+    tx.commit();
+  } catch (const pqxx::broken_connection&) {
+    return absl::UnavailableError(absl::StrCat(
+        "lost the connection while checking sql_function ", function.name,
+        "; check that the database is up and try again"));
+  } catch (const pqxx::insufficient_privilege& e) {
+    // (libpqxx 6.4 leaves this class's SQLSTATE empty: caught by type.)
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, "the member's role may not call it: ", PrimaryMessage(e),
+        ". Grant EXECUTE on it (and USAGE on its schema), or see "
+        "docs/HANDLERS.md"));
+  } catch (const pqxx::sql_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, "the database refused that: ", PrimaryMessage(e),
+        ". Give a function that takes those types (or types they cast to "
+        "implicitly) and returns one value or void, not a set"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace sqlgroup::store

@@ -1,0 +1,52 @@
+// A handler that is a SQL function (sqlgroup::SqlFunction), called in the
+// statement that acknowledges its items: the fenced delete returns the
+// function's call for each row it deletes (or, for a batch, one call on
+// arrays of the rows it deleted), so the function's writes and the ack
+// commit together, in one autocommit statement and one round trip, and the
+// function runs only on items the fence lets go.
+#ifndef SQLGROUP_STORE_FUNCTION_ACK_H_
+#define SQLGROUP_STORE_FUNCTION_ACK_H_
+
+#include <pqxx/connection>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "sqlgroup/item.h"
+#include "store/item_store.h"
+
+namespace sqlgroup::store {
+
+// Whether `name` names a function as SqlFunction takes it: name or
+// schema.name, each of letters, digits, '_' and '$', not starting with a
+// digit.
+bool IsFunctionName(const std::string& name);
+
+// Prepares the statements below for `function` on `conn` (lazily, as
+// PrepareItemStatements does, after it).
+void PrepareFunctionAcks(pqxx::connection& conn, const SqlFunction& function);
+
+// The fenced delete of `ids` (DeleteClaimedNow), calling the function on
+// the items it deletes, in autocommit. Returns how many it deleted: each
+// of those was handled once and is acknowledged for good. An error the
+// function raised undoes the statement and is thrown (a pqxx::sql_error
+// with its SQLSTATE), as are the store's own.
+int64_t AckInFunction(pqxx::connection& conn, const ClaimRef& ref,
+                      const std::vector<std::string>& ids);
+
+// The same for one item, and the read of its key's next item in the same
+// statement (AckAndNextOfKey). Not for a function on arrays.
+AckedAndClaimed AckInFunctionAndNextOfKey(pqxx::connection& conn,
+                                          const ClaimRef& ref,
+                                          const std::string& id);
+
+// Prepares and plans the statements of `function` without running them:
+// INVALID_ARGUMENT saying what to change when the database refuses them (no
+// such function for those arguments, one that returns a set, a role that
+// may not call it); UNAVAILABLE when the database cannot be reached.
+absl::Status CheckSqlFunction(pqxx::connection& conn,
+                              const SqlFunction& function);
+
+}  // namespace sqlgroup::store
+
+#endif  // SQLGROUP_STORE_FUNCTION_ACK_H_
