@@ -32,8 +32,10 @@ ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
           "demo: how long the demo runs");
 ABSL_FLAG(std::string, group, "", "produce/consume: the consumer group");
 ABSL_FLAG(std::string, handler, "noop",
-          "consume: the work each item gets: sql:STATEMENT or sql:FUNCTION "
-          "(in the acknowledging transaction, $1 key, $2 payload, $3 id), "
+          "consume: the work each item gets: sql:FUNCTION (called by the "
+          "statement that acknowledges the item, with key, payload, id) or "
+          "sql:STATEMENT (in the acknowledging transaction, $1 key, $2 "
+          "payload, $3 id), "
           "exec:'CMD ARGS' (a long-lived process, one JSON item per line in, "
           "ok|retry REASON|dead REASON out), http(s)://HOST:PORT/PATH (POST "
           "per item), or a demo handler: noop, count[:DURATION], "
