@@ -73,6 +73,8 @@ def stage_breakdown(rows_db, logs, committed):
     module's doc) joined with the items' database clocks by id;
     `committed`: id -> the enqueuing session's clock after the commit."""
     claims, handlers = {}, {}
+    # Which member's worker read each item, and which handled it.
+    claim_worker, handler_worker = {}, {}
     for path in logs:
         with open(path) as f:
             for line in f:
@@ -82,13 +84,15 @@ def stage_breakdown(rows_db, logs, committed):
                     for i in kv["ids"].split(","):
                         claims[i] = [int(kv[k]) for k in
                                      ("heard", "task", "connected", "claimed")]
-                elif "handler ids=" in line:
+                        claim_worker[i] = (path, kv.get("worker"))
+                elif " handler " in line and " ids=" in line:
                     kv = dict(w.split("=", 1) for w in line.split()
                               if "=" in w)
                     for i in kv["ids"].split(","):
                         handlers.setdefault(i, int(kv["at"]))
+                        handler_worker.setdefault(i, (path, kv.get("worker")))
     per = {k: [] for k in COLUMNS}
-    n = 0
+    n = same = 0
     for i, enq, handled in rows_db:
         if i in committed:
             per["enqueue->committed"].append((committed[i] - float(enq)) / 1000)
@@ -96,10 +100,13 @@ def stage_breakdown(rows_db, logs, committed):
         if c is None or h is None or c[0] == 0:
             continue  # not announced (found by a poll), or no line
         n += 1
+        same += claim_worker.get(i) == handler_worker.get(i)
         points = [float(enq)] + c + [h, float(handled)]
         for k, a, b in zip(STAGES, points, points[1:]):
             per[k].append((b - a) / 1000)
-    out = {"n": n}
+    # The share of items handled by the worker that read them (its
+    # connection and thread warm) rather than handed to another.
+    out = {"n": n, "same_worker": round(same / n, 2) if n else 0}
     for k, xs in per.items():
         out[k] = [round(quantile(xs, 0.5), 2), round(quantile(xs, 0.99), 2)] \
             if xs else [0, 0]

@@ -573,9 +573,9 @@ void PartWorker::RunClaim(PartTask& task) {
     // bench/latency_bench.py joins them with the items' database clocks.
     std::vector<std::string> ids;
     for (const Item& item : *items) ids.push_back(item.id);
-    log_->trace("stages part={} heard={} task={} connected={} claimed={} "
-                "ids={}",
-                ref.part, UnixMicros(task.heard), UnixMicros(task_start),
+    log_->trace("stages part={} worker={} heard={} task={} connected={} "
+                "claimed={} ids={}",
+                ref.part, index_, UnixMicros(task.heard), UnixMicros(task_start),
                 UnixMicros(claim_start), UnixMicros(absl::Now()),
                 absl::StrJoin(ids, ","));
   }
@@ -786,8 +786,8 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   ids.reserve(items.size());
   for (const Item& item : items) ids.push_back(item.id);
   if (log_->should_log(spdlog::level::trace)) {
-    log_->trace("handler ids={} at={}", absl::StrJoin(ids, ","),
-                UnixMicros(absl::Now()));
+    log_->trace("handler worker={} ids={} at={}", index_,
+                absl::StrJoin(ids, ","), UnixMicros(absl::Now()));
   }
   const Attempt a = InFunction() ? CallInAck(ref, items, ids, next)
                                  : RunAndAck(ref, items, ids, next);

@@ -717,6 +717,25 @@ TEST_F(ConsumerTest, BadOptionsAndMissingGroupsAreRefusedAtCreate) {
   options.workers = 0;
   EXPECT_THAT(Consumer::Create(options).status().message(),
               HasSubstr("workers"));
+  // A SQL function handler: alone, by a function's name, one that exists
+  // for the arguments it gets.
+  options = Options("g", Recorder("g"));
+  options.sql_function = {.name = "public.f"};
+  EXPECT_THAT(Consumer::Create(options).status().message(),
+              HasSubstr("exactly one of handler, batch_handler and "
+                        "sql_function"));
+  options.handler = nullptr;
+  options.sql_function = {.name = "f(1); DROP TABLE results; --"};
+  EXPECT_THAT(Consumer::Create(options).status().message(),
+              HasSubstr("sql_function must be a function's name"));
+  options.sql_function = {.name = "public.no_such_handler"};
+  const absl::Status missing_function = Consumer::Create(options).status();
+  EXPECT_EQ(missing_function.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing_function.message(),
+              HasSubstr("public.no_such_handler(key text, payload bytea, id "
+                        "uuid)"));
+  EXPECT_THAT(missing_function.message(), HasSubstr("does not exist"));
+  EXPECT_EQ(Count("SELECT count(*) FROM results"), 0);
   TestDatabase empty;
   options = Options("g", Recorder("g"));
   options.dsn = empty.dsn();
