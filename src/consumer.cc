@@ -60,6 +60,9 @@ absl::Status ConsumerOptions::Validate() const {
       1) {
     return bad("set exactly one of handler, batch_handler and sql_function");
   }
+  if (sql_function.name.empty() && sql_function.arrays) {
+    return bad("sql_function.arrays is set without sql_function.name");
+  }
   if (!sql_function.name.empty() && !store::IsFunctionName(sql_function.name)) {
     return bad(absl::StrCat(
         "sql_function must be a function's name (schema.name or name: "

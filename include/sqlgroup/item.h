@@ -100,15 +100,24 @@ bool IsDeadLetterVerdict(const absl::Status& status);
 // four: BEGIN, the handler's statement, the ack, COMMIT). It is called as
 // name(key text, payload bytea, id uuid), key NULL for an unkeyed item;
 // with `arrays`, once per claimed batch as name(text[], bytea[], uuid[]),
-// one element per item, in key order. Its result is ignored. It is called
-// only for items the fence lets the statement delete (never under a take
-// that is gone), and it does not see the item's own delete.
+// one element per item, in key order. Its result is ignored; it may not
+// return a set, nor be STRICT for single items (PostgreSQL would skip the
+// call for a NULL key). It is called only for items the fence lets the
+// statement delete (never under a take that is gone), after their delete:
+// everything it needs is in its arguments. It holds the take's lock while
+// it runs, so on a direct connection it is canceled after half the
+// group's TTL (statement_timeout), as an acknowledging transaction that
+// pauses is; behind a transaction pooler, set statement_timeout on the
+// member's role.
 //
 // An error it raises fails the attempt (retried after the backoff, dead-
 // lettered after max_attempts with the database's message); raised with
 // SQLSTATE kDeadLetterSqlState (RAISE EXCEPTION '...' USING ERRCODE =
 // 'SGDLQ') it dead-letters the item at once; a serialization failure,
-// deadlock or lock timeout is retried without counting an attempt.
+// deadlock or lock timeout is retried without counting an attempt (until
+// the same item has had 10 in a row). An error that says the database
+// cannot work now (out of disk, shutting down, read-only) fails nothing:
+// the items are read again.
 struct SqlFunction {
   std::string name;  // empty: no SQL function
   bool arrays = false;

@@ -29,6 +29,15 @@ bool IsTransient(const pqxx::sql_error& e) {
   return state == "40001" || state == "40P01" || state == "55P03";
 }
 
+// Errors that say nothing of the items: the server is short of a
+// resource (53: disk, memory, connections), shutting down or not ready
+// (57P), read-only after a failover (25006), broken (58, XX).
+bool DatabaseCannotWork(const std::string& state) {
+  return state.rfind("53", 0) == 0 || state.rfind("57P", 0) == 0 ||
+         state.rfind("58", 0) == 0 || state.rfind("XX", 0) == 0 ||
+         state == "25006";
+}
+
 // After this many conflicts in a row in one member, an item's next
 // conflict counts as a failed attempt.
 constexpr int kConflictsPerAttempt = 10;
@@ -408,6 +417,14 @@ store::ConnectOptions PartWorker::WorkerOptions() const {
   // the others after an expiry.
   options.idle_in_transaction_timeout =
       absl::Nanoseconds(config_.ttl_ns->load()) / 2;
+  // A SQL function runs inside the fenced delete, after the fence took
+  // the take's lock: bounded as a transaction's pause is, so that a slow
+  // one (or one whose member was killed: the server runs on) cannot hold
+  // up a drop or a reap for longer. No other code of the user's runs on
+  // this connection then.
+  if (InFunction()) {
+    options.statement_timeout = options.idle_in_transaction_timeout;
+  }
   options.transaction_pooler = config_.transaction_pooler;
   return options;
 }
@@ -915,18 +932,33 @@ PartWorker::Attempt PartWorker::CallInAck(const store::ClaimRef& ref,
   } catch (const pqxx::transaction_rollback& e) {
     a.ended = Conflict(ref, items, e.what());
   } catch (const pqxx::sql_error& e) {
-    // The statement is the handler: its error, whether the function raised
-    // it or not, fails the attempt (Create() checked the statement, so an
-    // error of the ack's own is a schema or grant changed since).
+    // The statement is the handler: its error fails the attempt, unless
+    // it says the database cannot work now (the items are read again).
+    const std::string& state = e.sqlstate();
+    const std::string& name = config_.sql_function.name;
     if (IsTransient(e)) {
       a.ended = Conflict(ref, items, e.what());
-    } else if (e.sqlstate() == kDeadLetterSqlState) {
+    } else if (state == kDeadLetterSqlState) {
       a.verdict = DeadLetterVerdict(store::PrimaryMessage(e));
+    } else if (state == "57014") {
+      a.verdict = absl::DeadlineExceededError(absl::StrCat(
+          "sql_function ", name,
+          " was canceled (SQLSTATE 57014): it ran past the statement "
+          "timeout, half the group's TTL (",
+          absl::FormatDuration(WorkerOptions().statement_timeout),
+          ") on a direct connection, the longest a function may hold its "
+          "part's take, or someone canceled it. Make it faster, or raise "
+          "the group's TTL"));
+    } else if (DatabaseCannotWork(state)) {
+      a.acking = true;  // not the items' failure
+      a.verdict = absl::UnavailableError(absl::StrCat(
+          "the statement that calls sql_function ", name, " failed (SQLSTATE ",
+          state, "): ", store::PrimaryMessage(e)));
     } else {
       a.verdict = absl::InternalError(absl::StrCat(
-          "sql_function ", config_.sql_function.name, " failed (SQLSTATE ",
-          e.sqlstate().empty() ? "unknown" : e.sqlstate(),
-          "): ", store::PrimaryMessage(e)));
+          "sql_function ", name, " failed",
+          state.empty() ? "" : absl::StrCat(" (SQLSTATE ", state, ")"), ": ",
+          store::PrimaryMessage(e)));
     }
   } catch (...) {
     a.verdict = store::StatusFromCurrentException("acknowledge");

@@ -121,7 +121,8 @@ class PartWorker {
   // The handler takes batches (a BatchHandler, or a SQL function on
   // arrays).
   bool Batched() const {
-    return config_.batch_handler || config_.sql_function.arrays;
+    return config_.batch_handler ||
+           (InFunction() && config_.sql_function.arrays);
   }
   // The handler is a SQL function that the ack's statement calls.
   bool InFunction() const { return !config_.sql_function.name.empty(); }

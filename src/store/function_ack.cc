@@ -17,20 +17,26 @@ namespace {
 // $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch: one row per
 // item deleted, or, on arrays, one row with their count unless none was.
 constexpr char kAckInFunction[] = "sqlgroup_ack_in_function";
+// The call of `f` on one item's columns, as the delete returns it: a
+// boolean whatever the function returns, so that a function replaced by
+// one of another result type does not break the prepared statements (a
+// plan must not change its result type: 0A000); evaluated for every row,
+// whatever the function's volatility. RETURNING refuses a function that
+// returns a set.
+std::string CallOnRow(const SqlFunction& f) {
+  return absl::StrCat("(", f.name, "(key, payload, id) IS NULL)");
+}
+
 std::string AckInFunctionSql(const SqlFunction& f) {
-  if (!f.arrays) {
-    // RETURNING refuses a function that returns a set.
-    return AckDeleteReturning(2, 3, 4, 5,
-                              absl::StrCat(f.name, "(key, payload, id)"));
-  }
+  if (!f.arrays) return AckDeleteReturning(2, 3, 4, 5, CallOnRow(f));
   // One call on the rows deleted, in key order; none when nothing was
   // (the take is gone). The call is in the outermost select list, which
   // the client reads, so it runs whatever its volatility; CASE refuses a
   // function that returns a set.
   return absl::StrCat(
       "WITH acked AS (", AckDeleteReturning(2, 3, 4, 5, "id, key, payload"),
-      ") SELECT a.n, CASE WHEN a.n > 0 THEN ", f.name,
-      "(a.keys, a.payloads, a.ids) END FROM (SELECT count(*) AS n, "
+      ") SELECT a.n, (CASE WHEN a.n > 0 THEN ", f.name,
+      "(a.keys, a.payloads, a.ids) END) IS NULL FROM (SELECT count(*) AS n, "
       "array_agg(key ORDER BY id) AS keys, "
       "array_agg(payload ORDER BY id) AS payloads, "
       "array_agg(id ORDER BY id) AS ids FROM acked) a WHERE a.n > 0");
@@ -41,10 +47,27 @@ std::string AckInFunctionSql(const SqlFunction& f) {
 constexpr char kAckInFunctionAndNextOfKey[] =
     "sqlgroup_ack_in_function_and_next_of_key";
 std::string AckInFunctionAndNextOfKeySql(const SqlFunction& f) {
-  return AckThen(7, NextOfKeySql(), absl::StrCat(f.name, "(key, payload, id)"));
+  return AckThen(7, NextOfKeySql(), CallOnRow(f));
 }
 
 }  // namespace
+
+FunctionTraits FunctionTraitsOf(pqxx::transaction_base& tx,
+                                const std::string& name) {
+  // Every function of that name that the call could resolve to: in its
+  // schema, or visible on the search_path. Unquoted names fold to lower
+  // case.
+  const size_t dot = name.find('.');
+  const pqxx::row r = tx.exec_params1(
+      "SELECT coalesce(bool_or(p.proretset), false), "
+      "  coalesce(bool_or(p.proisstrict), false) FROM pg_proc p "
+      "WHERE p.proname = lower($2) AND CASE WHEN $1 = '' "
+      "  THEN pg_function_is_visible(p.oid) "
+      "  ELSE p.pronamespace = to_regnamespace(lower($1)) END",
+      dot == std::string::npos ? "" : name.substr(0, dot),
+      dot == std::string::npos ? name : name.substr(dot + 1));
+  return {.returns_set = r[0].as<bool>(), .strict = r[1].as<bool>()};
+}
 
 bool IsFunctionName(const std::string& name) {
   static const std::regex kFunctionName(
@@ -102,6 +125,18 @@ absl::Status CheckSqlFunction(pqxx::connection& conn,
     tx.exec(absl::StrCat("EXPLAIN EXECUTE ", check,
                          "(NULL, NULL, NULL, NULL, NULL)"));
     tx.exec(absl::StrCat("DEALLOCATE ", check));
+    // PostgreSQL skips a STRICT function's call when an argument is NULL,
+    // an unkeyed item's key say: the item would be acknowledged without
+    // it. (Arrays are never NULL.)
+    if (!function.arrays && FunctionTraitsOf(tx, function.name).strict) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what,
+          "it is STRICT (RETURNS NULL ON NULL INPUT): PostgreSQL "
+          "would skip the call for an item without a key and the item "
+          "would be acknowledged without it. Declare it CALLED ON NULL "
+          "INPUT (ALTER FUNCTION ",
+          function.name, " CALLED ON NULL INPUT) and test the key yourself"));
+    }
     tx.commit();
   } catch (const pqxx::broken_connection&) {
     return absl::UnavailableError(absl::StrCat(

@@ -8,6 +8,7 @@
 #define SQLGROUP_STORE_FUNCTION_ACK_H_
 
 #include <pqxx/connection>
+#include <pqxx/transaction_base>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,15 @@
 #include "store/item_store.h"
 
 namespace sqlgroup::store {
+
+// What the functions named `name` (any overload the call could resolve
+// to) are declared as.
+struct FunctionTraits {
+  bool returns_set = false;  // SETOF or TABLE
+  bool strict = false;       // RETURNS NULL ON NULL INPUT
+};
+FunctionTraits FunctionTraitsOf(pqxx::transaction_base& tx,
+                                const std::string& name);
 
 // Whether `name` names a function as SqlFunction takes it: name or
 // schema.name, each of letters, digits, '_' and '$', not starting with a
@@ -43,7 +53,9 @@ AckedAndClaimed AckInFunctionAndNextOfKey(pqxx::connection& conn,
 // Prepares and plans the statements of `function` without running them:
 // INVALID_ARGUMENT saying what to change when the database refuses them (no
 // such function for those arguments, one that returns a set, a role that
-// may not call it); UNAVAILABLE when the database cannot be reached.
+// may not call it) or when the function is STRICT (single items: it would
+// be skipped for a NULL key); UNAVAILABLE when the database cannot be
+// reached.
 absl::Status CheckSqlFunction(pqxx::connection& conn,
                               const SqlFunction& function);
 

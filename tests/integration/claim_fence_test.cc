@@ -57,6 +57,8 @@ RETURNS int LANGUAGE sql AS $$
 $$;
 CREATE FUNCTION public.handle_set(k text, p bytea, i uuid) RETURNS SETOF int
 LANGUAGE sql AS $$ SELECT 1 $$;
+CREATE FUNCTION public.handle_strict(k text, p bytea, i uuid) RETURNS void
+LANGUAGE sql STRICT AS $$ INSERT INTO public.calls (id) VALUES (i) $$;
 )sql";
 
 class ClaimFenceTest : public ::testing::Test {
@@ -356,6 +358,7 @@ TEST_F(ClaimFenceTest, ASqlFunctionThatCannotBeCalledIsRefusedByTheCheck) {
            {{.name = "public.nope"}, "does not exist"},
            {{.name = "public.handle", .arrays = true}, "does not exist"},
            {{.name = "public.handle_set"}, "set-returning functions"},
+           {{.name = "public.handle_strict"}, "CALLED ON NULL INPUT"},
        }) {
     const absl::Status s = store::CheckSqlFunction(*conn_, c.function);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.function.name;
@@ -367,6 +370,21 @@ TEST_F(ClaimFenceTest, ASqlFunctionThatCannotBeCalledIsRefusedByTheCheck) {
                   *conn_, {.name = "public.handle_all", .arrays = true})
                   .ok());
   EXPECT_EQ(Count("items"), 3);  // checked, not run
+}
+
+// The ack's statements return a boolean whatever the function returns:
+// the function replaced by one of another result type, the statements
+// prepared before go on (a plan must not change its result type, 0A000).
+TEST_F(ClaimFenceTest, ASqlFunctionReplacedWithAnotherResultTypeGoesOn) {
+  store::PrepareFunctionAcks(*conn_, {.name = "public.handle"});
+  EXPECT_EQ(store::AckInFunction(*conn_, ref_, {kFirst}), 1);
+  pqxx::nontransaction(*conn_).exec(
+      "DROP FUNCTION public.handle(text, bytea, uuid); "
+      "CREATE FUNCTION public.handle(k text, p bytea, i uuid) RETURNS text "
+      "LANGUAGE sql AS $$ INSERT INTO public.calls (id) VALUES (i) "
+      "RETURNING 'done' $$");
+  EXPECT_EQ(store::AckInFunction(*conn_, ref_, {kSecond}), 1);
+  EXPECT_THAT(Calls(), ElementsAre(kFirst, kSecond));
 }
 
 // The settling statements bound their ids by the first and the last in

@@ -57,6 +57,18 @@ BEGIN
     order_violations = t.order_violations +
       CASE WHEN EXCLUDED.last_seq = t.last_seq + 1 THEN 0 ELSE 1 END;
 END $$;
+CREATE FUNCTION app.pay_slowly(k text, p bytea, i uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF convert_from(p, 'UTF8') LIKE '% slow' THEN PERFORM pg_sleep(5); END IF;
+  PERFORM app.pay(k, p, i);
+END $$;
+CREATE FUNCTION app.paid_rows(k text, p bytea, i uuid)
+RETURNS SETOF app.paid LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM app.pay(k, p, i);
+  RETURN QUERY SELECT * FROM app.paid WHERE key = k;
+END $$;
 CREATE FUNCTION app.pay_batch(k text[], p bytea[], i uuid[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -95,12 +107,14 @@ class HandlersTest : public ConsumerFixture {
   }
 
   absl::StatusOr<cli::Handlers> Build(const std::string& text,
-                                      bool batch = false) {
+                                      bool batch = false,
+                                      double fail_rate = 0) {
     auto spec = cli::ParseHandlerSpec(text);
     if (!spec.ok()) return spec.status();
-    return cli::BuildHandlers(
-        *spec,
-        {.dsn = member_dsn_, .batch = batch, .timeout = absl::Seconds(1)});
+    return cli::BuildHandlers(*spec, {.dsn = member_dsn_,
+                                      .batch = batch,
+                                      .timeout = absl::Seconds(1),
+                                      .fail_rate = fail_rate});
   }
 
   ConsumerOptions OptionsFor(const std::string& group, const cli::Handlers& h) {
@@ -323,6 +337,69 @@ TEST_F(HandlersTest, SqlFunctionErrorsRetryThenDeadLetterAndRollBack) {
       "4 sql_function app.pay failed (SQLSTATE P0001): payment provider "
       "down for k0");
   EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE NOT in_ack"), 0);
+}
+
+// The statement form with --batch: arrays in the batch's transaction.
+TEST_F(HandlersTest, SqlBatchStatementGetsArraysInTheTransaction) {
+  CreateGroup("g", 4);
+  ProduceKeyed("g", 5, 40);
+  auto h = Build("sql:SELECT app.pay_batch($1, $2, $3)", /*batch=*/true);
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_TRUE(h->batch_handler != nullptr);
+  auto c = StartWith("g", *h);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 200);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE in_ack"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 40 AND "
+                  "order_violations = 0"),
+            5);
+  EXPECT_GT(Count("SELECT max(size) FROM app.batches"), 1);
+}
+
+// A function the ack's statement cannot call, one that returns a set, and
+// one under injected failures (which come before the handler) run as a
+// statement in the acknowledging transaction.
+TEST_F(HandlersTest, SomeFunctionsRunAsAStatementOfTheirOwn) {
+  CreateGroup("g", 4);
+  ProduceKeyed("g", 3, 5);
+  auto h = Build("sql:app.paid_rows");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_TRUE(h->sql_function.name.empty());
+  auto c = StartWith("g", *h);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE NOT in_ack"), 15);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 5 AND "
+                  "order_violations = 0"),
+            3);
+  auto injected = Build("sql:app.pay", /*batch=*/false, /*fail_rate=*/0.5);
+  ASSERT_TRUE(injected.ok()) << injected.status();
+  EXPECT_TRUE(injected->sql_function.name.empty());
+  EXPECT_TRUE(injected->handler != nullptr);
+}
+
+// The function runs while the fence holds the part's take: past half the
+// group's TTL it is canceled, and the attempt fails, saying why.
+TEST_F(HandlersTest, AFunctionSlowerThanHalfTheTtlIsCanceled) {
+  CreateGroup("g", 2, absl::Seconds(2));
+  ProduceKeyed("g", 2, 2, {{{0, 1}, "slow"}});
+  auto h = Build("sql:app.pay_slowly");
+  ASSERT_TRUE(h.ok()) << h.status();
+  ConsumerOptions o = OptionsFor("g", *h);
+  o.max_attempts = 2;
+  o.backoff_initial = absl::Milliseconds(50);
+  auto c = Start(std::move(o));
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_THAT(DeadError("k0"),
+              HasSubstr("2 sql_function app.pay_slowly was canceled "
+                        "(SQLSTATE 57014): it ran past the statement timeout, "
+                        "half the group's TTL (1s)"));
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE key = 'k0' AND "
+                  "attempt_seq = 1"),
+            0);
+  EXPECT_EQ(Count("SELECT n FROM app.paid WHERE key = 'k1'"), 2);
 }
 
 TEST_F(HandlersTest, BadSqlStatementsAreRefusedWithTheReason) {

@@ -12,6 +12,7 @@
 #include "cli/numbered_items.h"
 #include "status_macros.h"
 #include "store/connection.h"
+#include "store/errors.h"
 #include "store/function_ack.h"
 
 namespace sqlgroup::cli {
@@ -144,6 +145,24 @@ absl::StatusOr<HandlerSpec> ParseHandlerSpec(const std::string& text) {
   return BadSpec(text, "unknown handler");
 }
 
+namespace {
+
+// Whether sql:FUNCTION is called by the ack's statement (SqlFunction), or
+// runs as a statement in the acknowledging transaction: when failures are
+// injected before the handler (--fail_rate), and for a function that
+// returns a set, which the ack's statement cannot call.
+absl::StatusOr<bool> CalledInTheAck(const HandlerSpec& spec,
+                                    const HandlerContext& context) {
+  if (spec.function.empty() || context.fail_rate > 0) return false;
+  ASSIGN_OR_RETURN(auto conn, store::Connect(context.dsn, {}));
+  return store::GuardOr<bool>("look up the handler's function", [&] {
+    pqxx::work tx(*conn);
+    return !store::FunctionTraitsOf(tx, spec.function).returns_set;
+  });
+}
+
+}  // namespace
+
 absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
                                        const HandlerContext& context) {
   Handlers out;
@@ -154,7 +173,8 @@ absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
                            .batch = context.batch,
                            .given = spec.given};
       RETURN_IF_ERROR(CheckSqlHandler(context.dsn, sql));
-      if (!spec.function.empty() && context.fail_rate <= 0) {
+      ASSIGN_OR_RETURN(const bool in_ack, CalledInTheAck(spec, context));
+      if (in_ack) {
         out.sql_function = {.name = spec.function, .arrays = context.batch};
         return out;
       }
