@@ -176,7 +176,9 @@ struct MemberMetrics::Families {
                         .Name("sqlgroup_ack_seconds")
                         .Help("Latency of the fenced delete and commit of "
                               "one acknowledging transaction (with the "
-                              "next claim, when it carries one)")
+                              "next claim, when it carries one; with a SQL "
+                              "function handler, the statement that calls "
+                              "it, the function's time included)")
                         .Register(r)) {}
 
   Family<Gauge>& members;

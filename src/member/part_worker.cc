@@ -641,7 +641,8 @@ void PartWorker::RunClaim(PartTask& task) {
     // wraps there): under per-key order, the read along the range that
     // ClaimRuns makes. Not when the part yields, nor on a borrowed control
     // connection that the control thread waits for: its heartbeats come
-    // first.
+    // first. (A SQL function on arrays: its ack's statement carries no
+    // claim.)
     const bool chain = config_.batch_handler && !YieldControl() &&
                        !scheduler_.ShouldYield(ref.part, epoch) &&
                        run.cursor != task.range.first;
