@@ -4,10 +4,11 @@
 --   psql -f examples/handlers/pay_order.sql
 --   sqlgroup consume --group orders --handler sql:shop.pay_order
 --
--- Each item's key is an order id. shop.pay_order runs inside the
--- transaction that acknowledges the item, so the order is marked paid if
--- and only if the item is acknowledged: exactly once, even if the member
--- is killed mid-item. An order that does not exist can never be paid: it
+-- Each item's key is an order id. shop.pay_order is called by the
+-- statement that acknowledges the item (the fenced delete), so the order
+-- is marked paid if and only if the item is acknowledged: exactly once,
+-- even if the member is killed mid-item. (It must not be STRICT: an
+-- unkeyed item's key is NULL.) An order that does not exist can never be paid: it
 -- raises SQLSTATE 'SGDLQ', which dead-letters the item at once (any other
 -- error is retried with a backoff).
 CREATE SCHEMA IF NOT EXISTS shop;
