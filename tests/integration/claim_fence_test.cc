@@ -359,6 +359,8 @@ TEST_F(ClaimFenceTest, ASqlFunctionThatCannotBeCalledIsRefusedByTheCheck) {
            {{.name = "public.handle", .arrays = true}, "does not exist"},
            {{.name = "public.handle_set"}, "set-returning functions"},
            {{.name = "public.handle_strict"}, "CALLED ON NULL INPUT"},
+           // On the search_path, and in capitals: names fold to lower case.
+           {{.name = "Handle_Strict"}, "CALLED ON NULL INPUT"},
        }) {
     const absl::Status s = store::CheckSqlFunction(*conn_, c.function);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << c.function.name;
@@ -366,6 +368,13 @@ TEST_F(ClaimFenceTest, ASqlFunctionThatCannotBeCalledIsRefusedByTheCheck) {
     EXPECT_THAT(s.message(), HasSubstr("sql_function " + c.function.name));
   }
   EXPECT_TRUE(store::CheckSqlFunction(*conn_, {.name = "public.handle"}).ok());
+  EXPECT_TRUE(store::CheckSqlFunction(*conn_, {.name = "handle"}).ok());
+  // Arrays are never NULL: a STRICT function of arrays is called.
+  pqxx::nontransaction(*conn_).exec(
+      "ALTER FUNCTION public.handle_all(text[], bytea[], uuid[]) STRICT");
+  EXPECT_TRUE(store::CheckSqlFunction(
+                  *conn_, {.name = "public.handle_all", .arrays = true})
+                  .ok());
   EXPECT_TRUE(store::CheckSqlFunction(
                   *conn_, {.name = "public.handle_all", .arrays = true})
                   .ok());
