@@ -31,14 +31,20 @@ class PoolerTest : public ConsumerFixture {
         "CREATE FUNCTION public.ack_item(k text, p bytea, i uuid) RETURNS "
         "void LANGUAGE sql AS $$ INSERT INTO acks (key, n, id, backend) "
         "VALUES (k, convert_from(p, 'UTF8')::int, i, pg_backend_pid()) $$");
+    tx.exec(
+        "CREATE FUNCTION public.ack_items(k text[], p bytea[], i uuid[]) "
+        "RETURNS void LANGUAGE sql AS $$ INSERT INTO acks (key, n, id, "
+        "backend) SELECT u.k, convert_from(u.p, 'UTF8')::int, u.i, "
+        "pg_backend_pid() FROM unnest(k, p, i) WITH ORDINALITY AS u(k, p, i, "
+        "o) ORDER BY u.o $$");
     tx.commit();
   }
 
   // `sqlgroup consume --handler=<handler>` through a pooler in
   // transaction mode with two server connections: every item once, each
   // key in order, on those two connections.
-  void ExpectTheCliConsumesThroughATransactionPooler(
-      const std::string& handler) {
+  void ExpectTheCliConsumesThroughATransactionPooler(const std::string& handler,
+                                                     bool batch = false) {
     TestPgBouncer bouncer("transaction", 2);
     ASSERT_TRUE(bouncer.ok());
     CreateGroup("g", 8);
@@ -46,11 +52,18 @@ class PoolerTest : public ConsumerFixture {
     const std::string log =
         absl::StrCat(::testing::TempDir(), "pooled-cli.log");
     std::remove(log.c_str());
-    ChildProcess consume(
-        {CliPath(), "consume", "--group=g", "--members=2", "--workers=2",
-         "--pool_mode=transaction", "--metrics_addr=", "--handler=" + handler,
-         absl::StrCat("--dsn=", bouncer.Via(member_dsn_))},
-        log);
+    std::vector<std::string> argv = {
+        CliPath(),
+        "consume",
+        "--group=g",
+        "--members=2",
+        "--workers=2",
+        "--pool_mode=transaction",
+        "--metrics_addr=",
+        "--handler=" + handler,
+        absl::StrCat("--dsn=", bouncer.Via(member_dsn_))};
+    if (batch) argv.push_back("--batch");
+    ChildProcess consume(argv, log);
     ASSERT_TRUE(Drained(absl::Seconds(60))) << consume.Log();
     consume.Signal(SIGTERM);
     EXPECT_EQ(consume.Wait(absl::Seconds(30)), 0) << consume.Log();
@@ -184,6 +197,12 @@ TEST_F(PoolerTest, CliConsumesWithASqlHandlerThroughATransactionPooler) {
 // the first time it runs there.
 TEST_F(PoolerTest, CliConsumesWithASqlFunctionThroughATransactionPooler) {
   ExpectTheCliConsumesThroughATransactionPooler("sql:public.ack_item");
+}
+
+// Once per batch, on arrays in key order.
+TEST_F(PoolerTest, CliConsumesWithASqlFunctionOfBatchesThroughAPooler) {
+  ExpectTheCliConsumesThroughATransactionPooler("sql:public.ack_items",
+                                                /*batch=*/true);
 }
 
 TEST_F(PoolerTest, ATransactionPoolerRestartLosesAndRepeatsNothing) {
