@@ -218,8 +218,9 @@ const std::map<std::string, Command>& Commands() {
         0,
         RunProduce}},
       {"consume",
-       {"consume --group NAME [--handler sql:STATEMENT|exec:CMD|http://URL|"
-        "noop|count|record|sleep:D|fail:RATE] [--handler_timeout 30s] "
+       {"consume --group NAME [--handler sql:FUNCTION|sql:STATEMENT|exec:CMD|"
+        "http://URL|noop|count|record|sleep:D|fail:RATE] [--handler_timeout "
+        "30s] "
         "[--fail_rate R] [--instance NAME [--static_timeout D]] "
         "[--workers 2] [--members 1] [--max_connections N] [--batch] "
         "[--metrics_addr 127.0.0.1:9464] [--pool_mode direct|transaction "
