@@ -29,15 +29,6 @@ bool IsTransient(const pqxx::sql_error& e) {
   return state == "40001" || state == "40P01" || state == "55P03";
 }
 
-// Errors that say nothing of the items: the server is short of a
-// resource (53: disk, memory, connections), shutting down or not ready
-// (57P), read-only after a failover (25006), broken (58, XX).
-bool DatabaseCannotWork(const std::string& state) {
-  return state.rfind("53", 0) == 0 || state.rfind("57P", 0) == 0 ||
-         state.rfind("58", 0) == 0 || state.rfind("XX", 0) == 0 ||
-         state == "25006";
-}
-
 // After this many conflicts in a row in one member, an item's next
 // conflict counts as a failed attempt.
 constexpr int kConflictsPerAttempt = 10;
@@ -950,7 +941,7 @@ PartWorker::Attempt PartWorker::CallInAck(const store::ClaimRef& ref,
           ") on a direct connection, the longest a function may hold its "
           "part's take, or someone canceled it. Make it faster, or raise "
           "the group's TTL"));
-    } else if (DatabaseCannotWork(state)) {
+    } else if (store::ServerCannotWorkNow(state)) {
       a.acking = true;  // not the items' failure
       a.verdict = absl::UnavailableError(absl::StrCat(
           "the statement that calls sql_function ", name, " failed (SQLSTATE ",

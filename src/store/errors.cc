@@ -48,6 +48,12 @@ std::string Clean(const char* what) {
 
 }  // namespace
 
+bool ServerCannotWorkNow(const std::string& state) {
+  return absl::StartsWith(state, "53") || absl::StartsWith(state, "57P") ||
+         absl::StartsWith(state, "58") || absl::StartsWith(state, "XX") ||
+         state == "25006";
+}
+
 std::string PrimaryMessage(const pqxx::sql_error& e) {
   std::string text = e.what();
   text = text.substr(0, text.find('\n'));

@@ -25,6 +25,12 @@ namespace sqlgroup::store {
 // message a handler's statement raised, for a person.
 std::string PrimaryMessage(const pqxx::sql_error& e);
 
+// Whether an error's SQLSTATE says the server cannot work now, whatever
+// was asked: short of a resource (53: disk, memory, connections), shutting
+// down or not ready (57P), read-only after a failover (25006), broken (58,
+// XX).
+bool ServerCannotWorkNow(const std::string& sqlstate);
+
 // Call only inside a catch block: maps the exception being handled.
 // `context` says what was being done ("register session").
 absl::Status StatusFromCurrentException(std::string_view context);

@@ -149,6 +149,13 @@ absl::Status CheckSqlFunction(pqxx::connection& conn,
         ". Grant EXECUTE on it (and USAGE on its schema), or see "
         "docs/HANDLERS.md"));
   } catch (const pqxx::sql_error& e) {
+    if (ServerCannotWorkNow(e.sqlstate()) || e.sqlstate() == "55P03" ||
+        e.sqlstate() == "57014") {
+      return absl::UnavailableError(
+          absl::StrCat("could not check sql_function ", function.name, ": ",
+                       PrimaryMessage(e), " (SQLSTATE ", e.sqlstate(),
+                       "); try again when the database can take work"));
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         what, "the database refused that: ", PrimaryMessage(e),
         ". Give a function that takes those types (or types they cast to "
