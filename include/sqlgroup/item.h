@@ -115,9 +115,8 @@ bool IsDeadLetterVerdict(const absl::Status& status);
 // SQLSTATE kDeadLetterSqlState (RAISE EXCEPTION '...' USING ERRCODE =
 // 'SGDLQ') it dead-letters the item at once; a serialization failure,
 // deadlock or lock timeout is retried without counting an attempt (until
-// the same item has had 10 in a row). An error that says the database
-// cannot work now (out of disk, shutting down, read-only) fails nothing:
-// the items are read again.
+// the same item has had 10 in a row), and so is an error that says the
+// server cannot work now (out of disk, shutting down, read-only).
 struct SqlFunction {
   std::string name;  // empty: no SQL function
   bool arrays = false;

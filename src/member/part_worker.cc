@@ -933,19 +933,27 @@ PartWorker::Attempt PartWorker::CallInAck(const store::ClaimRef& ref,
     } else if (state == kDeadLetterSqlState) {
       a.verdict = DeadLetterVerdict(store::PrimaryMessage(e));
     } else if (state == "57014") {
+      const std::string limit =
+          config_.transaction_pooler
+              ? "the member role's statement_timeout (docs/POOLERS.md)"
+              : absl::StrCat(
+                    "half the group's TTL (",
+                    absl::FormatDuration(WorkerOptions().statement_timeout),
+                    ")");
       a.verdict = absl::DeadlineExceededError(absl::StrCat(
           "sql_function ", name,
           " was canceled (SQLSTATE 57014): it ran past the statement "
-          "timeout, half the group's TTL (",
-          absl::FormatDuration(WorkerOptions().statement_timeout),
-          ") on a direct connection, the longest a function may hold its "
-          "part's take, or someone canceled it. Make it faster, or raise "
-          "the group's TTL"));
+          "timeout, ",
+          limit,
+          ", the longest a function may hold its part's take, or someone "
+          "canceled it. Make it faster, or raise the group's TTL"));
     } else if (store::ServerCannotWorkNow(state)) {
-      a.acking = true;  // not the items' failure
-      a.verdict = absl::UnavailableError(absl::StrCat(
-          "the statement that calls sql_function ", name, " failed (SQLSTATE ",
-          state, "): ", store::PrimaryMessage(e)));
+      // Not the items' failure: retried without counting an attempt, as a
+      // conflict is, until one item has had kConflictsPerAttempt in a row
+      // (an error that always comes back, XX000 from a function, say).
+      a.ended = Conflict(
+          ref, items,
+          absl::StrCat("SQLSTATE ", state, ": ", store::PrimaryMessage(e)));
     } else {
       a.verdict = absl::InternalError(absl::StrCat(
           "sql_function ", name, " failed",

@@ -5,6 +5,7 @@
 #include <pqxx/pqxx>
 #include <regex>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "store/claim_sql.h"
@@ -53,20 +54,42 @@ std::string AckInFunctionAndNextOfKeySql(const SqlFunction& f) {
 }  // namespace
 
 FunctionTraits FunctionTraitsOf(pqxx::transaction_base& tx,
-                                const std::string& name) {
-  // Every function of that name that the call could resolve to: in its
-  // schema, or visible on the search_path. Unquoted names fold to lower
-  // case.
-  const size_t dot = name.find('.');
+                                const SqlFunction& function) {
+  // The function the call resolves to when one takes exactly the types it
+  // gets (to_regprocedure folds and finds the name as PostgreSQL does);
+  // else every function of that name, in its schema or on the search_path,
+  // that three arguments can call (one the call reaches through implicit
+  // casts or defaults). Names fold to lower case as ASCII, as PostgreSQL
+  // folds unquoted identifiers, whatever the database's collation.
+  const std::string types =
+      function.arrays ? "(text[],bytea[],uuid[])" : "(text,bytea,uuid)";
+  const size_t dot = function.name.find('.');
+  const std::string folded = absl::AsciiStrToLower(function.name);
   const pqxx::row r = tx.exec_params1(
       "SELECT coalesce(bool_or(p.proretset), false), "
       "  coalesce(bool_or(p.proisstrict), false) FROM pg_proc p "
-      "WHERE p.proname = lower($2) AND CASE WHEN $1 = '' "
-      "  THEN pg_function_is_visible(p.oid) "
-      "  ELSE p.pronamespace = to_regnamespace(lower($1)) END",
-      dot == std::string::npos ? "" : name.substr(0, dot),
-      dot == std::string::npos ? name : name.substr(dot + 1));
+      "WHERE CASE WHEN to_regprocedure($1 || $2) IS NOT NULL "
+      "  THEN p.oid = to_regprocedure($1 || $2) "
+      "  ELSE p.proname = $4 "
+      "    AND p.pronargs - p.pronargdefaults <= 3 "
+      "    AND (p.pronargs >= 3 OR p.provariadic <> 0) "
+      "    AND CASE WHEN $3 = '' THEN pg_function_is_visible(p.oid) "
+      "      ELSE p.pronamespace = to_regnamespace($3) END END",
+      function.name, types,
+      dot == std::string::npos ? "" : folded.substr(0, dot),
+      dot == std::string::npos ? folded : folded.substr(dot + 1));
   return {.returns_set = r[0].as<bool>(), .strict = r[1].as<bool>()};
+}
+
+std::string StrictRefusal(const std::string& name) {
+  return absl::StrCat(
+      name,
+      " is STRICT (RETURNS NULL ON NULL INPUT): PostgreSQL would skip the "
+      "call for an item without a key, and the item would be acknowledged "
+      "without it. Declare it CALLED ON NULL INPUT (ALTER FUNCTION ",
+      name,
+      "(text, bytea, uuid) CALLED ON NULL INPUT) and test the key "
+      "yourself");
 }
 
 bool IsFunctionName(const std::string& name) {
@@ -128,14 +151,9 @@ absl::Status CheckSqlFunction(pqxx::connection& conn,
     // PostgreSQL skips a STRICT function's call when an argument is NULL,
     // an unkeyed item's key say: the item would be acknowledged without
     // it. (Arrays are never NULL.)
-    if (!function.arrays && FunctionTraitsOf(tx, function.name).strict) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what,
-          "it is STRICT (RETURNS NULL ON NULL INPUT): PostgreSQL "
-          "would skip the call for an item without a key and the item "
-          "would be acknowledged without it. Declare it CALLED ON NULL "
-          "INPUT (ALTER FUNCTION ",
-          function.name, " CALLED ON NULL INPUT) and test the key yourself"));
+    if (!function.arrays && FunctionTraitsOf(tx, function).strict) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, "yet ", StrictRefusal(function.name)));
     }
     tx.commit();
   } catch (const pqxx::broken_connection&) {

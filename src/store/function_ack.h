@@ -18,14 +18,19 @@
 
 namespace sqlgroup::store {
 
-// What the functions named `name` (any overload the call could resolve
-// to) are declared as.
+// What the function the call of `function` resolves to is declared as
+// (when no overload takes exactly its argument types: any the call could
+// reach).
 struct FunctionTraits {
   bool returns_set = false;  // SETOF or TABLE
   bool strict = false;       // RETURNS NULL ON NULL INPUT
 };
 FunctionTraits FunctionTraitsOf(pqxx::transaction_base& tx,
-                                const std::string& name);
+                                const SqlFunction& function);
+
+// Why a STRICT function of single items is refused, and what to do: a
+// sentence that starts with `name`.
+std::string StrictRefusal(const std::string& name);
 
 // Whether `name` names a function as SqlFunction takes it: name or
 // schema.name, each of letters, digits, '_' and '$', not starting with a

@@ -369,15 +369,33 @@ TEST_F(ClaimFenceTest, ASqlFunctionThatCannotBeCalledIsRefusedByTheCheck) {
   }
   EXPECT_TRUE(store::CheckSqlFunction(*conn_, {.name = "public.handle"}).ok());
   EXPECT_TRUE(store::CheckSqlFunction(*conn_, {.name = "handle"}).ok());
-  // Arrays are never NULL: a STRICT function of arrays is called.
+  // Arrays are never NULL: a STRICT function of arrays passes.
   pqxx::nontransaction(*conn_).exec(
       "ALTER FUNCTION public.handle_all(text[], bytea[], uuid[]) STRICT");
   EXPECT_TRUE(store::CheckSqlFunction(
                   *conn_, {.name = "public.handle_all", .arrays = true})
                   .ok());
-  EXPECT_TRUE(store::CheckSqlFunction(
-                  *conn_, {.name = "public.handle_all", .arrays = true})
-                  .ok());
+  // An overload of the same name for arrays, STRICT, is not the one a
+  // call on single items resolves to; nor is one of other arguments.
+  pqxx::nontransaction(*conn_).exec(
+      "CREATE FUNCTION public.handle(k text[], p bytea[], i uuid[]) "
+      "RETURNS void LANGUAGE sql STRICT AS $$ SELECT $$; "
+      "CREATE FUNCTION public.handle(k text) RETURNS SETOF int "
+      "LANGUAGE sql STRICT AS $$ SELECT 1 $$");
+  EXPECT_TRUE(store::CheckSqlFunction(*conn_, {.name = "public.handle"}).ok());
+  EXPECT_TRUE(
+      store::CheckSqlFunction(*conn_, {.name = "public.handle", .arrays = true})
+          .ok());
+  {
+    pqxx::work tx(*conn_);
+    const store::FunctionTraits single =
+        store::FunctionTraitsOf(tx, {.name = "public.handle"});
+    EXPECT_FALSE(single.strict);
+    EXPECT_FALSE(single.returns_set);
+    EXPECT_TRUE(
+        store::FunctionTraitsOf(tx, {.name = "public.handle", .arrays = true})
+            .strict);
+  }
   EXPECT_EQ(Count("items"), 3);  // checked, not run
 }
 

@@ -150,15 +150,26 @@ namespace {
 // Whether sql:FUNCTION is called by the ack's statement (SqlFunction), or
 // runs as a statement in the acknowledging transaction: when failures are
 // injected before the handler (--fail_rate), and for a function that
-// returns a set, which the ack's statement cannot call.
+// returns a set, which the ack's statement cannot call. A STRICT function
+// of single items is refused either way: PostgreSQL skips its call for a
+// NULL key.
 absl::StatusOr<bool> CalledInTheAck(const HandlerSpec& spec,
                                     const HandlerContext& context) {
-  if (spec.function.empty() || context.fail_rate > 0) return false;
+  if (spec.function.empty()) return false;
   ASSIGN_OR_RETURN(auto conn, store::Connect(context.dsn, {}));
-  return store::GuardOr<bool>("look up the handler's function", [&] {
-    pqxx::work tx(*conn);
-    return !store::FunctionTraitsOf(tx, spec.function).returns_set;
-  });
+  ASSIGN_OR_RETURN(const store::FunctionTraits traits,
+                   store::GuardOr<store::FunctionTraits>(
+                       "look up the handler's function", [&] {
+                         pqxx::work tx(*conn);
+                         return store::FunctionTraitsOf(
+                             tx,
+                             {.name = spec.function, .arrays = context.batch});
+                       }));
+  if (traits.strict && !context.batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--handler=", spec.given, ": ", store::StrictRefusal(spec.function)));
+  }
+  return !traits.returns_set && context.fail_rate <= 0;
 }
 
 }  // namespace
