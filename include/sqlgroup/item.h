@@ -82,6 +82,10 @@ class AckTransaction {
 // Returns OK to acknowledge. A non-OK status or an exception is a failure:
 // the transaction is rolled back and the item retried after a backoff, or
 // moved to dead_items after max_attempts, with the message as last_error.
+// A pqxx::sql_error that says nothing of the item (a serialization failure
+// or deadlock, a lock timeout, a server that cannot work now: out of disk,
+// shutting down, read-only) is a conflict instead: retried after a backoff
+// without counting an attempt, until the item has had 10 in a row.
 using Handler = std::function<absl::Status(const Item&, AckTransaction&)>;
 
 // A handler's verdict that retrying cannot help (a payload that will never

@@ -22,19 +22,13 @@ int64_t UnixMicros(absl::Time t) {
   return t == absl::InfinitePast() ? 0 : absl::ToUnixMicros(t);
 }
 
-// Serialization failures, deadlocks and lock timeouts say nothing about the
-// item: it is retried without counting an attempt.
-bool IsTransient(const pqxx::sql_error& e) {
-  const std::string& state = e.sqlstate();
-  return state == "40001" || state == "40P01" || state == "55P03";
-}
-
 // After this many conflicts in a row in one member, an item's next
 // conflict counts as a failed attempt.
 constexpr int kConflictsPerAttempt = 10;
 
 // The handler's verdict; an exception is a failure with its message, except
-// a broken connection or a transient conflict, which the caller handles.
+// a broken connection or an error that says nothing of the item (a
+// conflict), which the caller handles.
 template <typename F>
 absl::Status RunHandler(F&& f) {
   try {
@@ -44,7 +38,7 @@ absl::Status RunHandler(F&& f) {
   } catch (const pqxx::transaction_rollback&) {
     throw;
   } catch (const pqxx::sql_error& e) {
-    if (IsTransient(e)) throw;
+    if (store::SaysNothingOfTheItem(e.sqlstate())) throw;
     return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
@@ -871,30 +865,8 @@ PartWorker::Attempt PartWorker::RunAndAck(const store::ClaimRef& ref,
         a.deleted = store::DeleteClaimedNow(*conn_, ref, ids);
       }
     }
-  } catch (const pqxx::broken_connection&) {
-    Disconnect(absl::UnavailableError("connection lost during ack"));
-    a.ended = Outcome::kBroken;
-  } catch (const pqxx::transaction_rollback& e) {
-    a.ended = Conflict(ref, items, e.what());
-  } catch (const pqxx::in_doubt_error& e) {
-    // The commit may or may not have happened; the item is read again if
-    // it is still there, and an ack that did commit deleted it for good.
-    log_->error("part={} epoch={} commit outcome unknown: {}", ref.part,
-                ref.epoch, e.what());
-    Disconnect(absl::UnknownError("commit in doubt"));
-    a.ended = Outcome::kBroken;
-  } catch (const pqxx::sql_error& e) {
-    if (IsTransient(e)) {
-      a.ended = Conflict(ref, items, e.what());
-    } else {
-      a.verdict = store::StatusFromCurrentException("acknowledge");
-    }
   } catch (...) {
-    a.verdict = store::StatusFromCurrentException("acknowledge");
-    if (absl::IsUnavailable(a.verdict)) {
-      Disconnect(a.verdict);
-      a.ended = Outcome::kBroken;
-    }
+    Caught(a, ref, items);
   }
   return a;
 }
@@ -917,48 +889,37 @@ PartWorker::Attempt PartWorker::CallInAck(const store::ClaimRef& ref,
     } else {
       a.deleted = store::AckInFunction(*conn_, ref, ids);
     }
+  } catch (...) {
+    // Committed or not after a broken connection: the items are read again
+    // if they are still there.
+    Caught(a, ref, items);
+  }
+  return a;
+}
+
+void PartWorker::Caught(Attempt& a, const store::ClaimRef& ref,
+                        const std::vector<Item>& items) {
+  try {
+    throw;
   } catch (const pqxx::broken_connection&) {
-    // Committed or not: the items are read again if they are still there.
     Disconnect(absl::UnavailableError("connection lost during ack"));
     a.ended = Outcome::kBroken;
   } catch (const pqxx::transaction_rollback& e) {
     a.ended = Conflict(ref, items, e.what());
+  } catch (const pqxx::in_doubt_error& e) {
+    // The commit may or may not have happened; the item is read again if
+    // it is still there, and an ack that did commit deleted it for good.
+    log_->error("part={} epoch={} commit outcome unknown: {}", ref.part,
+                ref.epoch, e.what());
+    Disconnect(absl::UnknownError("commit in doubt"));
+    a.ended = Outcome::kBroken;
   } catch (const pqxx::sql_error& e) {
-    // The statement is the handler: its error fails the attempt, unless
-    // it says the database cannot work now (the items are read again).
-    const std::string& state = e.sqlstate();
-    const std::string& name = config_.sql_function.name;
-    if (IsTransient(e)) {
+    if (store::SaysNothingOfTheItem(e.sqlstate())) {
       a.ended = Conflict(ref, items, e.what());
-    } else if (state == kDeadLetterSqlState) {
-      a.verdict = DeadLetterVerdict(store::PrimaryMessage(e));
-    } else if (state == "57014") {
-      const std::string limit =
-          config_.transaction_pooler
-              ? "the member role's statement_timeout (docs/POOLERS.md)"
-              : absl::StrCat(
-                    "half the group's TTL (",
-                    absl::FormatDuration(WorkerOptions().statement_timeout),
-                    ")");
-      a.verdict = absl::DeadlineExceededError(absl::StrCat(
-          "sql_function ", name,
-          " was canceled (SQLSTATE 57014): it ran past the statement "
-          "timeout, ",
-          limit,
-          ", the longest a function may hold its part's take, or someone "
-          "canceled it. Make it faster, or raise the group's TTL"));
-    } else if (store::ServerCannotWorkNow(state)) {
-      // Not the items' failure: retried without counting an attempt, as a
-      // conflict is, until one item has had kConflictsPerAttempt in a row
-      // (an error that always comes back, XX000 from a function, say).
-      a.ended = Conflict(
-          ref, items,
-          absl::StrCat("SQLSTATE ", state, ": ", store::PrimaryMessage(e)));
+    } else if (InFunction()) {
+      a.verdict = FunctionVerdict(e);  // the statement is the handler
     } else {
-      a.verdict = absl::InternalError(absl::StrCat(
-          "sql_function ", name, " failed",
-          state.empty() ? "" : absl::StrCat(" (SQLSTATE ", state, ")"), ": ",
-          store::PrimaryMessage(e)));
+      a.verdict = store::StatusFromCurrentException("acknowledge");
     }
   } catch (...) {
     a.verdict = store::StatusFromCurrentException("acknowledge");
@@ -967,7 +928,25 @@ PartWorker::Attempt PartWorker::CallInAck(const store::ClaimRef& ref,
       a.ended = Outcome::kBroken;
     }
   }
-  return a;
+}
+
+absl::Status PartWorker::FunctionVerdict(const pqxx::sql_error& e) const {
+  const std::string& name = config_.sql_function.name;
+  if (e.sqlstate() != "57014") {
+    return store::SqlErrorVerdict(e, absl::StrCat("sql_function ", name));
+  }
+  const std::string limit =
+      config_.transaction_pooler
+          ? "the member role's statement_timeout (docs/POOLERS.md)"
+          : absl::StrCat(
+                "half the group's TTL (",
+                absl::FormatDuration(WorkerOptions().statement_timeout), ")");
+  return absl::DeadlineExceededError(absl::StrCat(
+      "sql_function ", name,
+      " was canceled (SQLSTATE 57014): it ran past the statement timeout, ",
+      limit,
+      ", the longest a function may hold its part's take, or someone "
+      "canceled it. Make it faster, or raise the group's TTL"));
 }
 
 store::AckedAndClaimed PartWorker::AckCarrying(

@@ -210,6 +210,15 @@ class PartWorker {
   // The sql_function, called by the ack's statement (store/function_ack.h).
   Attempt CallInAck(const store::ClaimRef& ref, const std::vector<Item>& items,
                     const std::vector<std::string>& ids, NextClaim* next);
+  // Call only in a catch block, for an exception of either of the two
+  // above: a broken connection or a commit in doubt end `a` (kBroken), an
+  // error that says nothing of the items is a conflict; another SQL error
+  // is the handler's verdict when the statement is the handler (the SQL
+  // function's), else the error of the statement it came from.
+  void Caught(Attempt& a, const store::ClaimRef& ref,
+              const std::vector<Item>& items);
+  // The SQL function's verdict on the error its statement raised.
+  absl::Status FunctionVerdict(const pqxx::sql_error& e) const;
   // A batch that failed or kept conflicting, again item by item, so that
   // only the item at fault is counted against.
   Outcome HandleSingly(const store::ClaimRef& ref,

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "sqlgroup/item.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -52,6 +53,22 @@ bool ServerCannotWorkNow(const std::string& state) {
   return absl::StartsWith(state, "53") || absl::StartsWith(state, "57P") ||
          absl::StartsWith(state, "58") || absl::StartsWith(state, "XX") ||
          state == "25006";
+}
+
+bool SaysNothingOfTheItem(const std::string& state) {
+  return absl::StartsWith(state, "40") || state == "55P03" ||
+         ServerCannotWorkNow(state);
+}
+
+absl::Status SqlErrorVerdict(const pqxx::sql_error& e,
+                             const std::string& what) {
+  const std::string& state = e.sqlstate();
+  if (state == kDeadLetterSqlState) return DeadLetterVerdict(PrimaryMessage(e));
+  // (libpqxx 6.4 leaves the SQLSTATE of some classes empty.)
+  return absl::InternalError(
+      absl::StrCat(what, " failed",
+                   state.empty() ? "" : absl::StrCat(" (SQLSTATE ", state, ")"),
+                   ": ", PrimaryMessage(e)));
 }
 
 std::string PrimaryMessage(const pqxx::sql_error& e) {

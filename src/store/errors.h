@@ -31,6 +31,20 @@ std::string PrimaryMessage(const pqxx::sql_error& e);
 // XX).
 bool ServerCannotWorkNow(const std::string& sqlstate);
 
+// Whether an error that handling an item met says nothing of the item: a
+// transaction rolled back for a conflict (40: serialization failure,
+// deadlock), a lock timeout (55P03), or a server that cannot work now.
+// The worker retries such an item without counting an attempt (a conflict;
+// part_worker.h).
+bool SaysNothingOfTheItem(const std::string& sqlstate);
+
+// The verdict on an error a handler's own SQL raised (a SQL function, the
+// CLI's sql: statement), for one that does not say nothing of the item:
+// SQLSTATE SGDLQ dead-letters it at once (DeadLetterVerdict, with the
+// error's message), anything else fails the attempt with "<what> failed
+// (SQLSTATE s): <message>".
+absl::Status SqlErrorVerdict(const pqxx::sql_error& e, const std::string& what);
+
 // Call only inside a catch block: maps the exception being handled.
 // `context` says what was being done ("register session").
 absl::Status StatusFromCurrentException(std::string_view context);

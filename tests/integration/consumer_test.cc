@@ -75,6 +75,36 @@ class ConsumerTest : public testing::ConsumerFixture {
         parts, workers, static_cast<long long>(carried));
     return carried;
   }
+
+  // Conflicts count no attempt, but every 10th in a row counts as a
+  // failure: with 2 attempts a handler that `fails` every call, with an
+  // error that says nothing of the item, is called 20 times, and then the
+  // item is dead-lettered.
+  void ExpectConflictingHandlerDeadLettered(
+      std::function<void(AckTransaction&)> fails) {
+    CreateGroup("g", 2);
+    Produce("g", 1);
+    std::atomic<int> calls{0};
+    auto options =
+        Options("g", [&](const Item&, AckTransaction& ack) -> absl::Status {
+          ++calls;
+          fails(ack);
+          return absl::OkStatus();
+        });
+    options.max_attempts = 2;
+    options.backoff_max = absl::Milliseconds(200);
+    // Idle parts (items waiting out a backoff) are re-checked every 50 ms.
+    options.idle_poll = options.idle_poll_listening = absl::Milliseconds(50);
+    auto a = Start(std::move(options));
+    ASSERT_TRUE(WaitFor(
+        [&] { return Count("SELECT count(*) FROM sqlgroup.dead_items") == 1; },
+        absl::Seconds(30)));
+    EXPECT_EQ(calls, 20);
+    pqxx::nontransaction tx(*conn_);
+    EXPECT_THAT(tx.exec1("SELECT last_error FROM sqlgroup.dead_items")[0]
+                    .as<std::string>(),
+                HasSubstr("conflicted 10 times in a row"));
+  }
 };
 
 TEST_F(ConsumerTest, ThreeMembersOwnTheLexicalTargetBlocks) {
@@ -279,29 +309,20 @@ TEST_F(ConsumerTest, AFailingHandlerRetriesWithBackoffThenDeadLetters) {
 }
 
 TEST_F(ConsumerTest, AHandlerThatDeadlocksEveryTimeIsDeadLetteredInTheEnd) {
-  CreateGroup("g", 2);
-  Produce("g", 1);
-  std::atomic<int> calls{0};
-  auto options =
-      Options("g", [&](const Item&, AckTransaction&) -> absl::Status {
-        ++calls;
-        throw pqxx::deadlock_detected("deadlock detected (planted)");
-      });
-  options.max_attempts = 2;
-  options.backoff_max = absl::Milliseconds(200);
-  // Idle parts (items waiting out a backoff) are re-checked every 50 ms.
-  options.idle_poll = options.idle_poll_listening = absl::Milliseconds(50);
-  auto a = Start(std::move(options));
-  // Conflicts count no attempt, but every 10th in a row counts as a
-  // failure: 2 attempts, 20 calls, then the dead-letter table.
-  ASSERT_TRUE(WaitFor(
-      [&] { return Count("SELECT count(*) FROM sqlgroup.dead_items") == 1; },
-      absl::Seconds(30)));
-  EXPECT_EQ(calls, 20);
-  pqxx::nontransaction tx(*conn_);
-  EXPECT_THAT(tx.exec1("SELECT last_error FROM sqlgroup.dead_items")[0]
-                  .as<std::string>(),
-              HasSubstr("conflicted 10 times in a row"));
+  ExpectConflictingHandlerDeadLettered([](AckTransaction&) {
+    throw pqxx::deadlock_detected("deadlock detected (planted)");
+  });
+}
+
+// An error that says the server cannot work now (here out of disk, 53100)
+// is a conflict too, and as bounded: one that always comes back for an
+// item (an internal error of a function, say) does not hold it forever.
+TEST_F(ConsumerTest, AServerErrorEveryTimeIsDeadLetteredInTheEnd) {
+  ExpectConflictingHandlerDeadLettered([](AckTransaction& ack) {
+    ack.work().exec(
+        "DO $$ BEGIN RAISE EXCEPTION 'no space left (planted)' "
+        "USING ERRCODE = '53100'; END $$");
+  });
 }
 
 TEST_F(ConsumerTest, InABatchOnlyTheItemThatDeadlocksIsDeadLettered) {

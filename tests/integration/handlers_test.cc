@@ -226,6 +226,32 @@ class HandlersTest : public ConsumerFixture {
               0);
   }
 
+  // `spec` with --batch pays 5 keys' 40 orders each through
+  // app.pay_batch: every item once, each key in order, in batches of
+  // several items; called by the ack's statement or (!in_ack) in the
+  // batch's transaction.
+  void ExpectBatchesOfArrays(const std::string& spec, bool in_ack) {
+    CreateGroup("g", 4);
+    ProduceKeyed("g", 5, 40);
+    auto h = Build(spec, /*batch=*/true);
+    ASSERT_TRUE(h.ok()) << h.status();
+    EXPECT_EQ(h->sql_function.arrays, in_ack);
+    EXPECT_EQ(h->batch_handler != nullptr, !in_ack);
+    auto c = StartWith("g", *h);
+    ASSERT_TRUE(Drained(absl::Seconds(60)));
+    ASSERT_TRUE(c->Stop().ok());
+    EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 200);
+    EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 200);
+    EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE in_ack"),
+              in_ack ? 200 : 0);
+    EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 40 AND "
+                    "order_violations = 0"),
+              5);
+    // Batches, not items one by one: some carried several items.
+    EXPECT_EQ(Count("SELECT sum(size) FROM app.batches"), 200);
+    EXPECT_GT(Count("SELECT max(size) FROM app.batches"), 1);
+  }
+
   std::string log_;
   // Each exec or http attempt; a hang costs this much.
   absl::Duration timeout_ = absl::Seconds(2);
@@ -303,24 +329,9 @@ TEST_F(HandlersTest, SqlFunctionFollowsAWorkerFromConnectionToConnection) {
   EXPECT_GE(Count("SELECT count(DISTINCT backend) FROM app.seen"), 2);
 }
 
+// A function on arrays, called by the ack's statement once per batch.
 TEST_F(HandlersTest, SqlBatchHandlerGetsArrays) {
-  CreateGroup("g", 4);
-  ProduceKeyed("g", 5, 40);
-  auto h = Build("sql:app.pay_batch", /*batch=*/true);
-  ASSERT_TRUE(h.ok()) << h.status();
-  ASSERT_TRUE(h->sql_function.arrays);
-  auto c = StartWith("g", *h);
-  ASSERT_TRUE(Drained(absl::Seconds(60)));
-  ASSERT_TRUE(c->Stop().ok());
-  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 200);
-  EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 200);
-  EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 40 AND "
-                  "order_violations = 0"),
-            5);
-  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE in_ack"), 200);
-  // Batches, not items one by one: some carried several items.
-  EXPECT_EQ(Count("SELECT sum(size) FROM app.batches"), 200);
-  EXPECT_GT(Count("SELECT max(size) FROM app.batches"), 1);
+  ExpectBatchesOfArrays("sql:app.pay_batch", /*in_ack=*/true);
 }
 
 TEST_F(HandlersTest, SqlErrorsRetryThenDeadLetterAndRollBack) {
@@ -343,20 +354,8 @@ TEST_F(HandlersTest, SqlFunctionErrorsRetryThenDeadLetterAndRollBack) {
 
 // The statement form with --batch: arrays in the batch's transaction.
 TEST_F(HandlersTest, SqlBatchStatementGetsArraysInTheTransaction) {
-  CreateGroup("g", 4);
-  ProduceKeyed("g", 5, 40);
-  auto h = Build("sql:SELECT app.pay_batch($1, $2, $3)", /*batch=*/true);
-  ASSERT_TRUE(h.ok()) << h.status();
-  ASSERT_TRUE(h->batch_handler != nullptr);
-  auto c = StartWith("g", *h);
-  ASSERT_TRUE(Drained(absl::Seconds(60)));
-  ASSERT_TRUE(c->Stop().ok());
-  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 200);
-  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE in_ack"), 0);
-  EXPECT_EQ(Count("SELECT count(*) FROM app.paid WHERE n = 40 AND "
-                  "order_violations = 0"),
-            5);
-  EXPECT_GT(Count("SELECT max(size) FROM app.batches"), 1);
+  ExpectBatchesOfArrays("sql:SELECT app.pay_batch($1, $2, $3)",
+                        /*in_ack=*/false);
 }
 
 // A function the ack's statement cannot call, one that returns a set, and

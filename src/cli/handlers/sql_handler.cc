@@ -31,20 +31,11 @@ std::string PrepareSql(const SqlHandler& h, const std::string& name) {
       h.statement);
 }
 
-bool IsTransient(const std::string& state) {
-  return state.rfind("40", 0) == 0 || state == "55P03";
-}
-
-// An error the statement raised: dead-letter, retry, or (a conflict)
-// rethrown for the library to treat as one.
+// An error the statement raised: the item's verdict, or (one that says
+// nothing of the item) rethrown for the library to treat as a conflict.
 absl::Status StatementFailed(const pqxx::sql_error& e) {
-  const std::string& state = e.sqlstate();
-  if (state == kDeadLetterSqlState)
-    return DeadLetterVerdict(store::PrimaryMessage(e));
-  if (IsTransient(state)) throw;
-  return absl::InternalError(
-      absl::StrCat("the handler's statement failed (SQLSTATE ", state,
-                   "): ", store::PrimaryMessage(e)));
+  if (store::SaysNothingOfTheItem(e.sqlstate())) throw;
+  return store::SqlErrorVerdict(e, "the handler's statement");
 }
 
 std::string Quoted(const std::string& s) {
