@@ -304,9 +304,10 @@ void PartWorker::WarmUp() {
   // instead of on the next items' path. A claim and an acknowledgement of
   // nothing under a take nobody holds: planned and run, they read and
   // lock nothing.
+  const std::string nil = "00000000-0000-0000-0000-000000000000";
   store::ClaimRef ref;
   ref.group = config_.group;
-  ref.session = "00000000-0000-0000-0000-000000000000";
+  ref.session = nil;
   const Uuid128 at = 0;
   const absl::Status s = store::Guard("warm up", [&] {
     if (!KeyOrder()) {
@@ -316,11 +317,16 @@ void PartWorker::WarmUp() {
     } else {
       (void)store::ClaimHeads(*conn_, ref, at, at, 1, 1, {});
     }
-    // (An ack of nothing calls no function.)
-    if (InFunction()) {
-      store::AckInFunction(*conn_, ref, {});
+    // The statement its items' acks will run (one item, or several): the
+    // fence fails, so it deletes nothing and calls no function.
+    if (config_.sql_function.arrays) {
+      store::AckInFunctionOnArrays(*conn_, ref, {nil});
+    } else if (InFunction()) {
+      store::AckInFunction(*conn_, ref, nil);
+    } else if (Batched()) {
+      store::DeleteClaimedNow(*conn_, ref, {nil, nil});
     } else {
-      store::DeleteClaimedNow(*conn_, ref, {});
+      store::DeleteClaimedNow(*conn_, ref, {nil});
     }
   });
   if (absl::IsUnavailable(s)) Disconnect(s);
@@ -886,8 +892,11 @@ PartWorker::Attempt PartWorker::CallInAck(const store::ClaimRef& ref,
           store::AckInFunctionAndNextOfKey(*conn_, ref, ids.front());
       a.deleted = r.acked;
       next->Take(std::move(r), absl::Now() - a.ack_start);
+    } else if (config_.sql_function.arrays) {
+      a.deleted = store::AckInFunctionOnArrays(*conn_, ref, ids);
     } else {
-      a.deleted = store::AckInFunction(*conn_, ref, ids);
+      // A function of single items gets one at a time (Batched()).
+      a.deleted = store::AckInFunction(*conn_, ref, ids.front());
     }
   } catch (...) {
     // Committed or not after a broken connection: the items are read again

@@ -32,6 +32,10 @@ std::string WithIds(int ids) {
                       "[cardinality", a, "] AND (id = ANY", a, ") IS TRUE");
 }
 
+std::string WithId(int id) {
+  return absl::StrCat("group_name = $1 AND id = $", id, "::uuid");
+}
+
 std::string KeyOrderedIds(const std::vector<std::string>& ids) {
   // Canonical lowercase text (as claims read it), whose order is the
   // keys'; claims hand items out in it.
@@ -41,23 +45,24 @@ std::string KeyOrderedIds(const std::vector<std::string>& ids) {
   return SqlArray(sorted);
 }
 
-std::string AckDelete(int ids, int session, int part, int epoch) {
-  return absl::StrCat("DELETE FROM sqlgroup.items WHERE ", WithIds(ids),
-                      " AND ", TakeHeld(session, part, epoch, true));
+std::string AckDelete(const std::string& which, int session, int part,
+                      int epoch) {
+  return absl::StrCat("DELETE FROM sqlgroup.items WHERE ", which, " AND ",
+                      TakeHeld(session, part, epoch, true));
 }
 
-std::string AckDeleteReturning(int ids, int session, int part, int epoch,
-                               const std::string& returning) {
-  return absl::StrCat(AckDelete(ids, session, part, epoch), " RETURNING ",
+std::string AckDeleteReturning(const std::string& which, int session, int part,
+                               int epoch, const std::string& returning) {
+  return absl::StrCat(AckDelete(which, session, part, epoch), " RETURNING ",
                       returning);
 }
 
-std::string AckThen(int ids, const std::string& claim,
+std::string AckThen(const std::string& which, const std::string& claim,
                     const std::string& returning) {
   // A data-modifying WITH runs to its end, RETURNING included, however
   // much of it the rest of the statement reads.
   return absl::StrCat(
-      "WITH acked AS (", AckDeleteReturning(ids, 2, 3, 4, returning),
+      "WITH acked AS (", AckDeleteReturning(which, 2, 3, 4, returning),
       ") SELECT (SELECT count(*) FROM acked), c.* FROM (", claim, ") c");
 }
 

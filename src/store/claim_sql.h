@@ -36,23 +36,30 @@ std::string TakeHeld(int session, int part, int epoch, bool hold);
 // churning table's statistics).
 std::string WithIds(int ids);
 
+// The row of group $1 whose id is parameter `id`, a uuid: the ack of one
+// item is an equality on the primary key, with no array to build, bound
+// or search (about 3 µs of server CPU an item less; bench/RESULTS.md,
+// session 20).
+std::string WithId(int id);
+
 // The ids as a uuid[] literal in key order, for WithIds.
 std::string KeyOrderedIds(const std::vector<std::string>& ids);
 
-// The ack: the fenced delete of the items whose ids are in parameter
-// `ids` (WithIds) of group $1, under the take of the other three.
-std::string AckDelete(int ids, int session, int part, int epoch);
+// The ack: the fenced delete of the items `which` (WithIds or WithId) of
+// group $1, under the take of the other three.
+std::string AckDelete(const std::string& which, int session, int part,
+                      int epoch);
 // AckDelete's statement, returning `returning` for each row deleted.
-std::string AckDeleteReturning(int ids, int session, int part, int epoch,
-                               const std::string& returning);
+std::string AckDeleteReturning(const std::string& which, int session, int part,
+                               int epoch, const std::string& returning);
 
-// AckDelete (ids in parameter `ids`, the take in $2, $3, $4) and then the
+// AckDelete (of the items `which`, the take in $2, $3, $4) and then the
 // read `claim` in one statement, one round trip: the count deleted, then
 // the read's columns. The read sees the statement's snapshot, from before
 // the delete, so it must start after the acknowledged ids. `returning`:
 // what the delete returns per row; a function called there (a
 // SqlFunction handler) runs once for each row deleted, whatever reads it.
-std::string AckThen(int ids, const std::string& claim,
+std::string AckThen(const std::string& which, const std::string& claim,
                     const std::string& returning = "1");
 
 // $1 group, $2 session, $3 part, $4 epoch, $5 an item just settled, $6

@@ -15,9 +15,13 @@
 namespace sqlgroup::store {
 namespace {
 
-// $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch: one row per
-// item deleted, or, on arrays, one row with their count unless none was.
+// $1 group, $2 the item's id (uuid), $3 session, $4 part, $5 epoch: a row
+// when it was deleted.
 constexpr char kAckInFunction[] = "sqlgroup_ack_in_function";
+// $2 ids (uuid[]), the others the same: one row with their count, unless
+// none was deleted.
+constexpr char kAckInFunctionOnArrays[] = "sqlgroup_ack_in_function_on_arrays";
+
 // The call of `f` on one item's columns, as the delete returns it: a
 // boolean whatever the function returns, so that a function replaced by
 // one of another result type does not break the prepared statements (a
@@ -29,13 +33,17 @@ std::string CallOnRow(const SqlFunction& f) {
 }
 
 std::string AckInFunctionSql(const SqlFunction& f) {
-  if (!f.arrays) return AckDeleteReturning(2, 3, 4, 5, CallOnRow(f));
+  return AckDeleteReturning(WithId(2), 3, 4, 5, CallOnRow(f));
+}
+
+std::string AckInFunctionOnArraysSql(const SqlFunction& f) {
   // One call on the rows deleted, in key order; none when nothing was
   // (the take is gone). The call is in the outermost select list, which
   // the client reads, so it runs whatever its volatility; CASE refuses a
   // function that returns a set.
   return absl::StrCat(
-      "WITH acked AS (", AckDeleteReturning(2, 3, 4, 5, "id, key, payload"),
+      "WITH acked AS (",
+      AckDeleteReturning(WithIds(2), 3, 4, 5, "id, key, payload"),
       ") SELECT a.n, (CASE WHEN a.n > 0 THEN ", f.name,
       "(a.keys, a.payloads, a.ids) END) IS NULL FROM (SELECT count(*) AS n, "
       "array_agg(key ORDER BY id) AS keys, "
@@ -43,12 +51,12 @@ std::string AckInFunctionSql(const SqlFunction& f) {
       "array_agg(id ORDER BY id) AS ids FROM acked) a WHERE a.n > 0");
 }
 
-// $1..$6 as in NextOfKeySql, $7 ids (uuid[]): AckAndNextOfKey's
-// statement, the delete returning the function's call.
+// $1..$6 as in NextOfKeySql: AckAndNextOfKey's statement, the delete of
+// the item $5 returning the function's call.
 constexpr char kAckInFunctionAndNextOfKey[] =
     "sqlgroup_ack_in_function_and_next_of_key";
 std::string AckInFunctionAndNextOfKeySql(const SqlFunction& f) {
-  return AckThen(7, NextOfKeySql(), CallOnRow(f));
+  return AckThen(WithId(5), NextOfKeySql(), CallOnRow(f));
 }
 
 }  // namespace
@@ -99,30 +107,39 @@ bool IsFunctionName(const std::string& name) {
 }
 
 void PrepareFunctionAcks(pqxx::connection& conn, const SqlFunction& function) {
-  Prepare(conn, kAckInFunction, AckInFunctionSql(function));
-  if (!function.arrays) {
-    Prepare(conn, kAckInFunctionAndNextOfKey,
-            AckInFunctionAndNextOfKeySql(function));
+  if (function.arrays) {
+    Prepare(conn, kAckInFunctionOnArrays, AckInFunctionOnArraysSql(function));
+    return;
   }
+  Prepare(conn, kAckInFunction, AckInFunctionSql(function));
+  Prepare(conn, kAckInFunctionAndNextOfKey,
+          AckInFunctionAndNextOfKeySql(function));
 }
 
 int64_t AckInFunction(pqxx::connection& conn, const ClaimRef& ref,
-                      const std::vector<std::string>& ids) {
+                      const std::string& id) {
+  pqxx::nontransaction tx(conn);
+  return static_cast<int64_t>(ExecPrepared(tx, kAckInFunction, ref.group, id,
+                                           ref.session, ref.part, ref.epoch)
+                                  .size());
+}
+
+int64_t AckInFunctionOnArrays(pqxx::connection& conn, const ClaimRef& ref,
+                              const std::vector<std::string>& ids) {
   pqxx::nontransaction tx(conn);
   const pqxx::result r =
-      ExecPrepared(tx, kAckInFunction, ref.group, KeyOrderedIds(ids),
+      ExecPrepared(tx, kAckInFunctionOnArrays, ref.group, KeyOrderedIds(ids),
                    ref.session, ref.part, ref.epoch);
-  if (r.columns() == 2) return r.empty() ? 0 : r[0][0].as<int64_t>();
-  return static_cast<int64_t>(r.size());  // one row per item deleted
+  return r.empty() ? 0 : r[0][0].as<int64_t>();
 }
 
 AckedAndClaimed AckInFunctionAndNextOfKey(pqxx::connection& conn,
                                           const ClaimRef& ref,
                                           const std::string& id) {
   pqxx::nontransaction tx(conn);
-  const pqxx::result r = ExecPrepared(tx, kAckInFunctionAndNextOfKey, ref.group,
-                                      ref.session, ref.part, ref.epoch, id,
-                                      BlockLastOf(id), KeyOrderedIds({id}));
+  const pqxx::result r =
+      ExecPrepared(tx, kAckInFunctionAndNextOfKey, ref.group, ref.session,
+                   ref.part, ref.epoch, id, BlockLastOf(id));
   return {r.empty() ? 0 : r[0][0].as<int64_t>(), ClaimedItems(r, 1, ref)};
 }
 
@@ -141,8 +158,9 @@ absl::Status CheckSqlFunction(pqxx::connection& conn,
                    absl::ToUnixMicros(absl::Now()) % 1000000000);
   try {
     pqxx::work tx(conn);
-    tx.exec(
-        absl::StrCat("PREPARE ", check, " AS ", AckInFunctionSql(function)));
+    tx.exec(absl::StrCat("PREPARE ", check, " AS ",
+                         function.arrays ? AckInFunctionOnArraysSql(function)
+                                         : AckInFunctionSql(function)));
     // Parsing resolved the function for those argument types; planning
     // checks the rest (EXECUTE on it). Nothing runs.
     tx.exec(absl::StrCat("EXPLAIN EXECUTE ", check,

@@ -41,13 +41,20 @@ bool IsFunctionName(const std::string& name);
 // PrepareItemStatements does, after it).
 void PrepareFunctionAcks(pqxx::connection& conn, const SqlFunction& function);
 
-// The fenced delete of `ids` (DeleteClaimedNow), calling the function on
-// the items it deletes, in autocommit. Returns how many it deleted: each
-// of those was handled once and is acknowledged for good. An error the
-// function raised undoes the statement and is thrown (a pqxx::sql_error
-// with its SQLSTATE), as are the store's own.
+// The fenced delete of the item `id` (DeleteClaimedNow), calling the
+// function of single items on it if it deletes it, in autocommit. Returns
+// how many it deleted (0 or 1): one deleted was handled once and is
+// acknowledged for good. An error the function raised undoes the
+// statement and is thrown (a pqxx::sql_error with its SQLSTATE), as are
+// the store's own.
 int64_t AckInFunction(pqxx::connection& conn, const ClaimRef& ref,
-                      const std::vector<std::string>& ids);
+                      const std::string& id);
+
+// The same for a function on arrays (SqlFunction::arrays) and the items
+// `ids`: one call on the arrays of those it deletes, none when it deletes
+// none.
+int64_t AckInFunctionOnArrays(pqxx::connection& conn, const ClaimRef& ref,
+                              const std::vector<std::string>& ids);
 
 // The same for one item, and the read of its key's next item in the same
 // statement (AckAndNextOfKey). Not for a function on arrays.

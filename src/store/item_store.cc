@@ -44,7 +44,16 @@ const std::string& ClaimSql() {
 // $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch.
 constexpr char kAck[] = "sqlgroup_ack";
 const std::string& AckSql() {
-  static const std::string* const kSql = new std::string(AckDelete(2, 3, 4, 5));
+  static const std::string* const kSql =
+      new std::string(AckDelete(WithIds(2), 3, 4, 5));
+  return *kSql;
+}
+
+// The same for one item: $2 its id (uuid).
+constexpr char kAckOne[] = "sqlgroup_ack_one";
+const std::string& AckOneSql() {
+  static const std::string* const kSql =
+      new std::string(AckDelete(WithId(2), 3, 4, 5));
   return *kSql;
 }
 
@@ -56,7 +65,7 @@ const std::string& AckSql() {
 constexpr char kAckAndClaim[] = "sqlgroup_ack_and_claim";
 const std::string& AckAndClaimSql() {
   static const std::string* const kSql =
-      new std::string(AckThen(8, ClaimSql()));
+      new std::string(AckThen(WithIds(8), ClaimSql()));
   return *kSql;
 }
 
@@ -250,6 +259,7 @@ void PrepareItemStatements(pqxx::connection& conn) {
   }
   Prepare(conn, kClaim, ClaimSql());
   Prepare(conn, kAck, AckSql());
+  Prepare(conn, kAckOne, AckOneSql());
   Prepare(conn, kAckAndClaim, AckAndClaimSql());
   Prepare(conn, kRelease, ReleaseSql());
   Prepare(conn, kDeadLetter, DeadLetterSql());
@@ -285,10 +295,12 @@ AckedAndClaimed AckAndClaim(pqxx::connection& conn, const ClaimRef& ref,
 
 int64_t DeleteClaimed(pqxx::transaction_base& tx, const ClaimRef& ref,
                       const std::vector<std::string>& ids) {
-  return static_cast<int64_t>(ExecPrepared(tx, kAck, ref.group,
-                                           KeyOrderedIds(ids), ref.session,
-                                           ref.part, ref.epoch)
-                                  .affected_rows());
+  const pqxx::result r =
+      ids.size() == 1 ? ExecPrepared(tx, kAckOne, ref.group, ids.front(),
+                                     ref.session, ref.part, ref.epoch)
+                      : ExecPrepared(tx, kAck, ref.group, KeyOrderedIds(ids),
+                                     ref.session, ref.part, ref.epoch);
+  return static_cast<int64_t>(r.affected_rows());
 }
 
 int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,

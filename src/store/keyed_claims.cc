@@ -196,7 +196,7 @@ const std::string& ClaimRunsSql() {
 constexpr char kAckAndClaimRuns[] = "sqlgroup_ack_and_claim_runs";
 const std::string& AckAndClaimRunsSql() {
   static const std::string* const kSql =
-      new std::string(AckThen(10, ClaimRunsSql()));
+      new std::string(AckThen(WithIds(10), ClaimRunsSql()));
   return *kSql;
 }
 
@@ -217,13 +217,13 @@ const std::string& NextOfKeySql() {
 
 namespace {
 
-// $1..$6 as in kNextOfKey, $7 ids (uuid[]): the ack of the item $5 and the
-// read of its key's next item in one statement, as kAckAndClaim. The read
-// sees the snapshot from before the delete, and starts after $5.
+// $1..$6 as in kNextOfKey: the ack of the item $5 and the read of its
+// key's next item in one statement, as kAckAndClaim. The read sees the
+// snapshot from before the delete, and starts after $5.
 constexpr char kAckAndNextOfKey[] = "sqlgroup_ack_and_next_of_key";
 const std::string& AckAndNextOfKeySql() {
   static const std::string* const kSql =
-      new std::string(AckThen(7, NextOfKeySql()));
+      new std::string(AckThen(WithId(5), NextOfKeySql()));
   return *kSql;
 }
 
@@ -474,7 +474,7 @@ AckedAndClaimed AckAndNextOfKey(pqxx::transaction_base& tx, const ClaimRef& ref,
                                 const std::string& id) {
   const pqxx::result r =
       ExecPrepared(tx, kAckAndNextOfKey, ref.group, ref.session, ref.part,
-                   ref.epoch, id, BlockLastOf(id), KeyOrderedIds({id}));
+                   ref.epoch, id, BlockLastOf(id));
   return {r.empty() ? 0 : r[0][0].as<int64_t>(), ClaimedItems(r, 1, ref)};
 }
 
