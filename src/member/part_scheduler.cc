@@ -111,7 +111,7 @@ void PartScheduler::WakeIdle() {
   absl::MutexLock lock(&mu_);
   if (!wake_) wake_heard_ = absl::Now();
   wake_ = true;
-  last_work_ = absl::Now();
+  NoteWork(absl::Now());
 }
 
 void PartScheduler::WakeParts(const std::vector<KeyRange>& ranges) {
@@ -124,7 +124,7 @@ void PartScheduler::WakeParts(const std::vector<KeyRange>& ranges) {
     if (found == parts_.end()) continue;  // (the two change together)
     Entry& e = found->second;
     if (e.revoked || e.rest_until > now) continue;
-    last_work_ = now;
+    NoteWork(now);
     if (e.heard == absl::InfinitePast()) e.heard = now;
     // Under offers, Enqueue asks a claim that is out to claim again.
     if (!e.offers && InFlight(part) > 0) {
@@ -176,6 +176,18 @@ absl::Duration PartScheduler::ProbeInterval(absl::Time now) const {
   return cold ? idle_poll_listening_ : idle_poll_;
 }
 
+void PartScheduler::NoteWork(absl::Time now) {
+  if (listening_ && now - last_work_ >= warm_for_) {
+    warmed_at_ = now;
+    ++retimed_;  // workers waiting in Next() for the rare poll wait less
+  }
+  last_work_ = now;
+}
+
+absl::Time PartScheduler::PollFrom() const {
+  return std::max(last_probe_, warmed_at_);
+}
+
 void PartScheduler::Shutdown() {
   absl::MutexLock lock(&mu_);
   shutdown_ = true;
@@ -187,7 +199,7 @@ bool PartScheduler::ProbeDue(absl::Time now) const {
   // O(owned parts).
   // An expected due time that has come counts like a NOTIFY.
   const bool expected = !expected_.empty() && *expected_.begin() <= now;
-  if (!wake_ && !expected && now - last_probe_ < ProbeInterval(now)) {
+  if (!wake_ && !expected && now - PollFrom() < ProbeInterval(now)) {
     return false;
   }
   for (const auto& [part, e] : parts_) {
@@ -221,7 +233,7 @@ absl::Time PartScheduler::NextTimedTask() const {
   // Warm or cold: a part going cold only delays the probe (Next() then
   // waits again), never brings it forward.
   if (any_idle && !probing_) {
-    next = last_probe_ + ProbeInterval(absl::Now());
+    next = PollFrom() + ProbeInterval(absl::Now());
     if (!expected_.empty()) next = std::min(next, *expected_.begin());
   } else if (!probing_) {
     // A resting part is idle again when its rest ends, which is among the
@@ -292,7 +304,7 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
     // is empty, a NOTIFY (wake_) probes at once.
     const absl::Time now = absl::Now();
     if (ProbeDue(now) &&
-        (now - last_probe_ >= ProbeInterval(now) || !Rotating())) {
+        (now - PollFrom() >= ProbeInterval(now) || !Rotating())) {
       PartTask task;
       task.kind = PartTask::Kind::kProbe;
       if (wake_) task.heard = wake_heard_;
@@ -372,7 +384,7 @@ void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
   e.turn = turn;
   if (!e.revoked) e.claimed = std::move(claimed);
   if (found || e.claim_again) {
-    if (found) last_work_ = absl::Now();
+    if (found) NoteWork(absl::Now());
     Enqueue(part, e);
   }
 }
@@ -401,7 +413,7 @@ size_t PartScheduler::Offer(int part, int64_t epoch, uint64_t finished,
   // Only claims handed out before a key finished need to know; none is out.
   e.finished_at.clear();
   if (taken > 0) {
-    last_work_ = absl::Now();
+    NoteWork(absl::Now());
     e.claim_again = true;  // the sweep goes on past these keys
   }
   if (!e.offered.empty() || e.claim_again) Enqueue(part, e);
@@ -429,7 +441,7 @@ void PartScheduler::FinishItem(int part, int64_t epoch, const Item& item,
     return;
   }
   e.broken = 0;
-  last_work_ = absl::Now();
+  NoteWork(absl::Now());
   e.claim_again = true;  // the key's next item may be due now
   Enqueue(part, e);
 }
@@ -438,7 +450,7 @@ void PartScheduler::FinishProbe(const std::vector<int>& due,
                                 absl::Time heard) {
   absl::MutexLock lock(&mu_);
   probing_ = false;
-  if (!due.empty()) last_work_ = absl::Now();
+  if (!due.empty()) NoteWork(absl::Now());
   for (int part : due) {
     auto it = parts_.find(part);
     if (it == parts_.end()) continue;
@@ -467,7 +479,7 @@ bool PartScheduler::KeepClaiming(int part, int64_t epoch) {
   }
   const absl::Time now = absl::Now();
   if (Rotating() || ProbeDue(now) || LagDue(now)) return false;
-  last_work_ = now;
+  NoteWork(now);
   return true;
 }
 

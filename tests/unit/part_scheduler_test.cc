@@ -387,6 +387,37 @@ TEST(PartScheduler,
   }
 }
 
+// A cold member turned warm by an announcement of where its items are:
+// the announced part's claim goes out first, and the short poll of the idle
+// parts starts an idle_poll later, not at once beside that claim (where it
+// took the only warm connection from it: bench/RESULTS.md, session 20).
+TEST(PartScheduler, AnAnnouncementToAColdMemberIsClaimedBeforeAnyProbe) {
+  const absl::Duration idle_poll = absl::Milliseconds(200);
+  PartScheduler s(idle_poll, absl::ZeroDuration(), kLong, absl::Seconds(30));
+  s.SetListening(true);
+  s.Add(Ref(0, 1), PartRange(0, 2));
+  s.Add(Ref(1, 1), PartRange(1, 2));
+  ProbeFindsWork(s, {});
+  absl::SleepFor(idle_poll + absl::Milliseconds(100));  // past a short poll
+  const absl::Time warmed = absl::Now();
+  s.WakeParts({PartRange(0, 2)});
+  const PartTask claim = s.Next();
+  ASSERT_EQ(claim.kind, PartTask::Kind::kClaim);
+  EXPECT_EQ(claim.ref.part, 0);
+  s.FinishClaim(0, 1, /*found=*/true, claim.range.first);
+  const PartTask again = s.Next();  // it found items: part 0 again
+  ASSERT_EQ(again.kind, PartTask::Kind::kClaim);
+  s.FinishClaim(0, 1, /*found=*/false, again.range.first);
+  // Warm now: the idle parts are polled, from idle_poll after the
+  // announcement on.
+  const PartTask probe = s.Next();
+  const absl::Time probed_at = absl::Now();
+  ASSERT_EQ(probe.kind, PartTask::Kind::kProbe);
+  EXPECT_EQ(probe.probe_parts, (std::vector<int>{0, 1}));
+  EXPECT_GE(probed_at, warmed + idle_poll);
+  EXPECT_LT(probed_at, warmed + absl::Seconds(5));
+}
+
 TEST(PartScheduler, AnAlwaysBusyPartDoesNotHoldBackTheProbeOfIdleOnes) {
   PartScheduler s(absl::Milliseconds(5), absl::ZeroDuration());
   s.Add(Ref(0, 1), PartRange(0, 2));
