@@ -111,7 +111,9 @@ void PartScheduler::WakeIdle() {
   absl::MutexLock lock(&mu_);
   if (!wake_) wake_heard_ = absl::Now();
   wake_ = true;
-  NoteWork(absl::Now());
+  // Not NoteWork: items somewhere, so the probe comes at once, even beside
+  // parts in the rotation; the short poll counts from it.
+  last_work_ = absl::Now();
 }
 
 void PartScheduler::WakeParts(const std::vector<KeyRange>& ranges) {
@@ -172,20 +174,26 @@ void PartScheduler::SetListening(bool listening) {
 }
 
 absl::Duration PartScheduler::ProbeInterval(absl::Time now) const {
-  const bool cold = listening_ && now - last_work_ >= warm_for_;
-  return cold ? idle_poll_listening_ : idle_poll_;
+  return Cold(now) ? idle_poll_listening_ : idle_poll_;
+}
+
+bool PartScheduler::Cold(absl::Time now) const {
+  return listening_ && now - last_work_ >= warm_for_;
 }
 
 void PartScheduler::NoteWork(absl::Time now) {
-  if (listening_ && now - last_work_ >= warm_for_) {
+  if (warm_for_ > absl::ZeroDuration() && Cold(now)) {
     warmed_at_ = now;
     ++retimed_;  // workers waiting in Next() for the rare poll wait less
   }
   last_work_ = now;
 }
 
-absl::Time PartScheduler::PollFrom() const {
-  return std::max(last_probe_, warmed_at_);
+absl::Time PartScheduler::NextPoll(absl::Time now) const {
+  // Never later than the rare poll after the last probe: warm spells that
+  // end before their first short poll do not put it off.
+  return std::min(std::max(last_probe_, warmed_at_) + ProbeInterval(now),
+                  last_probe_ + idle_poll_listening_);
 }
 
 void PartScheduler::Shutdown() {
@@ -199,7 +207,7 @@ bool PartScheduler::ProbeDue(absl::Time now) const {
   // O(owned parts).
   // An expected due time that has come counts like a NOTIFY.
   const bool expected = !expected_.empty() && *expected_.begin() <= now;
-  if (!wake_ && !expected && now - PollFrom() < ProbeInterval(now)) {
+  if (!wake_ && !expected && now < NextPoll(now)) {
     return false;
   }
   for (const auto& [part, e] : parts_) {
@@ -233,7 +241,7 @@ absl::Time PartScheduler::NextTimedTask() const {
   // Warm or cold: a part going cold only delays the probe (Next() then
   // waits again), never brings it forward.
   if (any_idle && !probing_) {
-    next = PollFrom() + ProbeInterval(absl::Now());
+    next = NextPoll(now);
     if (!expected_.empty()) next = std::min(next, *expected_.begin());
   } else if (!probing_) {
     // A resting part is idle again when its rest ends, which is among the
@@ -303,8 +311,7 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
     // got items must not wait for the run queue to empty. When the rotation
     // is empty, a NOTIFY (wake_) probes at once.
     const absl::Time now = absl::Now();
-    if (ProbeDue(now) &&
-        (now - PollFrom() >= ProbeInterval(now) || !Rotating())) {
+    if (ProbeDue(now) && (now >= NextPoll(now) || !Rotating())) {
       PartTask task;
       task.kind = PartTask::Kind::kProbe;
       if (wake_) task.heard = wake_heard_;

@@ -194,11 +194,13 @@ class PartScheduler {
   int InFlight(int part) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // One worker less on `part`.
   void Left(int part) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Listening, and no sign of work for warm_for: the rare poll.
+  bool Cold(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records a sign of work at `now` (last_work_, warmed_at_).
   void NoteWork(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // What the poll interval counts from: the last probe, or the moment the
-  // member turned warm.
-  absl::Time PollFrom() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When idle parts are next polled, as of `now`: the poll interval after
+  // the last probe, or after the member turned warm if that came later.
+  absl::Time NextPoll(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A worker is done with a task of `part` under take `epoch` (Left): the
   // part's entry, or null when the part was removed or taken anew since.
   Entry* Returned(int part, int64_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -236,8 +238,9 @@ class PartScheduler {
   // starts an idle_poll after it, not at once. That sign was an
   // announcement of where items are or a claim that found some; a probe
   // of every idle part right then would only take a worker and the
-  // connection from them (1.6 ms a probe at 1,024 parts; bench/RESULTS.md,
-  // session 20). Untargeted NOTIFYs (WakeIdle) still probe at once.
+  // connection from them (1.6 ms a probe of a member's 1,024 parts of
+  // 4,096; bench/RESULTS.md, session 20). An untargeted NOTIFY (WakeIdle)
+  // still probes at once.
   absl::Time warmed_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   bool measuring_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_lag_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,6 @@
 #include "member/part_worker.h"
 
+#include <cassert>
 #include <pqxx/pqxx>
 #include <set>
 #include <thread>
@@ -301,9 +302,10 @@ void PartWorker::OpenAfterWarmTasks() {
 void PartWorker::WarmUp() {
   // A backend's first statements of a kind fill its caches and make their
   // plans (generic ones: PrepareItemStatements): milliseconds, here
-  // instead of on the next items' path. A claim and an acknowledgement of
-  // nothing under a take nobody holds: planned and run, they read and
-  // lock nothing.
+  // instead of on the next items' path. The claim and the acks its items
+  // will take, under a take nobody holds (a nil session, epoch 0): planned
+  // and run, they read and lock nothing, delete nothing and call no
+  // function (the fence is an InitPlan, false before any item is read).
   const std::string nil = "00000000-0000-0000-0000-000000000000";
   store::ClaimRef ref;
   ref.group = config_.group;
@@ -317,16 +319,18 @@ void PartWorker::WarmUp() {
     } else {
       (void)store::ClaimHeads(*conn_, ref, at, at, 1, 1, {});
     }
-    // The statement its items' acks will run (one item, or several): the
-    // fence fails, so it deletes nothing and calls no function.
     if (config_.sql_function.arrays) {
       store::AckInFunctionOnArrays(*conn_, ref, {nil});
-    } else if (InFunction()) {
-      store::AckInFunction(*conn_, ref, nil);
     } else if (Batched()) {
       store::DeleteClaimedNow(*conn_, ref, {nil, nil});
+    } else if (InFunction()) {
+      // Single items: an unkeyed one alone, a keyed one with the read of
+      // its key's next.
+      store::AckInFunction(*conn_, ref, nil);
+      if (KeyOrder()) store::AckInFunctionAndNextOfKey(*conn_, ref, nil);
     } else {
       store::DeleteClaimedNow(*conn_, ref, {nil});
+      if (KeyOrder()) store::AckAndNextOfKey(*conn_, ref, nil);
     }
   });
   if (absl::IsUnavailable(s)) Disconnect(s);
@@ -896,6 +900,7 @@ PartWorker::Attempt PartWorker::CallInAck(const store::ClaimRef& ref,
       a.deleted = store::AckInFunctionOnArrays(*conn_, ref, ids);
     } else {
       // A function of single items gets one at a time (Batched()).
+      assert(ids.size() == 1);
       a.deleted = store::AckInFunction(*conn_, ref, ids.front());
     }
   } catch (...) {

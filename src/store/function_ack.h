@@ -38,7 +38,8 @@ std::string StrictRefusal(const std::string& name);
 bool IsFunctionName(const std::string& name);
 
 // Prepares the statements below for `function` on `conn` (lazily, as
-// PrepareItemStatements does, after it).
+// PrepareItemStatements does, after it): AckInFunctionOnArrays's for a
+// function on arrays, the other two's for a function of single items.
 void PrepareFunctionAcks(pqxx::connection& conn, const SqlFunction& function);
 
 // The fenced delete of the item `id` (DeleteClaimedNow), calling the

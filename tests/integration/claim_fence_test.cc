@@ -145,7 +145,9 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
   const KeyRange r = PartRange(0, kParts);
   ASSERT_TRUE(store::ClaimItems(worker, ref, r.first, r.last, 10).ok());
   store::DeleteClaimedNow(worker, ref, {kOtherPart});
-  store::DeleteClaimedNow(worker, ref, {kOtherPart, kFirst});
+  // (Ids of no item: the fixture's items stay.)
+  store::DeleteClaimedNow(worker, ref,
+                          {kOtherPart, "ffffffff-ffff-4fff-bfff-ffffffffffff"});
   store::AckAndClaim(worker, ref, {kOtherPart}, r.first, r.last, 10);
   ASSERT_TRUE(store::ReleaseForRetry(worker, ref, {kOtherPart}, "",
                                      absl::ZeroDuration(), false)

@@ -8,6 +8,7 @@
 #include <functional>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -390,32 +391,73 @@ TEST(PartScheduler,
 // A cold member turned warm by an announcement of where its items are:
 // the announced part's claim goes out first, and the short poll of the idle
 // parts starts an idle_poll later, not at once beside that claim (where it
-// took the only warm connection from it: bench/RESULTS.md, session 20).
+// took the only warm connection from it: bench/RESULTS.md, session 20),
+// also for a worker that was already waiting on the rare poll's deadline.
 TEST(PartScheduler, AnAnnouncementToAColdMemberIsClaimedBeforeAnyProbe) {
-  const absl::Duration idle_poll = absl::Milliseconds(200);
+  const absl::Duration idle_poll = absl::Seconds(1);
   PartScheduler s(idle_poll, absl::ZeroDuration(), kLong, absl::Seconds(30));
   s.SetListening(true);
   s.Add(Ref(0, 1), PartRange(0, 2));
   s.Add(Ref(1, 1), PartRange(1, 2));
   ProbeFindsWork(s, {});
   absl::SleepFor(idle_poll + absl::Milliseconds(100));  // past a short poll
+  absl::Mutex mu;
+  std::vector<std::pair<PartTask, absl::Time>> got;
+  auto worker = [&] {
+    PartTask task = s.Next();
+    absl::MutexLock lock(&mu);
+    got.emplace_back(std::move(task), absl::Now());
+  };
+  std::thread a(worker), b(worker);  // both wait for the rare poll
+  absl::SleepFor(absl::Milliseconds(50));
   const absl::Time warmed = absl::Now();
   s.WakeParts({PartRange(0, 2)});
-  const PartTask claim = s.Next();
-  ASSERT_EQ(claim.kind, PartTask::Kind::kClaim);
-  EXPECT_EQ(claim.ref.part, 0);
-  s.FinishClaim(0, 1, /*found=*/true, claim.range.first);
-  const PartTask again = s.Next();  // it found items: part 0 again
-  ASSERT_EQ(again.kind, PartTask::Kind::kClaim);
-  s.FinishClaim(0, 1, /*found=*/false, again.range.first);
-  // Warm now: the idle parts are polled, from idle_poll after the
-  // announcement on.
-  const PartTask probe = s.Next();
-  const absl::Time probed_at = absl::Now();
-  ASSERT_EQ(probe.kind, PartTask::Kind::kProbe);
-  EXPECT_EQ(probe.probe_parts, (std::vector<int>{0, 1}));
-  EXPECT_GE(probed_at, warmed + idle_poll);
-  EXPECT_LT(probed_at, warmed + absl::Seconds(5));
+  {
+    absl::MutexLock lock(&mu);
+    mu.AwaitWithTimeout(
+        absl::Condition(
+            +[](std::vector<std::pair<PartTask, absl::Time>>* g) {
+              return g->size() == 2;
+            },
+            &got),
+        absl::Seconds(10));
+  }
+  s.Shutdown();  // (a worker still waiting gets kStop)
+  a.join();
+  b.join();
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].first.kind, PartTask::Kind::kClaim);
+  EXPECT_EQ(got[0].first.ref.part, 0);
+  ASSERT_EQ(got[1].first.kind, PartTask::Kind::kProbe);
+  EXPECT_EQ(got[1].first.probe_parts, std::vector<int>{1});
+  EXPECT_GE(got[1].second, warmed + idle_poll);
+}
+
+// Warm spells that end before their first short poll do not put off the
+// rare poll of a cold member: idle parts are still probed every
+// idle_poll_listening at the least.
+TEST(PartScheduler, BriefWarmSpellsDoNotPutOffTheRarePoll) {
+  PartScheduler s(absl::Milliseconds(400), absl::ZeroDuration(),
+                  absl::Milliseconds(600), absl::Milliseconds(20));
+  s.SetListening(true);
+  s.Add(Ref(0, 1), PartRange(0, 2));
+  s.Add(Ref(1, 1), PartRange(1, 2));
+  ProbeFindsWork(s, {});
+  const absl::Time start = absl::Now();
+  bool probed = false;
+  while (!probed && absl::Now() < start + absl::Seconds(5)) {
+    absl::SleepFor(absl::Milliseconds(50));  // cold again by now
+    s.WakeParts({PartRange(0, 2)});
+    const PartTask task = s.Next();
+    if (task.kind == PartTask::Kind::kProbe) {
+      probed = true;
+    } else {
+      ASSERT_EQ(task.kind, PartTask::Kind::kClaim);
+      s.FinishClaim(0, 1, /*found=*/false, task.range.first);
+    }
+  }
+  EXPECT_TRUE(probed);
+  EXPECT_LT(absl::Now(), start + absl::Seconds(2));
 }
 
 TEST(PartScheduler, AnAlwaysBusyPartDoesNotHoldBackTheProbeOfIdleOnes) {
