@@ -1,6 +1,5 @@
 #include "member/part_worker.h"
 
-#include <cassert>
 #include <pqxx/pqxx>
 #include <set>
 #include <thread>
@@ -900,7 +899,6 @@ PartWorker::Attempt PartWorker::CallInAck(const store::ClaimRef& ref,
       a.deleted = store::AckInFunctionOnArrays(*conn_, ref, ids);
     } else {
       // A function of single items gets one at a time (Batched()).
-      assert(ids.size() == 1);
       a.deleted = store::AckInFunction(*conn_, ref, ids.front());
     }
   } catch (...) {

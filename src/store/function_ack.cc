@@ -185,8 +185,9 @@ absl::Status CheckSqlFunction(pqxx::connection& conn,
         ". Grant EXECUTE on it (and USAGE on its schema), or see "
         "docs/HANDLERS.md"));
   } catch (const pqxx::sql_error& e) {
-    if (ServerCannotWorkNow(e.sqlstate()) || e.sqlstate() == "55P03" ||
-        e.sqlstate() == "57014") {
+    // Nothing said of the function (a conflict, a lock or statement
+    // timeout, a server that cannot work now): worth trying again.
+    if (SaysNothingOfTheItem(e.sqlstate()) || e.sqlstate() == "57014") {
       return absl::UnavailableError(
           absl::StrCat("could not check sql_function ", function.name, ": ",
                        PrimaryMessage(e), " (SQLSTATE ", e.sqlstate(),
