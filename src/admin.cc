@@ -430,14 +430,19 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
           absl::FromUnixMicros(change[1].as<int64_t>()), change[2].as<int>()};
     }
     for (const pqxx::row& row : tx.exec_params(
-             "SELECT part, session_id::text, epoch FROM sqlgroup.session_parts "
-             "WHERE group_name = $1 AND parts_of = $2 ORDER BY part",
+             "SELECT part, session_id::text, epoch, " +
+                 MicrosOf("clock_timestamp() - revoking_since") +
+                 " FROM sqlgroup.session_parts "
+                 "WHERE group_name = $1 AND parts_of = $2 ORDER BY part",
              name, parts)) {
       const int p = row[0].as<int>();
       if (p < 0 || p >= parts) continue;
       PartInfo& info = d.parts[p];
       info.owner_session = row[1].as<std::string>();
       info.epoch = row[2].as<int64_t>();
+      if (!row[3].is_null()) {
+        info.revoking_for = absl::Microseconds(row[3].as<int64_t>());
+      }
       for (MemberInfo& m : d.members) {
         if (m.session_id == info.owner_session) {
           m.parts.push_back(p);

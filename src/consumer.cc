@@ -98,11 +98,13 @@ absl::Status ConsumerOptions::Validate() const {
   if (idle_poll_listening < idle_poll) {
     return bad("idle_poll_listening must be >= idle_poll");
   }
-  if (drain_deadline < absl::ZeroDuration() ||
-      backoff_initial < absl::ZeroDuration() || backoff_max < backoff_initial) {
-    return bad(
-        "drain_deadline and backoff_initial must be >= 0 and backoff_max >= "
-        "backoff_initial");
+  if (drain_timeout < absl::ZeroDuration()) {
+    return bad(absl::StrCat("drain_timeout must be >= 0, got ",
+                            absl::FormatDuration(drain_timeout)));
+  }
+  if (backoff_initial < absl::ZeroDuration() || backoff_max < backoff_initial) {
+    return bad("backoff_initial must be >= 0 and backoff_max >= "
+               "backoff_initial");
   }
   if (connect_timeout < absl::Seconds(1)) {
     return bad("connect_timeout must be >= 1s");
@@ -192,7 +194,8 @@ class Consumer::Impl {
                       options_.static_timeout};
     member.rebalance_poll = options_.rebalance_poll;
     member.rebalance_poll_listening = options_.rebalance_poll_listening;
-    member.drain_deadline = options_.drain_deadline;
+    member.drain_timeout = options_.drain_timeout;
+    member.cut_off = options_.cut_off;
     member.connect_timeout = options_.connect_timeout;
     member.use_notify = options_.use_notify;
     member.transaction_pooler = options_.transaction_pooler;

@@ -122,6 +122,26 @@ struct MemberMetrics::Families {
                               .Help("From a change of target until this "
                                     "member owned exactly its target parts")
                               .Register(r)),
+        parts_revoking(prometheus::BuildGauge()
+                           .Name("sqlgroup_parts_revoking")
+                           .Help("Parts this member is handing over (a "
+                                 "rebalance or a stop) and still runs "
+                                 "handler calls on: the part moves only "
+                                 "once they have all returned")
+                           .Register(r)),
+        handover_wait_seconds(
+            prometheus::BuildHistogram()
+                .Name("sqlgroup_handover_wait_seconds")
+                .Help("From the revoke of a part until its last handler "
+                      "call returned and the part was released")
+                .Register(r)),
+        cutoffs(prometheus::BuildCounter()
+                    .Name("sqlgroup_handler_cutoffs_total")
+                    .Help("Parts whose handler calls were still running "
+                          "drain_timeout after their revoke and were cut "
+                          "off (each call's item retried, its attempt "
+                          "counted)")
+                    .Register(r)),
         heartbeat_seconds(prometheus::BuildHistogram()
                               .Name("sqlgroup_heartbeat_seconds")
                               .Help("Heartbeat round trip")
@@ -195,6 +215,9 @@ struct MemberMetrics::Families {
   Family<Gauge>& static_away;
   Family<Gauge>& static_away_until;
   Family<Histogram>& rebalance_seconds;
+  Family<Gauge>& parts_revoking;
+  Family<Histogram>& handover_wait_seconds;
+  Family<Counter>& cutoffs;
   Family<Histogram>& heartbeat_seconds;
   Family<Counter>& sessions_lost;
   Family<Histogram>& claim_seconds;
@@ -218,6 +241,9 @@ struct MemberMetrics::Families {
   Counter* conflict = nullptr;
   Counter* sessions_lost_counter = nullptr;
   Histogram* rebalance = nullptr;
+  Gauge* revoking = nullptr;
+  Histogram* handover = nullptr;
+  Counter* cutoff = nullptr;
   Histogram* heartbeat = nullptr;
   Histogram* claim = nullptr;
   Counter* carried = nullptr;
@@ -252,6 +278,9 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
   f.conflict = &f.items.Add(with("conflict"));
   f.sessions_lost_counter = &f.sessions_lost.Add(base);
   f.rebalance = &f.rebalance_seconds.Add(base, RebalanceBuckets());
+  f.revoking = &f.parts_revoking.Add(base);
+  f.handover = &f.handover_wait_seconds.Add(base, RebalanceBuckets());
+  f.cutoff = &f.cutoffs.Add(base);
   f.heartbeat = &f.heartbeat_seconds.Add(base, LatencyBuckets());
   f.claim = &f.claim_seconds.Add(base, LatencyBuckets());
   f.carried = &f.carried_claims.Add(base);
@@ -458,6 +487,18 @@ void MemberMetrics::PartsTaken(int parts, const std::string& reason) {
 void MemberMetrics::RebalanceDone(absl::Duration took) {
   last_rebalance_us_ = absl::ToInt64Microseconds(took);
   if (families_) families_->rebalance->Observe(absl::ToDoubleSeconds(took));
+}
+
+void MemberMetrics::PartsRevoking(int parts) {
+  if (families_) families_->revoking->Set(parts);
+}
+
+void MemberMetrics::HandoverWaited(absl::Duration waited) {
+  if (families_) families_->handover->Observe(absl::ToDoubleSeconds(waited));
+}
+
+void MemberMetrics::CutOff(int parts) {
+  if (families_) families_->cutoff->Increment(parts);
 }
 
 void MemberMetrics::Owned(const std::string& session,

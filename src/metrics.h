@@ -79,6 +79,14 @@ class MemberMetrics {
   // `parts` taken, for the change of target that `reason` started.
   void PartsTaken(int parts, const std::string& reason);
   void RebalanceDone(absl::Duration took);
+  // Parts being handed over that still wait for their handler calls (a
+  // revoke or a stop); replaces the last count.
+  void PartsRevoking(int parts);
+  // A part was released `waited` after its revoke began, once every
+  // handler call on it had returned.
+  void HandoverWaited(absl::Duration waited);
+  // `parts` whose handler calls were cut off after drain_timeout.
+  void CutOff(int parts);
   // The session and parts owned now; replaces the owner series.
   void Owned(const std::string& session, const std::map<int, int64_t>& parts);
 

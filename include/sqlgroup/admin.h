@@ -117,6 +117,9 @@ struct PartInfo {
   std::string owner_session;  // empty when no one owns it
   std::string owner_instance;
   int64_t epoch = 0;          // 0 when unowned
+  // Set while the owner hands the part over (a rebalance or a stop) and
+  // waits for its handler calls on it to return: how long it has waited.
+  std::optional<absl::Duration> revoking_for;
   int64_t waiting_items = 0;  // items in the part's range not yet acked
   absl::Duration oldest_age;  // age of the oldest waiting item; 0 if none
   // Under ordering 'key': keys whose head failed and waits for its retry

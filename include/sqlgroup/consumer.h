@@ -24,6 +24,7 @@
 #define SQLGROUP_CONSUMER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -53,8 +54,8 @@ class RebalanceListener {
   virtual ~RebalanceListener() = default;
   // Parts just taken; their consumers start right after.
   virtual void OnPartsAssigned(const std::vector<int>& parts) { (void)parts; }
-  // Parts given up gracefully, after their in-flight items finished (or
-  // the drain deadline passed) and before ownership is released.
+  // Parts given up gracefully, after every handler call on them returned
+  // (see drain_timeout) and before ownership is released.
   virtual void OnPartsRevoked(const std::vector<int>& parts) { (void)parts; }
   // Parts taken away without a drain: the session expired or was reaped.
   // Their claims are already void; nothing of them can be acknowledged.
@@ -159,9 +160,22 @@ struct ConsumerOptions {
   // (sqlgroup_part_lag_items, ..._oldest_item_age_seconds). Zero: never.
   // Never measured without a `metrics` registry. Default 5 s.
   absl::Duration lag_interval = absl::Seconds(5);
-  // On a revoke or a graceful stop, how long in-flight items may run before
-  // ownership is released anyway. Default 5 s.
-  absl::Duration drain_deadline = absl::Seconds(5);
+  // On a revoke or a graceful stop, how long the handler calls in flight on
+  // the parts that move may run before they are cut off (cut_off, below).
+  // Whatever this is, a part is handed over only once every call on it
+  // has returned, so no item ever runs on two live members at once; only a
+  // dead or paused member (kill -9, SIGSTOP past the TTL) can leave one
+  // running, and the fence refuses its ack. Set it to what the handler
+  // may take. >= 0. Default 30 s.
+  absl::Duration drain_timeout = absl::Seconds(30);
+  // Optional: makes the handler calls in flight on items of `parts` (see
+  // Item::part) return soon with an error, e.g. by killing a child process
+  // or abandoning a request; each such delivery counts as an attempt and
+  // its item is retried after the backoff. Called on the member's control
+  // thread once a revoke or a graceful stop has waited drain_timeout for
+  // those parts. Null: the parts wait for their handler calls to return,
+  // however long they take.
+  std::function<void(const std::vector<int>& parts)> cut_off;
   // Failed deliveries before an item moves to dead_items. >= 1. Default 5.
   int max_attempts = 5;
   // Retry backoff: initial * 2^(attempt-1), capped, +-20% jitter.
@@ -230,10 +244,10 @@ class Consumer {
   // Registers a session and starts the threads. FAILED_PRECONDITION if
   // called twice.
   absl::Status Start();
-  // Graceful: stops claiming, lets in-flight items finish up to the drain
-  // deadline, deletes the session (its parts move at once), joins every
-  // thread. Idempotent. Returns the error that stopped the member early,
-  // if any (e.g. the group was deleted).
+  // Graceful: stops claiming, lets the handler calls in flight finish (cut
+  // off after drain_timeout, see cut_off), deletes the session (its parts
+  // move at once), joins every thread. Idempotent. Returns the error that
+  // stopped the member early, if any (e.g. the group was deleted).
   absl::Status Stop();
   // Stop(), and a static member leaves for good (scale-down): its session
   // is deleted and its parts move at once. The same as Stop() for a

@@ -19,9 +19,10 @@ GRANT SELECT ON sqlgroup.schema_migrations, sqlgroup.groups TO :"role";
 GRANT SELECT, INSERT, DELETE,
   UPDATE (heartbeated_at, away_until, connections, connection_budget)
   ON sqlgroup.sessions TO :"role";
--- The UPDATE is never used to update: acks hold their take FOR KEY SHARE
--- (schema 5), which PostgreSQL allows only with UPDATE on some column.
-GRANT SELECT, INSERT, DELETE, UPDATE (acquired_at)
+-- UPDATE (acquired_at) is never used to update: acks hold their take FOR
+-- KEY SHARE (schema 5), which PostgreSQL allows only with UPDATE on some
+-- column. revoking_since marks a part being handed over (schema 13).
+GRANT SELECT, INSERT, DELETE, UPDATE (acquired_at, revoking_since)
   ON sqlgroup.session_parts TO :"role";
 GRANT USAGE ON SEQUENCE sqlgroup.part_epochs TO :"role";
 GRANT SELECT, DELETE, UPDATE (attempts, last_error, not_before)

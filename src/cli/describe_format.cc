@@ -133,19 +133,21 @@ std::string DescriptionText(const GroupDescription& d) {
   out += absl::StrFormat("CONNECTIONS %d held by the members\n", held);
   out += "\nPARTS\n";
   // BLOCKED: keys whose head waits for a retry, holding back the key's
-  // later items (ordering key).
-  out += absl::StrFormat("%5s  %-8s  %-16s  %8s  %10s  %10s  %8s\n", "PART",
-                         "OWNER", "INSTANCE", "EPOCH", "LAG", "OLDEST_S",
-                         "BLOCKED");
+  // later items (ordering key). REVOKING_S: how long the owner has been
+  // handing the part over, waiting for its handler calls on it to return.
+  out += absl::StrFormat("%5s  %-8s  %-16s  %8s  %10s  %10s  %8s  %10s\n",
+                         "PART", "OWNER", "INSTANCE", "EPOCH", "LAG",
+                         "OLDEST_S", "BLOCKED", "REVOKING_S");
   int64_t total = 0;
   for (const PartInfo& p : d.parts) {
     total += p.waiting_items;
-    out +=
-        absl::StrFormat("%5d  %-8s  %-16s  %8s  %10d  %10s  %8d\n", p.part,
-                        Short(p.owner_session),
-                        p.owner_instance.empty() ? "-" : p.owner_instance,
-                        p.epoch == 0 ? "-" : absl::StrCat(p.epoch),
-                        p.waiting_items, Seconds(p.oldest_age), p.blocked_keys);
+    out += absl::StrFormat(
+        "%5d  %-8s  %-16s  %8s  %10d  %10s  %8d  %10s\n", p.part,
+        Short(p.owner_session),
+        p.owner_instance.empty() ? "-" : p.owner_instance,
+        p.epoch == 0 ? "-" : absl::StrCat(p.epoch), p.waiting_items,
+        Seconds(p.oldest_age), p.blocked_keys,
+        p.revoking_for ? Seconds(*p.revoking_for) : "-");
   }
   out += absl::StrFormat("TOTAL LAG %d\n", total);
   out += absl::StrFormat("BLOCKED KEYS %d (oldest blocked head %ss)\n",
@@ -182,6 +184,8 @@ std::string DescriptionJson(const GroupDescription& d) {
         ",\"lag_items\":", p.waiting_items, ",\"oldest_age_seconds\":",
         Seconds(p.oldest_age), ",\"blocked_keys\":", p.blocked_keys,
         ",\"oldest_blocked_seconds\":", Seconds(p.oldest_blocked_age),
+        ",\"revoking_seconds\":",
+        p.revoking_for ? Seconds(*p.revoking_for) : "null",
         ",\"first_key\":", JsonString(p.first_key),
         ",\"last_key\":", JsonString(p.last_key), "}"));
   }

@@ -151,6 +151,7 @@ void MemberLoop::SetPhase(Phase next) {
 
 void MemberLoop::PublishOwned() {
   metrics_.Owned(session_, local_);
+  metrics_.PartsRevoking(static_cast<int>(revoking_.size()));
   std::vector<int> owned = Keys(local_);
   absl::MutexLock lock(&mu_);
   public_owned_ = std::move(owned);
@@ -183,7 +184,7 @@ void MemberLoop::Run() {
     if (!conn_ || session_.empty()) continue;
     if (rebalance_now_ || absl::Now() >= next_rebalance_) Rebalance();
     if (!conn_ || session_.empty()) continue;
-    FinishDrains(false);
+    FinishDrains();
     absl::Time until = std::min(next_heartbeat_, next_rebalance_);
     if (reap_now_) until = absl::Now();  // seen in a view read: reap at once
     if (!revoking_.empty()) until = std::min(until, absl::Now() + kDrainCheck);
@@ -694,17 +695,20 @@ void MemberLoop::Rebalance() {
   }
   const std::set<int> target(plan.target.begin(), plan.target.end());
   std::vector<int> drop_now;
+  std::vector<int> revoked;
   for (int part : plan.drop) {
     if (!local_.count(part)) {
       drop_now.push_back(part);  // nothing runs it here: no drain needed
     } else if (!revoking_.count(part)) {
-      scheduler_.Revoke(part);
-      revoking_[part] = now + config_.drain_deadline;
+      StartRevoke(part, now);
+      revoked.push_back(part);
     }
   }
+  std::vector<int> kept;
   for (auto it = revoking_.begin(); it != revoking_.end();) {
     if (target.count(it->first) && local_.count(it->first)) {
       scheduler_.Unrevoke(it->first);
+      kept.push_back(it->first);
       it = revoking_.erase(it);
     } else {
       ++it;
@@ -713,6 +717,8 @@ void MemberLoop::Rebalance() {
   // Each phase below is a statement bounded by TTL/4; the heartbeat must
   // not wait for all of them.
   if (!HeartbeatIfDue()) return;
+  MarkRevoking(revoked, true);
+  MarkRevoking(kept, false);
   if (!drop_now.empty()) {
     Handle(store::DropParts(*conn_, config_.group, session_, drop_now,
                             layout_parts_, config_.use_notify,
@@ -741,7 +747,7 @@ void MemberLoop::Rebalance() {
     }
   }
   if (!HeartbeatIfDue()) return;
-  FinishDrains(false);
+  FinishDrains();
   bool converged = revoking_.empty();
   for (int part : plan.target) converged &= local_.count(part) > 0;
   if (converged && rebalance_started_) {
@@ -782,13 +788,15 @@ void MemberLoop::ChangeLayout(const store::GroupView& view, absl::Time now) {
   last_live_ = view.live_sessions;
   last_static_ = view.static_instances;
   last_membership_ = view.membership;
+  std::vector<int> revoked;
   for (const auto& [part, epoch] : local_) {
     if (revoking_.count(part)) continue;
-    scheduler_.Revoke(part);
-    revoking_[part] = now + config_.drain_deadline;
+    StartRevoke(part, now);
+    revoked.push_back(part);
   }
   if (!HeartbeatIfDue()) return;
-  FinishDrains(false);
+  MarkRevoking(revoked, true);
+  FinishDrains();
   if (local_.empty()) {
     rebalance_now_ = true;  // take the new layout's parts at once
   } else {
@@ -835,14 +843,70 @@ void MemberLoop::CallListener(
   }
 }
 
-void MemberLoop::FinishDrains(bool force) {
+void MemberLoop::StartRevoke(int part, absl::Time now) {
+  scheduler_.Revoke(part);
+  revoking_[part] = {now};
+}
+
+void MemberLoop::MarkRevoking(const std::vector<int>& parts, bool revoking) {
+  if (parts.empty() || !conn_) return;
+  const absl::Status s = store::MarkRevoking(*conn_, config_.group, session_,
+                                             parts, layout_parts_, revoking);
+  if (s.ok()) return;
+  // Only describe reads the mark: a failure changes nothing of the
+  // handover, unless the connection is gone.
+  if (absl::IsUnavailable(s)) {
+    Handle(s);
+    return;
+  }
+  log_->warn("group={} session={} could not mark parts {} as {}: {}",
+             config_.group, session_, Parts(parts),
+             revoking ? "revoking" : "kept", std::string(s.message()));
+}
+
+void MemberLoop::CutOff(const std::vector<int>& parts, const char* why) {
+  metrics_.CutOff(static_cast<int>(parts.size()));
+  if (!config_.cut_off) {
+    log_->warn(
+        "group={} session={} parts {} still run handler calls {} after {} "
+        "(drain_timeout); they move once those return (this handler cannot "
+        "be cut off)",
+        config_.group, session_, Parts(parts), why,
+        absl::FormatDuration(config_.drain_timeout));
+    return;
+  }
+  log_->warn(
+      "group={} session={} parts {} still run handler calls {} after {} "
+      "(drain_timeout): cutting them off; their items are retried with the "
+      "attempt counted, and the parts move once the calls return",
+      config_.group, session_, Parts(parts), why,
+      absl::FormatDuration(config_.drain_timeout));
+  try {
+    config_.cut_off(parts);
+  } catch (const std::exception& e) {
+    log_->error("group={} session={} cut_off({}) threw: {}", config_.group,
+                session_, Parts(parts), e.what());
+  } catch (...) {
+    log_->error("group={} session={} cut_off({}) threw", config_.group,
+                session_, Parts(parts));
+  }
+}
+
+void MemberLoop::FinishDrains() {
   const absl::Time now = absl::Now();
   std::vector<int> ready;
-  for (const auto& [part, deadline] : revoking_) {
-    if (force || !scheduler_.Busy(part) || now >= deadline) {
+  std::vector<int> overdue;
+  for (auto& [part, revoke] : revoking_) {
+    // Never while a handler call on the part runs: its next owner would
+    // start the same item while this one is still on it.
+    if (!scheduler_.Busy(part)) {
       ready.push_back(part);
+    } else if (!revoke.cut_off && now >= revoke.since + config_.drain_timeout) {
+      revoke.cut_off = true;
+      overdue.push_back(part);
     }
   }
+  if (!overdue.empty()) CutOff(overdue, "since their revoke");
   if (ready.empty()) return;
   CallListener("OnPartsRevoked", &RebalanceListener::OnPartsRevoked, ready);
   auto dropped =
@@ -855,6 +919,7 @@ void MemberLoop::FinishDrains(bool force) {
   for (int part : ready) {
     scheduler_.Remove(part);
     local_.erase(part);
+    metrics_.HandoverWaited(now - revoking_[part].since);
     revoking_.erase(part);
   }
   log_->info("group={} session={} dropped parts {}", config_.group, session_,
@@ -1097,11 +1162,34 @@ void MemberLoop::WaitForWork(absl::Time until) {
 
 void MemberLoop::Leave() {
   SetPhase(Phase::kLeaving);
-  for (const auto& [part, epoch] : local_) scheduler_.Revoke(part);
-  const absl::Time deadline = absl::Now() + config_.drain_deadline;
-  while (scheduler_.AnyBusy() && absl::Now() < deadline) {
+  const absl::Time since = absl::Now();
+  std::vector<int> revoked;
+  for (const auto& [part, epoch] : local_) {
+    if (revoking_.count(part)) continue;
+    StartRevoke(part, since);
+    revoked.push_back(part);
+  }
+  PublishOwned();
+  if (scheduler_.AnyBusy() && conn_ && !session_.empty()) {
+    MarkRevoking(revoked, true);
+  }
+  // The session and its parts stay until every handler call returned: a
+  // part released under a running call would start its item elsewhere.
+  bool cut = false;
+  if (scheduler_.AnyBusy()) {
+    log_->info(
+        "group={} session={} leaving once the handler calls in flight "
+        "return (cut off after {}, drain_timeout)",
+        config_.group, session_, absl::FormatDuration(config_.drain_timeout));
+  }
+  while (scheduler_.AnyBusy()) {
+    if (!cut && absl::Now() >= since + config_.drain_timeout) {
+      cut = true;
+      CutOff(Keys(local_), "as the member stops");
+    }
     // In-flight acks are fenced on this session being alive: keep it so.
-    if (conn_ && !session_.empty() && absl::Now() >= next_heartbeat_) {
+    if (!session_.empty() && absl::Now() >= next_heartbeat_ &&
+        (conn_ || EnsureConnected())) {
       auto beat = SendHeartbeat(/*watch=*/false);
       if (!beat.ok()) Handle(beat.status());
       next_heartbeat_ = absl::Now() + settings_.heartbeat;

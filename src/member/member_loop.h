@@ -11,6 +11,7 @@
 #define SQLGROUP_MEMBER_MEMBER_LOOP_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -44,7 +45,9 @@ struct MemberConfig {
   store::SessionInfo session;
   absl::Duration rebalance_poll;            // when not listening
   absl::Duration rebalance_poll_listening;  // while LISTEN works
-  absl::Duration drain_deadline;
+  // ConsumerOptions::drain_timeout and cut_off.
+  absl::Duration drain_timeout;
+  std::function<void(const std::vector<int>&)> cut_off;
   absl::Duration connect_timeout;
   bool use_notify = true;
   // ConsumerOptions::transaction_pooler and listen_dsn.
@@ -123,7 +126,16 @@ class MemberLoop {
   void Rebalance();
   std::string RebalanceReason(const store::GroupView& view) const;
   void ChangeLayout(const store::GroupView& view, absl::Time now);
-  void FinishDrains(bool force);
+  // Releases the revoking parts whose handler calls have all returned,
+  // and cuts off those of parts that waited drain_timeout.
+  void FinishDrains();
+  // Starts handing `part` over: no new work is handed out on it.
+  void StartRevoke(int part, absl::Time now);
+  // Records for describe that `parts` are being handed over (`revoking`)
+  // or are not any more.
+  void MarkRevoking(const std::vector<int>& parts, bool revoking);
+  // Asks config_.cut_off to end the handler calls on `parts`; says why.
+  void CutOff(const std::vector<int>& parts, const char* why);
   void LoseSession(const std::string& why);
   void Leave();
   void WaitForWork(absl::Time until);
@@ -219,7 +231,14 @@ class MemberLoop {
   // while a change of it drains them (ChangeLayout).
   int layout_parts_ = 0;
   bool resizing_ = false;  // a part-count change since the last target
-  std::map<int, absl::Time> revoking_;  // part -> drain deadline
+  // Parts being handed over: when their revoke began, and whether their
+  // handler calls were cut off. A part leaves local_ only once no handler
+  // call on it runs (PartScheduler::Busy).
+  struct Revoking {
+    absl::Time since;
+    bool cut_off = false;
+  };
+  std::map<int, Revoking> revoking_;
   Assignment assignment_;               // of the last membership read
   absl::BitGen jitter_;                 // spreads the safety re-reads
   std::vector<int> last_target_;

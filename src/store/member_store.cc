@@ -621,6 +621,26 @@ absl::Status ReportConnections(pqxx::connection& conn,
   });
 }
 
+absl::Status MarkRevoking(pqxx::connection& conn, const std::string& group,
+                          const std::string& session,
+                          const std::vector<int>& parts, int parts_of,
+                          bool revoking) {
+  return Guard("mark parts as being handed over", [&] {
+    pqxx::nontransaction tx(conn);
+    // $1 group, $2 session, $3 parts (int[]), $4 their part count.
+    tx.exec_params(
+        revoking ? "UPDATE sqlgroup.session_parts SET revoking_since = "
+                   "clock_timestamp() WHERE group_name = $1 AND session_id = "
+                   "$2::uuid AND part = ANY($3::int[]) AND parts_of = $4 AND "
+                   "revoking_since IS NULL"
+                 : "UPDATE sqlgroup.session_parts SET revoking_since = NULL "
+                   "WHERE group_name = $1 AND session_id = $2::uuid AND part "
+                   "= ANY($3::int[]) AND parts_of = $4 AND revoking_since IS "
+                   "NOT NULL",
+        group, session, SqlArray(parts), parts_of);
+  });
+}
+
 absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
                           const std::string& session, bool notify) {
   return Guard("leave group", [&] {

@@ -223,6 +223,15 @@ absl::StatusOr<std::vector<int>> DropParts(
     const std::string& session, const std::vector<int>& parts, int parts_of,
     bool notify, const std::vector<std::string>& wake);
 
+// Marks `parts` (numbered under `parts_of`) of `session` as being handed
+// over since now (database clock), or, `revoking` false, as no longer
+// (the target came back to it), for describe (schema 13). A part marked
+// already keeps its time.
+absl::Status MarkRevoking(pqxx::connection& conn, const std::string& group,
+                          const std::string& session,
+                          const std::vector<int>& parts, int parts_of,
+                          bool revoking);
+
 // Records the connections the session's member holds now and its
 // process's budget (schema 11), for describe.
 absl::Status ReportConnections(pqxx::connection& conn,

@@ -523,8 +523,8 @@ TEST_F(ConsumerTest,
     pqxx::nontransaction(*conn_).exec(sql);
   };
   exec(
-      absl::StrCat("REVOKE UPDATE (acquired_at) ON sqlgroup.session_parts "
-                   "FROM ",
+      absl::StrCat("REVOKE UPDATE (acquired_at, revoking_since) ON "
+                   "sqlgroup.session_parts FROM ",
                    testing::kMemberRole));
   std::atomic<int> calls{0};
   auto a = Start(Options("g", [&](const Item&, AckTransaction&) {
@@ -541,8 +541,10 @@ TEST_F(ConsumerTest,
   EXPECT_EQ(a->stats().acked, 0);
   EXPECT_EQ(a->stats().failed, 0);
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 1);
-  exec(absl::StrCat("GRANT UPDATE (acquired_at) ON sqlgroup.session_parts TO ",
-                    testing::kMemberRole));
+  exec(absl::StrCat(
+      "GRANT UPDATE (acquired_at, revoking_since) ON sqlgroup.session_parts "
+      "TO ",
+      testing::kMemberRole));
   ASSERT_TRUE(Drained(absl::Seconds(15)));
   // The count follows the commit the drain saw.
   EXPECT_TRUE(WaitFor([&] { return a->stats().acked == 1; }, absl::Seconds(5)));

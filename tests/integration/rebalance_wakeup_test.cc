@@ -40,13 +40,13 @@ TEST_F(RebalanceWakeupTest, ADropWakesTheMemberWaitingForThePart) {
     tx.commit();
   }
   // a works on every part at once and holds each item until released, so
-  // none of its parts can be dropped before then (drain deadline 30 s).
+  // none of its parts can be dropped before then (drain timeout 30 s).
   std::atomic<bool> hold{true};
   std::atomic<int> in_flight{0};
   ConsumerOptions holder = Patient("g");
   holder.workers = 8;
   holder.max_connections = 9;  // every worker on a connection of its own
-  holder.drain_deadline = absl::Seconds(30);
+  holder.drain_timeout = absl::Seconds(30);
   holder.handler = [&](const Item&, AckTransaction&) {
     ++in_flight;
     while (hold) absl::SleepFor(absl::Milliseconds(5));

@@ -130,6 +130,7 @@ TEST_F(RolesTest, TheMemberRoleHasExactlyTheGrantedPrivileges) {
       "session_parts INSERT",
       "session_parts SELECT",
       "session_parts.acquired_at UPDATE",
+      "session_parts.revoking_since UPDATE",
       "sessions DELETE",
       "sessions INSERT",
       "sessions SELECT",

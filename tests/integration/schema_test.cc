@@ -61,7 +61,7 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
                   "006_keyed_items.sql", "007_group_assignor.sql",
                   "008_static_members.sql", "009_part_count_change.sql",
                   "010_idempotent_enqueue.sql", "011_member_connections.sql",
-                  "012_targeted_wakeups.sql"));
+                  "012_targeted_wakeups.sql", "013_revoking_parts.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :

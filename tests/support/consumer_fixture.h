@@ -71,7 +71,7 @@ class ConsumerFixture : public ::testing::Test {
     o.handler = std::move(handler);
     o.workers = 2;
     o.rebalance_poll = absl::Milliseconds(300);
-    o.drain_deadline = absl::Seconds(2);
+    o.drain_timeout = absl::Seconds(2);
     o.backoff_initial = absl::Milliseconds(100);
     return o;
   }

@@ -118,13 +118,15 @@ TEST(DescribeFormat, EveryFormShowsBlockedKeysPerPartAndTheGroupsTotal) {
   d.config = {.name = "g", .parts = 3};
   d.parts.push_back(
       {.part = 0, .blocked_keys = 2, .oldest_blocked_age = absl::Seconds(5)});
-  d.parts.push_back({.part = 1});
+  d.parts.push_back({.part = 1, .revoking_for = absl::Seconds(7)});
   d.parts.push_back(
       {.part = 2, .blocked_keys = 3, .oldest_blocked_age = absl::Seconds(9)});
   const std::string text = DescriptionText(d);
-  EXPECT_THAT(text, ::testing::ContainsRegex("OLDEST_S +BLOCKED\n"));
-  EXPECT_THAT(text, ::testing::ContainsRegex("\n +0 +- .* +2\n"));
-  EXPECT_THAT(text, ::testing::ContainsRegex("\n +2 +- .* +3\n"));
+  EXPECT_THAT(text,
+              ::testing::ContainsRegex("OLDEST_S +BLOCKED +REVOKING_S\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\n +0 +- .* +2 +-\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\n +1 +- .* +0 +7.000\n"));
+  EXPECT_THAT(text, ::testing::ContainsRegex("\n +2 +- .* +3 +-\n"));
   EXPECT_THAT(text, HasSubstr("BLOCKED KEYS 5 (oldest blocked head 9.000s)"));
   const std::string json = DescriptionJson(d);
   EXPECT_THAT(json,
@@ -133,6 +135,8 @@ TEST(DescribeFormat, EveryFormShowsBlockedKeysPerPartAndTheGroupsTotal) {
               HasSubstr(R"("blocked_keys":2,"oldest_blocked_seconds":5.000,)"));
   EXPECT_THAT(json,
               HasSubstr(R"("blocked_keys":0,"oldest_blocked_seconds":0.000,)"));
+  EXPECT_THAT(json, HasSubstr(R"("revoking_seconds":7.000,)"));
+  EXPECT_THAT(json, HasSubstr(R"("revoking_seconds":null,)"));
 }
 
 TEST(DescribeFormat, TextShowsUnownedPartsAsDashes) {
