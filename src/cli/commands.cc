@@ -220,12 +220,13 @@ const std::map<std::string, Command>& Commands() {
       {"consume",
        {"consume --group NAME [--handler sql:FUNCTION|sql:STATEMENT|exec:CMD|"
         "http://URL|noop|count|record|sleep:D|fail:RATE] [--handler_timeout "
-        "30s] "
+        "30s] [--drain_timeout D] "
         "[--fail_rate R] [--instance NAME [--static_timeout D]] "
         "[--workers 2] [--members 1] [--max_connections N] [--batch] "
         "[--metrics_addr 127.0.0.1:9464] [--pool_mode direct|transaction "
         "[--listen_dsn DSN]]",
-        {"group", "handler", "handler_timeout", "fail_rate", "instance",
+        {"group", "handler", "handler_timeout", "drain_timeout", "fail_rate",
+         "instance",
          "static_timeout", "workers", "members", "claim_batch", "max_attempts",
          "batch", "notify", "metrics_addr", "pool_mode", "listen_dsn",
          "max_connections", "idle_connection_timeout"},

@@ -4,15 +4,18 @@
 #include <prometheus/registry.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdio>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "cli/flags.h"
 #include "cli/handlers/handler_spec.h"
+#include "cli/handlers/in_flight_calls.h"
 #include "cli/signals.h"
 #include "cli/subcommands.h"
 #include "dsn.h"
@@ -49,8 +52,9 @@ absl::Status RequireGroupFlag() {
 absl::Status InFlagTerms(const absl::Status& s) {
   if (s.ok()) return s;
   std::string text(s.message());
-  for (const char* field : {"static_timeout", "instance", "workers",
-                            "claim_batch", "max_attempts", "group"}) {
+  for (const char* field :
+       {"static_timeout", "instance", "workers", "claim_batch", "max_attempts",
+        "group", "drain_timeout"}) {
     absl::StrReplaceAll(
         {{absl::StrCat("ConsumerOptions.", field), absl::StrCat("--", field)}},
         &text);
@@ -77,6 +81,9 @@ absl::Status RunConsume(const Args&) {
   const sigset_t signals = BlockStopSignals();
 
   ConsumerOptions options;
+  // The handler calls in flight, which a revoke or a stop cuts off after
+  // --drain_timeout, and a second signal at once.
+  auto calls = std::make_shared<InFlightCalls>();
   auto registry = std::make_shared<prometheus::Registry>();
   const std::string addr = absl::GetFlag(FLAGS_metrics_addr);
   std::vector<std::unique_ptr<Consumer>> consumers;
@@ -100,6 +107,7 @@ absl::Status RunConsume(const Args&) {
           .batch = absl::GetFlag(FLAGS_batch),
           .timeout = absl::GetFlag(FLAGS_handler_timeout),
           .fail_rate = fail_rate,
+          .calls = calls,
           .logger = CliLogger()};
       if (context.timeout <= absl::ZeroDuration()) {
         return absl::InvalidArgumentError(
@@ -112,6 +120,17 @@ absl::Status RunConsume(const Args&) {
       options.handler = std::move(handlers.handler);
       options.batch_handler = std::move(handlers.batch_handler);
       options.sql_function = std::move(handlers.sql_function);
+      // What the handler may take: a call is cut off at its own timeout
+      // anyway (a SQL statement at the group's statement cut-off).
+      options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);
+      if (options.drain_timeout == absl::ZeroDuration()) {
+        options.drain_timeout = context.timeout;
+      }
+      options.cut_off = [calls](const std::vector<int>& parts) {
+        const int n = calls->CutOff(parts);
+        CliLogger()->info("cut off {} handler call(s) on parts {}", n,
+                          absl::StrJoin(parts, ","));
+      };
     }
     // The consumers are checked (schema, group) before the port is taken, so
     // a wrong database is reported as such.
@@ -238,13 +257,35 @@ absl::Status RunConsume(const Args&) {
   while (sig == 0 && all_running()) {
     sig = TakeStopSignal(signals, absl::Milliseconds(200));
   }
-  if (sig != 0) CliLogger()->info("signal {}: stopping gracefully", sig);
+  if (sig != 0) {
+    CliLogger()->info(
+        "signal {}: stopping gracefully once the handler calls in flight "
+        "return (cut off after {}, --drain_timeout; a second signal cuts "
+        "them off now)",
+        sig, absl::FormatDuration(options.drain_timeout));
+  }
   // Stopped together: each drains and leaves at once, so the parts of all
   // move in one rebalance rather than one member after another.
   std::vector<std::thread> stops;
   std::vector<absl::Status> stopped(consumers.size());
+  std::atomic<size_t> done{0};
   for (size_t i = 0; i < consumers.size(); ++i) {
-    stops.emplace_back([&, i] { stopped[i] = consumers[i]->Stop(); });
+    stops.emplace_back([&, i] {
+      stopped[i] = consumers[i]->Stop();
+      ++done;
+    });
+  }
+  // A second signal does not wait for the handlers: their calls are cut
+  // off, and their items come back later with the attempt counted.
+  bool cut = false;
+  while (done < consumers.size()) {
+    if (TakeStopSignal(signals, absl::Milliseconds(50)) == 0 || cut) continue;
+    cut = true;
+    const int n = calls->CutOffAll();
+    CliLogger()->warn(
+        "second signal: cutting off {} handler call(s) in flight; their "
+        "items are retried later, the attempt counted",
+        n);
   }
   for (auto& t : stops) t.join();
   ConsumerStats total;

@@ -45,6 +45,12 @@ ABSL_FLAG(absl::Duration, handler_timeout, absl::Seconds(30),
           "consume: how long an exec or http handler may take for one item "
           "before the attempt fails (the process is restarted, the request "
           "abandoned)");
+ABSL_FLAG(absl::Duration, drain_timeout, absl::ZeroDuration(),
+          "consume: when a part moves to another member or this one stops, "
+          "how long its handler calls in flight may run before they are cut "
+          "off (the exec process killed, the request abandoned; the item "
+          "retried with the attempt counted). The part moves only after "
+          "they returned. 0: --handler_timeout");
 ABSL_FLAG(double, fail_rate, 0,
           "consume: the probability (0..1) that a delivery fails before the "
           "handler writes anything, whatever the handler: exercises retries, "

@@ -4,10 +4,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "absl/strings/escaping.h"
 #include "cli/handlers/exec_handler.h"
 #include "cli/handlers/handler_spec.h"
 #include "cli/handlers/http_handler.h"
+#include "cli/handlers/in_flight_calls.h"
 #include "cli/handlers/item_json.h"
 #include "cli/handlers/line_child.h"
 #include "cli/handlers/sql_handler.h"
@@ -222,6 +226,38 @@ TEST(LineChild, ASilentChildIsKilledAtTheTimeout) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded);
   EXPECT_LT(absl::Now() - start, absl::Seconds(30));
   EXPECT_FALSE((*child)->alive());
+}
+
+TEST(LineChild, ACallCutOffKillsTheChildBeforeItsTimeout) {
+  auto child = LineChild::Start({"sh", "-c", "sleep 60"});
+  ASSERT_TRUE(child.ok());
+  std::atomic<bool> cut{false};
+  std::thread cutter([&] {
+    absl::SleepFor(absl::Milliseconds(100));
+    cut = true;
+  });
+  const auto r = (*child)->Exchange("x", absl::Seconds(60), &cut);
+  cutter.join();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE((*child)->alive());
+}
+
+TEST(InFlightCalls, ACutOffReachesTheCallsOnThosePartsOnly) {
+  InFlightCalls calls;
+  InFlightCalls::Call on_2(&calls, 2);
+  {
+    InFlightCalls::Call on_5(&calls, 5);  // the thread's current call
+    EXPECT_EQ(InFlightCalls::Call::Current(), &on_5);
+    EXPECT_EQ(calls.CutOff({5, 7}), 1);
+    EXPECT_TRUE(on_5.cut().load());
+    EXPECT_TRUE(CutOffNow());
+  }
+  // The call around it is current again, and was not cut off.
+  EXPECT_EQ(InFlightCalls::Call::Current(), &on_2);
+  EXPECT_FALSE(CutOffNow());
+  EXPECT_EQ(calls.CutOff({5}), 0);  // ended calls are forgotten
+  EXPECT_EQ(calls.CutOffAll(), 1);
+  EXPECT_TRUE(CutOffNow());
 }
 
 }  // namespace

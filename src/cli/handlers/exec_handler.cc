@@ -3,6 +3,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "cli/handlers/in_flight_calls.h"
 #include "cli/handlers/item_json.h"
 #include "cli/handlers/line_child.h"
 #include "cli/handlers/per_thread.h"
@@ -113,7 +114,13 @@ Handler MakeExecHandler(std::vector<std::string> argv, absl::Duration timeout,
       state->children.Set(std::move(*started));
     }
     const pid_t pid = child->pid();
-    auto reply = child->Exchange(ItemJson(item), state->timeout);
+    const InFlightCalls::Call* call = InFlightCalls::Call::Current();
+    auto reply = child->Exchange(ItemJson(item), state->timeout,
+                                 call != nullptr ? &call->cut() : nullptr);
+    if (absl::IsCancelled(reply.status())) {
+      return CutOffError(absl::StrCat("the handler process ", state->argv[0],
+                                      " (pid ", pid, ")"));
+    }
     if (!reply.ok()) {
       const std::string why =
           absl::StrCat("the handler process ", state->argv[0], " (pid ", pid,

@@ -1,11 +1,13 @@
 #include "cli/handlers/handler_spec.h"
 
 #include <pqxx/pqxx>
+#include <algorithm>
 #include <thread>
 
 #include "absl/random/random.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "cli/handlers/exec_handler.h"
 #include "cli/handlers/http_handler.h"
 #include "cli/handlers/sql_handler.h"
@@ -214,7 +216,9 @@ absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
     default:
       single = MakeHandler(spec);
   }
-  single = WithInjectedFailures(std::move(single), context.fail_rate);
+  single = Interruptible(
+      WithInjectedFailures(std::move(single), context.fail_rate),
+      context.calls);
   if (context.batch) {
     out.batch_handler = [single](const std::vector<Item>& items,
                                  AckTransaction& ack) {
@@ -284,8 +288,14 @@ Handler MakeHandler(const HandlerSpec& spec) {
         return absl::OkStatus();
       };
     case HandlerSpec::Kind::kSleep:
-      return [d = spec.sleep](const Item&, AckTransaction&) {
-        std::this_thread::sleep_for(absl::ToChronoMicroseconds(d));
+      return [d = spec.sleep, given = spec.given](const Item&,
+                                                  AckTransaction&) {
+        // In slices, so that a cut-off (InFlightCalls) ends it.
+        const absl::Time end = absl::Now() + d;
+        for (absl::Time now = absl::Now(); now < end; now = absl::Now()) {
+          if (CutOffNow()) return CutOffError(given);
+          absl::SleepFor(std::min(end - now, absl::Milliseconds(20)));
+        }
         return absl::OkStatus();
       };
     case HandlerSpec::Kind::kSql:

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "cli/handlers/in_flight_calls.h"
 #include "cli/handlers/item_json.h"
 #include "cli/handlers/per_thread.h"
 #include "member/backoff.h"
@@ -27,6 +28,11 @@ struct HttpSession {
     if (curl) curl_easy_cleanup(curl);
   }
 };
+
+// Ends a transfer whose call was cut off (InFlightCalls).
+int AbortIfCut(void*, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return CutOffNow() ? 1 : 0;
+}
 
 size_t KeepBody(char* data, size_t size, size_t n, void* out) {
   auto* body = static_cast<std::string*>(out);
@@ -116,6 +122,8 @@ Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
       curl_easy_setopt(s->curl, CURLOPT_URL, state->url.c_str());
       curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);  // threads, timeouts
       curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, &KeepBody);
+      curl_easy_setopt(s->curl, CURLOPT_XFERINFOFUNCTION, &AbortIfCut);
+      curl_easy_setopt(s->curl, CURLOPT_NOPROGRESS, 0L);
     }
     const std::string body = ItemJson(item);
     curl_slist_free_all(s->headers);
@@ -147,10 +155,16 @@ Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
       rc = curl_easy_perform(s->curl);
       const absl::Duration pause =
           Backoff(tries, absl::Milliseconds(100), absl::Seconds(2));
-      if (rc != CURLE_COULDNT_CONNECT || absl::Now() + pause >= give_up) break;
+      if (rc != CURLE_COULDNT_CONNECT || absl::Now() + pause >= give_up ||
+          CutOffNow()) {
+        break;
+      }
       absl::SleepFor(pause);
     }
     curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, nullptr);
+    if (rc == CURLE_ABORTED_BY_CALLBACK) {
+      return CutOffError(absl::StrCat("POST ", state->url));
+    }
     if (rc == CURLE_OPERATION_TIMEDOUT) {
       return absl::DeadlineExceededError(absl::StrCat(
           "POST ", state->url, ": no answer within ",

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -20,6 +21,8 @@ extern char** environ;
 
 namespace sqlgroup::cli {
 namespace {
+
+constexpr absl::Duration kCutOffCheck = absl::Milliseconds(20);
 
 std::string HowItEnded(int status) {
   if (WIFEXITED(status)) {
@@ -237,7 +240,8 @@ bool LineChild::HasUnreadOutput() {
 }
 
 absl::StatusOr<std::string> LineChild::Exchange(const std::string& line,
-                                                absl::Duration timeout) {
+                                                absl::Duration timeout,
+                                                const std::atomic<bool>* cut) {
   if (!alive()) return absl::UnavailableError("the process is not running");
   // Written and read in one loop, within one deadline: an item line can be
   // far bigger than a pipe, and a child that writes while it reads must
@@ -255,6 +259,12 @@ absl::StatusOr<std::string> LineChild::Exchange(const std::string& line,
         return reply;
       }
     }
+    if (cut != nullptr && cut->load()) {
+      Reap(absl::ZeroDuration());
+      return absl::CancelledError(
+          "cut off before it replied; the process was killed and is "
+          "restarted for the next item");
+    }
     const absl::Duration left = deadline - absl::Now();
     if (left <= absl::ZeroDuration()) {
       Reap(absl::ZeroDuration());
@@ -265,9 +275,12 @@ absl::StatusOr<std::string> LineChild::Exchange(const std::string& line,
           "for the next item"));
     }
     pollfd p[2] = {{out_, POLLIN, 0}, {in_, POLLOUT, 0}};
+    // A call that can be cut off looks at `cut` at least every 20 ms.
+    const absl::Duration wait =
+        cut != nullptr ? std::min(left, kCutOffCheck) : left;
     const int ready =
         poll(p, sent == out.size() ? 1 : 2,
-             static_cast<int>(absl::ToInt64Milliseconds(left)) + 1);
+             static_cast<int>(absl::ToInt64Milliseconds(wait)) + 1);
     if (ready < 0 && errno != EINTR) {
       const std::string why = std::strerror(errno);
       Reap(absl::ZeroDuration());

@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,9 +38,11 @@ class LineChild {
   // closed its stdout (the message says how it ended), DEADLINE_EXCEEDED
   // when no line came within `timeout` (the child is then killed: a reply
   // that comes late would answer the wrong item). Either way the child is
-  // unusable afterwards (alive() is false).
+  // unusable afterwards (alive() is false). CANCELLED, the child killed
+  // likewise, once `cut` (optional) turns true before the reply came.
   absl::StatusOr<std::string> Exchange(const std::string& line,
-                                       absl::Duration timeout);
+                                       absl::Duration timeout,
+                                       const std::atomic<bool>* cut = nullptr);
   bool alive() const { return pid_ > 0 && in_ >= 0; }
   // True when the child wrote something no item asked for (a second line
   // for the last item): its next line would answer the wrong item.

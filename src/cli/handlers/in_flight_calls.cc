@@ -1,0 +1,75 @@
+#include "cli/handlers/in_flight_calls.h"
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace sqlgroup::cli {
+namespace {
+
+thread_local const InFlightCalls::Call* current_call = nullptr;
+
+}  // namespace
+
+InFlightCalls::Call::Call(InFlightCalls* calls, int part)
+    : calls_(calls), part_(part), outer_(current_call) {
+  current_call = this;
+  if (calls_ == nullptr) return;
+  absl::MutexLock lock(&calls_->mu_);
+  calls_->calls_.insert(this);
+}
+
+InFlightCalls::Call::~Call() {
+  current_call = outer_;
+  if (calls_ == nullptr) return;
+  absl::MutexLock lock(&calls_->mu_);
+  calls_->calls_.erase(this);
+}
+
+const InFlightCalls::Call* InFlightCalls::Call::Current() {
+  return current_call;
+}
+
+int InFlightCalls::CutOff(const std::vector<int>& parts) {
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (Call* call : calls_) {
+    if (std::find(parts.begin(), parts.end(), call->part_) == parts.end()) {
+      continue;
+    }
+    call->cut_ = true;
+    ++n;
+  }
+  return n;
+}
+
+int InFlightCalls::CutOffAll() {
+  absl::MutexLock lock(&mu_);
+  for (Call* call : calls_) call->cut_ = true;
+  return static_cast<int>(calls_.size());
+}
+
+absl::Status CutOffError(const std::string& what) {
+  return absl::CancelledError(absl::StrCat(
+      what,
+      " was cut off before it returned: its part was being handed over or "
+      "the member stopping, and it ran past --drain_timeout (or a second "
+      "stop signal came)"));
+}
+
+bool CutOffNow() {
+  const InFlightCalls::Call* call = InFlightCalls::Call::Current();
+  return call != nullptr && call->cut().load();
+}
+
+Handler Interruptible(Handler handler, std::shared_ptr<InFlightCalls> calls) {
+  if (!calls) return handler;
+  return [handler = std::move(handler), calls = std::move(calls)](
+             const Item& item, AckTransaction& ack) {
+    InFlightCalls::Call call(calls.get(), item.part);
+    return handler(item, ack);
+  };
+}
+
+}  // namespace sqlgroup::cli
