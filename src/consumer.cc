@@ -98,11 +98,18 @@ absl::Status ConsumerOptions::Validate() const {
   if (idle_poll_listening < idle_poll) {
     return bad("idle_poll_listening must be >= idle_poll");
   }
-  if (drain_deadline < absl::ZeroDuration() ||
-      backoff_initial < absl::ZeroDuration() || backoff_max < backoff_initial) {
+  if (drain_deadline < absl::ZeroDuration()) {
+    return bad("drain_deadline must be >= 0");
+  }
+  if (backoff_initial <= absl::ZeroDuration()) {
+    return bad(absl::StrCat("backoff_initial must be more than 0, got ",
+                            absl::FormatDuration(backoff_initial)));
+  }
+  if (backoff_max < backoff_initial) {
     return bad(
-        "drain_deadline and backoff_initial must be >= 0 and backoff_max >= "
-        "backoff_initial");
+        absl::StrCat("backoff_max must be >= ConsumerOptions.backoff_initial (",
+                     absl::FormatDuration(backoff_initial), "), got ",
+                     absl::FormatDuration(backoff_max)));
   }
   if (connect_timeout < absl::Seconds(1)) {
     return bad("connect_timeout must be >= 1s");

@@ -25,6 +25,9 @@ int64_t UnixMicros(absl::Time t) {
 // After this many conflicts in a row in one member, an item's next
 // conflict counts as a failed attempt.
 constexpr int kConflictsPerAttempt = 10;
+// The first backoff after a conflict, at most (then doubling up to 8x):
+// the failures' backoff_initial before its default became 1 s.
+constexpr absl::Duration kConflictBackoff = absl::Milliseconds(200);
 
 // The handler's verdict; an exception is a failure with its message, except
 // a broken connection or an error that says nothing of the item (a
@@ -1000,8 +1003,9 @@ PartWorker::Outcome PartWorker::Conflict(const store::ClaimRef& ref,
                                          const std::string& error) {
   // Runs after the acknowledging transaction has rolled back. The items go
   // back with a backoff that grows with the conflicts in a row (up to 8x
-  // backoff_initial), and no attempt is counted: the items did nothing
-  // wrong, unless it keeps happening (see kConflictsPerAttempt).
+  // the smaller of backoff_initial and 200 ms), and no attempt is counted: the
+  // items did nothing wrong, unless it keeps happening (see
+  // kConflictsPerAttempt).
   metrics_.Conflicted(static_cast<int64_t>(items.size()));
   if (items.size() > 1) {
     // A batch is tallied as a whole (by its first item); once it has
@@ -1037,8 +1041,11 @@ PartWorker::Outcome PartWorker::ReleaseAfterConflict(
       ref.part, ref.epoch, items.size(), in_a_row, error);
   std::vector<std::string> ids;
   for (const Item& item : items) ids.push_back(item.id);
+  // A conflict is over in milliseconds, not an outage: its backoff starts
+  // at kConflictBackoff even when the failures' backoff_initial is longer.
   const absl::Duration delay = Backoff(
-      std::min(in_a_row, 4), config_.backoff_initial, config_.backoff_max);
+      std::min(in_a_row, 4),
+      std::min(config_.backoff_initial, kConflictBackoff), config_.backoff_max);
   auto released = store::ReleaseForRetry(*conn_, ref, ids, error, delay,
                                          /*count_attempt=*/false);
   if (!released.ok()) {
