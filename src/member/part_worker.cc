@@ -836,7 +836,8 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     return HandleSingly(ref, items);
   }
   return Fail(ref, items.front(), std::string(a.verdict.message()),
-              IsDeadLetterVerdict(a.verdict));
+              IsDeadLetterVerdict(a.verdict),
+              RetryAfterOf(a.verdict).value_or(absl::ZeroDuration()));
 }
 
 PartWorker::Attempt PartWorker::RunAndAck(const store::ClaimRef& ref,
@@ -1061,12 +1062,13 @@ PartWorker::Outcome PartWorker::ReleaseAfterConflict(
 
 PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
                                      const Item& item, const std::string& error,
-                                     bool dead_now) {
+                                     bool dead_now, absl::Duration asked) {
   metrics_.Failed();
   config_.conflicts->Forget({item.id});  // "in a row" starts over
   const bool dead = dead_now || item.attempt >= config_.max_attempts;
-  const absl::Duration delay =
-      Backoff(item.attempt, config_.backoff_initial, config_.backoff_max);
+  const absl::Duration delay = NextTryDelay(
+      Backoff(item.attempt, config_.backoff_initial, config_.backoff_max),
+      asked, config_.backoff_max);
   absl::StatusOr<bool> done;
   if (dead) {
     done = store::DeadLetter(*conn_, ref, item.id, error);

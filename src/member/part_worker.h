@@ -236,9 +236,12 @@ class PartWorker {
                                const std::vector<Item>& items, int in_a_row,
                                const std::string& error);
   // The handler failed on `item`: retry later or dead-letter (at once when
-  // `dead_now`: the handler said so, see DeadLetterVerdict).
+  // `dead_now`: the handler said so, see DeadLetterVerdict). A retry comes
+  // after the backoff, or after `asked` (RetryAfterVerdict) when that is
+  // later, `asked` capped at backoff_max.
   Outcome Fail(const store::ClaimRef& ref, const Item& item,
-               const std::string& error, bool dead_now = false);
+               const std::string& error, bool dead_now = false,
+               absl::Duration asked = absl::ZeroDuration());
   void Disconnect(const absl::Status& why);
   void SleepBackoff();
 

@@ -1,6 +1,6 @@
 // The retry policy, pure: the default backoff rides out an hour's outage
 // (the table in docs/HANDLERS.md, computed from BackoffBase), the jitter
-// stays in its bounds, an asked-for wait stretches a wait up to
+// stays in its bounds, a handler's Retry-After stretches a wait up to
 // backoff_max only, and Validate() names the field.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 
 #include "member/backoff.h"
 #include "sqlgroup/consumer.h"
+#include "sqlgroup/item.h"
 
 namespace sqlgroup {
 namespace {
@@ -86,6 +87,28 @@ TEST(RetryPolicy, RetryAfterWaitsLongerThanTheBackoffButNoLongerThanTheMax) {
   // Asked for more than the max: the max.
   EXPECT_EQ(NextTryDelay(absl::Seconds(1), absl::Hours(3), max), max);
   EXPECT_EQ(NextTryDelay(absl::Seconds(1), absl::InfiniteDuration(), max), max);
+}
+
+TEST(RetryPolicy, RetryAfterVerdictCarriesItsWait) {
+  const absl::Status s = RetryAfterVerdict(absl::Seconds(2), "busy");
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(s.message(), "busy");
+  EXPECT_FALSE(IsDeadLetterVerdict(s));
+  EXPECT_EQ(RetryAfterOf(s), absl::Seconds(2));
+  EXPECT_EQ(RetryAfterOf(RetryAfterVerdict(absl::Milliseconds(1500), "x")),
+            absl::Milliseconds(1500));
+  EXPECT_EQ(RetryAfterOf(RetryAfterVerdict(-absl::Seconds(1), "x")),
+            absl::ZeroDuration());
+  // Copied payloads keep it (as a handler that rewrites the message does).
+  absl::Status copy(s.code(), "POST http://x: busy");
+  s.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    copy.SetPayload(url, payload);
+  });
+  EXPECT_EQ(RetryAfterOf(copy), absl::Seconds(2));
+  // Other statuses ask for nothing.
+  EXPECT_EQ(RetryAfterOf(absl::OkStatus()), std::nullopt);
+  EXPECT_EQ(RetryAfterOf(absl::UnavailableError("busy")), std::nullopt);
+  EXPECT_EQ(RetryAfterOf(DeadLetterVerdict("never")), std::nullopt);
 }
 
 ConsumerOptions Valid() {
