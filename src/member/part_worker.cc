@@ -1100,8 +1100,28 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
   } else {
     metrics_.Retried();
     scheduler_.ExpectAt(absl::Now() + delay);
-    log_->debug("part={} epoch={} item={} attempt {} failed: {}", ref.part,
-                ref.epoch, item.id, item.attempt, error);
+    // At info, but at most one line per part every few seconds: an outage
+    // of a dependency fails every item of every part for as long as it
+    // lasts.
+    int64_t held_back = 0;
+    if (log_->should_log(spdlog::level::info) &&
+        config_.failure_log->Admit(ref.part, absl::Now(), &held_back)) {
+      log_->info(
+          "part={} epoch={} item={} key={} attempt {} of {} failed: {}; next "
+          "try in {}{}{}",
+          ref.part, ref.epoch, item.id, item.key ? *item.key : "(none)",
+          item.attempt, config_.max_attempts, error,
+          absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1))),
+          asked > absl::ZeroDuration() ? " (the handler asked to wait)" : "",
+          held_back > 0
+              ? absl::StrCat(" (", held_back,
+                             " more failed attempts in this part not logged)")
+              : "");
+    } else {
+      log_->debug("part={} epoch={} item={} attempt {} of {} failed: {}",
+                  ref.part, ref.epoch, item.id, item.attempt,
+                  config_.max_attempts, error);
+    }
     return Outcome::kReleased;
   }
   return Outcome::kFailed;

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "member/conflict_tally.h"
+#include "member/failure_log.h"
 #include "member/lent_connection.h"
 #include "member/part_scheduler.h"
 #include "metrics.h"
@@ -51,6 +52,8 @@ struct WorkerConfig {
   std::shared_ptr<std::atomic<bool>> key_order;
   // Shared by the member's workers.
   std::shared_ptr<ConflictTally> conflicts = std::make_shared<ConflictTally>();
+  std::shared_ptr<FailureLogLimiter> failure_log =
+      std::make_shared<FailureLogLimiter>();
   // The process's connection budget, and the member's control connection
   // to borrow. Required.
   std::shared_ptr<ConnectionBudget> budget;

@@ -1,13 +1,15 @@
 // The retry policy, pure: the default backoff rides out an hour's outage
 // (the table in docs/HANDLERS.md, computed from BackoffBase), the jitter
 // stays in its bounds, a handler's Retry-After stretches a wait up to
-// backoff_max only, and Validate() names the field.
+// backoff_max only, Validate() names the field, and failed attempts are
+// logged at most once per part per interval.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <vector>
 
 #include "member/backoff.h"
+#include "member/failure_log.h"
 #include "sqlgroup/consumer.h"
 #include "sqlgroup/item.h"
 
@@ -145,6 +147,27 @@ TEST(RetryPolicy, ValidateNamesTheRetryField) {
   ConsumerOptions equal = Valid();
   equal.backoff_max = equal.backoff_initial;
   EXPECT_TRUE(equal.Validate().ok());
+}
+
+TEST(FailureLogLimiter, OneLinePerPartPerIntervalWithTheCountHeldBack) {
+  FailureLogLimiter limiter(absl::Seconds(5));
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  int64_t held = -1;
+  EXPECT_TRUE(limiter.Admit(3, t0, &held));
+  EXPECT_EQ(held, 0);
+  // The same part within the interval: held back, counted.
+  for (int i = 1; i <= 4; ++i) {
+    EXPECT_FALSE(limiter.Admit(3, t0 + absl::Seconds(i), &held));
+  }
+  // Another part has an interval of its own.
+  EXPECT_TRUE(limiter.Admit(4, t0 + absl::Seconds(1), &held));
+  EXPECT_EQ(held, 0);
+  // Once the interval passed: a line, saying how many were held back.
+  EXPECT_TRUE(limiter.Admit(3, t0 + absl::Seconds(5), &held));
+  EXPECT_EQ(held, 4);
+  EXPECT_FALSE(limiter.Admit(3, t0 + absl::Seconds(9), &held));
+  EXPECT_TRUE(limiter.Admit(3, t0 + absl::Seconds(10), &held));
+  EXPECT_EQ(held, 1);
 }
 
 }  // namespace
