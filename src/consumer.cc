@@ -102,9 +102,15 @@ absl::Status ConsumerOptions::Validate() const {
     return bad(absl::StrCat("drain_timeout must be >= 0, got ",
                             absl::FormatDuration(drain_timeout)));
   }
-  if (backoff_initial < absl::ZeroDuration() || backoff_max < backoff_initial) {
-    return bad("backoff_initial must be >= 0 and backoff_max >= "
-               "backoff_initial");
+  if (backoff_initial <= absl::ZeroDuration()) {
+    return bad(absl::StrCat("backoff_initial must be more than 0, got ",
+                            absl::FormatDuration(backoff_initial)));
+  }
+  if (backoff_max < backoff_initial) {
+    return bad(
+        absl::StrCat("backoff_max must be >= ConsumerOptions.backoff_initial (",
+                     absl::FormatDuration(backoff_initial), "), got ",
+                     absl::FormatDuration(backoff_max)));
   }
   if (connect_timeout < absl::Seconds(1)) {
     return bad("connect_timeout must be >= 1s");

@@ -176,11 +176,21 @@ struct ConsumerOptions {
   // those parts. Null: the parts wait for their handler calls to return,
   // however long they take.
   std::function<void(const std::vector<int>& parts)> cut_off;
-  // Failed deliveries before an item moves to dead_items. >= 1. Default 5.
-  int max_attempts = 5;
-  // Retry backoff: initial * 2^(attempt-1), capped, +-20% jitter.
-  absl::Duration backoff_initial = absl::Milliseconds(200);
-  absl::Duration backoff_max = absl::Seconds(60);
+  // Failed deliveries before an item moves to dead_items. >= 1. Default
+  // 25: with the default backoff, an item that keeps failing is
+  // dead-lettered 2 h 37 min after its first failure (2 h 5 min at the
+  // least, with the jitter), so an hour's outage of what the handler calls
+  // costs retries, not dead letters. docs/HANDLERS.md has the table.
+  int max_attempts = 25;
+  // After failed attempt n the item waits backoff_initial * 2^(n-1),
+  // capped at backoff_max, times a random factor in [0.8, 1.2) (or longer
+  // if the handler asked, see RetryAfterVerdict in item.h, never beyond
+  // backoff_max for that). Its key waits with it. Defaults 1 s and 10 min:
+  // 1, 2, 4, ... 512 s, then 10 min per try, so a dependency that comes
+  // back is tried again within 12 min. backoff_initial > 0, backoff_max >=
+  // backoff_initial.
+  absl::Duration backoff_initial = absl::Seconds(1);
+  absl::Duration backoff_max = absl::Minutes(10);
   // Bound on one connection attempt. Default 5 s.
   absl::Duration connect_timeout = absl::Seconds(5);
   // Wake on PostgreSQL LISTEN/NOTIFY; false polls only (e.g. CockroachDB).

@@ -80,8 +80,10 @@ class AckTransaction {
 };
 
 // Returns OK to acknowledge. A non-OK status or an exception is a failure:
-// the transaction is rolled back and the item retried after a backoff, or
-// moved to dead_items after max_attempts, with the message as last_error.
+// the transaction is rolled back and the item retried after a backoff
+// (ConsumerOptions: backoff_initial doubling per attempt up to backoff_max,
+// or later, see RetryAfterVerdict), or moved to dead_items after
+// max_attempts, with the message as last_error.
 // A pqxx::sql_error that says nothing of the item (a serialization failure
 // or deadlock, a lock timeout, a server that cannot work now: out of disk,
 // shutting down, read-only) is a conflict instead: retried after a backoff
@@ -96,6 +98,22 @@ using Handler = std::function<absl::Status(const Item&, AckTransaction&)>;
 absl::Status DeadLetterVerdict(std::string_view why);
 // True for a status made by DeadLetterVerdict.
 bool IsDeadLetterVerdict(const absl::Status& status);
+
+// A handler's verdict that this attempt failed and the item should not be
+// tried again for at least `after`: what a dependency asked for (an HTTP
+// 429 or 503 with Retry-After, a rate limit's reset time). It counts as a
+// failed attempt like any other error (dead-lettered after max_attempts,
+// with `why` as last_error); the next try comes after the usual backoff or
+// after `after`, whichever is later, but `after` is capped at the
+// consumer's backoff_max (ConsumerOptions), so a dependency cannot park an
+// item for longer than the policy allows. A negative `after` counts as
+// zero. The status is UNAVAILABLE. From a BatchHandler it counts for a
+// batch of one item only (a failed batch is retried item by item at once).
+absl::Status RetryAfterVerdict(absl::Duration after, std::string_view why);
+// The wait asked for by a status made by RetryAfterVerdict (or one that
+// carries its payload, e.g. copied with Status::ForEachPayload); nullopt
+// for any other status, OK included.
+std::optional<absl::Duration> RetryAfterOf(const absl::Status& status);
 
 // A handler that is a SQL function, called by name (`schema.name`, or a
 // name on the member role's search_path) in the very statement that

@@ -223,13 +223,15 @@ const std::map<std::string, Command>& Commands() {
         "30s] [--drain_timeout D] "
         "[--fail_rate R] [--instance NAME [--static_timeout D]] "
         "[--workers 2] [--members 1] [--max_connections N] [--batch] "
+        "[--max_attempts 25] [--backoff_initial 1s] [--backoff_max 10m] "
         "[--metrics_addr 127.0.0.1:9464] [--pool_mode direct|transaction "
         "[--listen_dsn DSN]]",
         {"group", "handler", "handler_timeout", "drain_timeout", "fail_rate",
          "instance",
          "static_timeout", "workers", "members", "claim_batch", "max_attempts",
-         "batch", "notify", "metrics_addr", "pool_mode", "listen_dsn",
-         "max_connections", "idle_connection_timeout"},
+         "backoff_initial", "backoff_max", "batch", "notify", "metrics_addr",
+         "pool_mode", "listen_dsn", "max_connections",
+         "idle_connection_timeout"},
         0,
         RunConsume}},
       {"demo", {"demo [--duration 60s]", {"duration"}, 0, RunDemo}},

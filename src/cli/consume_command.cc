@@ -54,7 +54,7 @@ absl::Status InFlagTerms(const absl::Status& s) {
   std::string text(s.message());
   for (const char* field :
        {"static_timeout", "instance", "workers", "claim_batch", "max_attempts",
-        "group", "drain_timeout"}) {
+        "backoff_initial", "backoff_max", "group", "drain_timeout"}) {
     absl::StrReplaceAll(
         {{absl::StrCat("ConsumerOptions.", field), absl::StrCat("--", field)}},
         &text);
@@ -97,6 +97,8 @@ absl::Status RunConsume(const Args&) {
     options.workers = absl::GetFlag(FLAGS_workers);
     options.claim_batch = absl::GetFlag(FLAGS_claim_batch);
     options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
+    options.backoff_initial = absl::GetFlag(FLAGS_backoff_initial);
+    options.backoff_max = absl::GetFlag(FLAGS_backoff_max);
     options.use_notify = absl::GetFlag(FLAGS_notify);
     ASSIGN_OR_RETURN(options.transaction_pooler, TransactionPooler());
     options.listen_dsn = absl::GetFlag(FLAGS_listen_dsn);

@@ -7,6 +7,7 @@
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sqlgroup/consumer.h"
 
 ABSL_FLAG(std::string, dsn, "",
           "libpq connection string (keyword/value or URI). Default: "
@@ -77,8 +78,19 @@ ABSL_FLAG(int32_t, members, 1,
           "consume: members (sessions) this process runs, each with its own "
           "workers; more than one heartbeat together on one connection");
 ABSL_FLAG(int32_t, claim_batch, 64, "consume: items claimed per query");
-ABSL_FLAG(int32_t, max_attempts, 5,
-          "consume: failed deliveries before an item is dead-lettered");
+ABSL_FLAG(int32_t, max_attempts, sqlgroup::ConsumerOptions().max_attempts,
+          "consume: failed deliveries before an item is dead-lettered (the "
+          "defaults ride out an hour's outage: 2 h 37 min from the first "
+          "failure to the dead letters; docs/HANDLERS.md)");
+ABSL_FLAG(absl::Duration, backoff_initial,
+          sqlgroup::ConsumerOptions().backoff_initial,
+          "consume: the wait after an item's first failed attempt, doubling "
+          "with each further one up to --backoff_max, +-20% jitter; more "
+          "than 0");
+ABSL_FLAG(absl::Duration, backoff_max, sqlgroup::ConsumerOptions().backoff_max,
+          "consume: the longest wait between two attempts of an item, also "
+          "the most an http endpoint's Retry-After can ask for; at least "
+          "--backoff_initial");
 ABSL_FLAG(bool, batch, false,
           "consume: acknowledge each claimed batch in one transaction");
 ABSL_FLAG(bool, notify, true,

@@ -36,6 +36,8 @@ ABSL_DECLARE_FLAG(int32_t, max_connections);
 ABSL_DECLARE_FLAG(absl::Duration, idle_connection_timeout);
 ABSL_DECLARE_FLAG(int32_t, claim_batch);
 ABSL_DECLARE_FLAG(int32_t, max_attempts);
+ABSL_DECLARE_FLAG(absl::Duration, backoff_initial);
+ABSL_DECLARE_FLAG(absl::Duration, backoff_max);
 ABSL_DECLARE_FLAG(bool, batch);
 ABSL_DECLARE_FLAG(bool, notify);
 ABSL_DECLARE_FLAG(std::string, pool_mode);

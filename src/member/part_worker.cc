@@ -25,6 +25,9 @@ int64_t UnixMicros(absl::Time t) {
 // After this many conflicts in a row in one member, an item's next
 // conflict counts as a failed attempt.
 constexpr int kConflictsPerAttempt = 10;
+// The first backoff after a conflict, at most (then doubling up to 8x):
+// the failures' backoff_initial before its default became 1 s.
+constexpr absl::Duration kConflictBackoff = absl::Milliseconds(200);
 
 // The handler's verdict; an exception is a failure with its message, except
 // a broken connection or an error that says nothing of the item (a
@@ -833,7 +836,8 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     return HandleSingly(ref, items);
   }
   return Fail(ref, items.front(), std::string(a.verdict.message()),
-              IsDeadLetterVerdict(a.verdict));
+              IsDeadLetterVerdict(a.verdict),
+              RetryAfterOf(a.verdict).value_or(absl::ZeroDuration()));
 }
 
 PartWorker::Attempt PartWorker::RunAndAck(const store::ClaimRef& ref,
@@ -1000,8 +1004,9 @@ PartWorker::Outcome PartWorker::Conflict(const store::ClaimRef& ref,
                                          const std::string& error) {
   // Runs after the acknowledging transaction has rolled back. The items go
   // back with a backoff that grows with the conflicts in a row (up to 8x
-  // backoff_initial), and no attempt is counted: the items did nothing
-  // wrong, unless it keeps happening (see kConflictsPerAttempt).
+  // the smaller of backoff_initial and 200 ms), and no attempt is counted: the
+  // items did nothing wrong, unless it keeps happening (see
+  // kConflictsPerAttempt).
   metrics_.Conflicted(static_cast<int64_t>(items.size()));
   if (items.size() > 1) {
     // A batch is tallied as a whole (by its first item); once it has
@@ -1037,8 +1042,11 @@ PartWorker::Outcome PartWorker::ReleaseAfterConflict(
       ref.part, ref.epoch, items.size(), in_a_row, error);
   std::vector<std::string> ids;
   for (const Item& item : items) ids.push_back(item.id);
+  // A conflict is over in milliseconds, not an outage: its backoff starts
+  // at kConflictBackoff even when the failures' backoff_initial is longer.
   const absl::Duration delay = Backoff(
-      std::min(in_a_row, 4), config_.backoff_initial, config_.backoff_max);
+      std::min(in_a_row, 4),
+      std::min(config_.backoff_initial, kConflictBackoff), config_.backoff_max);
   auto released = store::ReleaseForRetry(*conn_, ref, ids, error, delay,
                                          /*count_attempt=*/false);
   if (!released.ok()) {
@@ -1054,12 +1062,13 @@ PartWorker::Outcome PartWorker::ReleaseAfterConflict(
 
 PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
                                      const Item& item, const std::string& error,
-                                     bool dead_now) {
+                                     bool dead_now, absl::Duration asked) {
   metrics_.Failed();
   config_.conflicts->Forget({item.id});  // "in a row" starts over
   const bool dead = dead_now || item.attempt >= config_.max_attempts;
-  const absl::Duration delay =
-      Backoff(item.attempt, config_.backoff_initial, config_.backoff_max);
+  const absl::Duration delay = NextTryDelay(
+      Backoff(item.attempt, config_.backoff_initial, config_.backoff_max),
+      asked, config_.backoff_max);
   absl::StatusOr<bool> done;
   if (dead) {
     done = store::DeadLetter(*conn_, ref, item.id, error);
@@ -1091,8 +1100,28 @@ PartWorker::Outcome PartWorker::Fail(const store::ClaimRef& ref,
   } else {
     metrics_.Retried();
     scheduler_.ExpectAt(absl::Now() + delay);
-    log_->debug("part={} epoch={} item={} attempt {} failed: {}", ref.part,
-                ref.epoch, item.id, item.attempt, error);
+    // At info, but at most one line per part every few seconds: an outage
+    // of a dependency fails every item of every part for as long as it
+    // lasts.
+    int64_t held_back = 0;
+    if (log_->should_log(spdlog::level::info) &&
+        config_.failure_log->Admit(ref.part, absl::Now(), &held_back)) {
+      log_->info(
+          "part={} epoch={} item={} key={} attempt {} of {} failed: {}; next "
+          "try in {}{}{}",
+          ref.part, ref.epoch, item.id, item.key ? *item.key : "(none)",
+          item.attempt, config_.max_attempts, error,
+          absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1))),
+          asked > absl::ZeroDuration() ? " (the handler asked to wait)" : "",
+          held_back > 0
+              ? absl::StrCat(" (", held_back,
+                             " more failed attempts in this part not logged)")
+              : "");
+    } else {
+      log_->debug("part={} epoch={} item={} attempt {} of {} failed: {}",
+                  ref.part, ref.epoch, item.id, item.attempt,
+                  config_.max_attempts, error);
+    }
     return Outcome::kReleased;
   }
   return Outcome::kFailed;

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "member/conflict_tally.h"
+#include "member/failure_log.h"
 #include "member/lent_connection.h"
 #include "member/part_scheduler.h"
 #include "metrics.h"
@@ -51,6 +52,8 @@ struct WorkerConfig {
   std::shared_ptr<std::atomic<bool>> key_order;
   // Shared by the member's workers.
   std::shared_ptr<ConflictTally> conflicts = std::make_shared<ConflictTally>();
+  std::shared_ptr<FailureLogLimiter> failure_log =
+      std::make_shared<FailureLogLimiter>();
   // The process's connection budget, and the member's control connection
   // to borrow. Required.
   std::shared_ptr<ConnectionBudget> budget;
@@ -236,9 +239,12 @@ class PartWorker {
                                const std::vector<Item>& items, int in_a_row,
                                const std::string& error);
   // The handler failed on `item`: retry later or dead-letter (at once when
-  // `dead_now`: the handler said so, see DeadLetterVerdict).
+  // `dead_now`: the handler said so, see DeadLetterVerdict). A retry comes
+  // after the backoff, or after `asked` (RetryAfterVerdict) when that is
+  // later, `asked` capped at backoff_max.
   Outcome Fail(const store::ClaimRef& ref, const Item& item,
-               const std::string& error, bool dead_now = false);
+               const std::string& error, bool dead_now = false,
+               absl::Duration asked = absl::ZeroDuration());
   void Disconnect(const absl::Status& why);
   void SleepBackoff();
 

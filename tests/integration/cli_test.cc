@@ -539,7 +539,8 @@ TEST(Cli, FailRateFailsDeliveriesBeforeTheHandlerWrites) {
 
   const std::string log = ConsumeUntil(
       dsn, "retried",
-      {"--handler", "record", "--fail_rate", "0.25", "--max_attempts", "100"},
+      {"--handler", "record", "--fail_rate", "0.25", "--max_attempts", "100",
+       "--backoff_initial", "50ms", "--backoff_max", "400ms"},
       drained("retried"));
   EXPECT_THAT(log, ::testing::ContainsRegex("failed=[1-9]"));
   EXPECT_EQ(Count(dsn,

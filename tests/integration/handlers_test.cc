@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "cli/handlers/handler_spec.h"
 #include "support/consumer_fixture.h"
 #include "support/subprocess.h"
@@ -37,6 +38,8 @@ CREATE TABLE app.seen (id uuid, key text, attempt_seq int,
                          (current_query() LIKE '%DELETE FROM sqlgroup.items%'));
 CREATE TABLE app.batches (size int);
 CREATE TABLE app.log (id uuid, key text);
+CREATE TABLE app.acked (key text, attempt int,
+                        at timestamptz DEFAULT clock_timestamp());
 CREATE TABLE app.paid (key text PRIMARY KEY, n int NOT NULL,
                        last_seq int NOT NULL, order_violations int NOT NULL);
 CREATE FUNCTION app.pay(k text, p bytea, i uuid) RETURNS void
@@ -498,6 +501,69 @@ TEST_F(HandlersTest, HttpEndpointRetriesDeadLettersAndSurvivesDrops) {
     for (size_t i = 1; i < numbers.size(); ++i) {
       EXPECT_LT(numbers[i - 1], numbers[i]) << key;
     }
+  }
+}
+
+// An endpoint that answers 503 with Retry-After (2 s, or an HTTP-date 2..3
+// s ahead) before it takes an item: the item's next try waits that long,
+// far past its backoff (50 ms here), and the item is acknowledged on its
+// second attempt. The wait is read from the database's clock at the ack
+// against the moment the first attempt failed (the same host's clock).
+TEST_F(HandlersTest, HttpRetryAfterPutsOffTheNextTry) {
+  CreateGroup("g", 4);
+  std::unique_ptr<ChildProcess> receiver;
+  const std::string port = StartReceiver(receiver);
+  ASSERT_FALSE(port.empty());
+  ProduceKeyed("g", 3, 1, {{{0, 1}, "later"}, {{1, 1}, "laterdate"}});
+  auto h = Build(absl::StrCat("http://127.0.0.1:", port, "/items"));
+  ASSERT_TRUE(h.ok()) << h.status();
+  absl::Mutex mu;
+  std::map<std::string, absl::Time> failed_at;  // key -> first failure
+  cli::Handlers wrapped = *h;
+  wrapped.handler = [&, http = h->handler](const Item& item,
+                                           AckTransaction& ack) {
+    const absl::Status s = http(item, ack);
+    if (!s.ok()) {
+      absl::MutexLock lock(&mu);
+      failed_at.emplace(*item.key, absl::Now());
+      return s;
+    }
+    ack.work().exec_params(
+        "INSERT INTO app.acked (key, attempt) VALUES ($1, "
+        "$2)",
+        *item.key, item.attempt);
+    return s;
+  };
+  ConsumerOptions o = OptionsFor("g", wrapped);
+  o.max_attempts = 4;
+  o.backoff_initial = absl::Milliseconds(50);
+  o.backoff_max = absl::Seconds(10);  // the cap is above what is asked
+  auto c = Start(std::move(o));
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
+  std::map<std::string, std::pair<int, absl::Time>> acked;
+  {
+    pqxx::nontransaction tx(*conn_);
+    for (const auto& row :
+         tx.exec("SELECT key, attempt, (extract(epoch FROM at) * 1e6)::bigint "
+                 "FROM app.acked")) {
+      acked[row[0].as<std::string>()] = {
+          row[1].as<int>(), absl::FromUnixMicros(row[2].as<int64_t>())};
+    }
+  }
+  ASSERT_EQ(acked.size(), 3u);
+  EXPECT_EQ(acked["k2"].first, 1);  // "ok": never failed
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(failed_at.count("k2"), 0u);
+  for (const auto& [key, at_least] :
+       {std::pair<std::string, absl::Duration>{"k0", absl::Seconds(2)},
+        // The date has whole seconds: 2 s ahead at least when sent; the
+        // answer took a little of it on its way.
+        {"k1", absl::Milliseconds(1500)}}) {
+    ASSERT_EQ(failed_at.count(key), 1u) << key;
+    EXPECT_EQ(acked[key].first, 2) << key;
+    EXPECT_GE(acked[key].second - failed_at[key], at_least) << key;
   }
 }
 

@@ -288,10 +288,11 @@ TEST_F(RolesTest, TheMemberRoleCanChangeNothingButItsOwnWork) {
 TEST_F(RolesTest, TheCliConsumesUnderTheMemberRole) {
   const std::string log_path =
       absl::StrCat(::testing::TempDir(), "/roles-", db_.name(), ".log");
-  ChildProcess member({CliPath(), "consume", "--group", "g", "--handler",
-                       "fail:0.3", "--max_attempts", "2", "--metrics_addr", "",
-                       "--log_level", "debug", "--dsn", MemberDsn()},
-                      log_path);
+  ChildProcess member(
+      {CliPath(), "consume", "--group", "g", "--handler", "fail:0.3",
+       "--max_attempts", "2", "--backoff_initial", "50ms", "--metrics_addr", "",
+       "--log_level", "debug", "--dsn", MemberDsn()},
+      log_path);
   const auto produced = RunCli({"produce", "--group", "g", "--count", "200",
                                 "--dsn", producer_.Uri(db_.name())});
   ASSERT_EQ(produced.exit_code, 0) << produced.err;

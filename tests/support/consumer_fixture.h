@@ -72,6 +72,10 @@ class ConsumerFixture : public ::testing::Test {
     o.workers = 2;
     o.rebalance_poll = absl::Milliseconds(300);
     o.drain_timeout = absl::Seconds(2);
+    // Fast dead letters (5 attempts, 100 ms doubling: 1.5 s), not the
+    // defaults that ride out an hour's outage; a test that needs more
+    // sets its own.
+    o.max_attempts = 5;
     o.backoff_initial = absl::Milliseconds(100);
     return o;
   }

@@ -5,6 +5,9 @@ answers depends on the item's payload (after a leading "N " number):
 
   ok        200
   retry     503 on attempts 1 and 2, then 200
+  later     503 with "Retry-After: 2" on attempt 1, then 200
+  laterdate 503 with Retry-After an HTTP-date 3 s ahead (2..3 s away, as
+            dates have whole seconds) on attempt 1, then 200
   dead      422
   drop      closes the connection without an answer on attempt 1, then 200
   hang      answers nothing for 30 s on attempt 1, then 200
@@ -13,6 +16,7 @@ Every item answered 200 is appended to the log file argv[1] as
 "<id> <key> <attempt> <idempotency-key> <number>" and flushed first.
 """
 import base64
+import email.utils
 import http.server
 import json
 import socket
@@ -37,9 +41,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def reply(self, status, text):
+    def reply(self, status, text, headers=()):
         body = text.encode()
         self.send_response(status)
+        for name, value in headers:
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -52,6 +58,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         attempt = item["attempt"]
         if word == "retry" and attempt <= 2:
             return self.reply(503, "busy, try later")
+        if word == "later" and attempt == 1:
+            return self.reply(503, "down for a while",
+                              [("Retry-After", "2")])
+        if word == "laterdate" and attempt == 1:
+            return self.reply(503, "down for a while", [(
+                "Retry-After",
+                email.utils.formatdate(time.time() + 3, usegmt=True))])
         if word == "dead":
             return self.reply(422, "cannot process this item")
         if word == "drop" and attempt == 1:

@@ -117,6 +117,50 @@ TEST(HttpVerdict, SuccessRetryOrDeadByStatus) {
             "the endpoint answered 422: bad order");
 }
 
+TEST(HttpVerdict, RetryAfterOnA429Or503SetsTheWait) {
+  const absl::Time now = absl::FromUnixSeconds(784111777);  // 08:49:37
+  for (long status : {429, 503}) {
+    const absl::Status s = HttpVerdict(status, "busy", "2", now);
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << status;
+    EXPECT_EQ(RetryAfterOf(s), absl::Seconds(2)) << status;
+    EXPECT_THAT(s.message(), HasSubstr("busy (Retry-After: 2)"));
+    EXPECT_EQ(RetryAfterOf(HttpVerdict(status, "",
+                                       "Sun, 06 Nov 1994 "
+                                       "08:50:07 GMT",
+                                       now)),
+              absl::Seconds(30))
+        << status;
+  }
+  // Other statuses ignore it; so does a value that is neither form.
+  EXPECT_EQ(RetryAfterOf(HttpVerdict(500, "", "2", now)), std::nullopt);
+  EXPECT_EQ(RetryAfterOf(HttpVerdict(408, "", "2", now)), std::nullopt);
+  EXPECT_TRUE(HttpVerdict(200, "", "2", now).ok());
+  const absl::Status garbled = HttpVerdict(503, "", "soon", now);
+  EXPECT_EQ(garbled.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(RetryAfterOf(garbled), std::nullopt);
+}
+
+TEST(ParseRetryAfter, TakesDeltaSecondsAndHttpDates) {
+  const absl::Time now = absl::FromUnixSeconds(784111777);  // 1994-11-06
+  EXPECT_EQ(ParseRetryAfter("120", now), absl::Seconds(120));
+  EXPECT_EQ(ParseRetryAfter(" 0 ", now), absl::ZeroDuration());
+  EXPECT_EQ(ParseRetryAfter("99999999999999999999999", now),
+            absl::InfiniteDuration());
+  // IMF-fixdate, and the two obsolete forms RFC 9110 asks to accept.
+  EXPECT_EQ(ParseRetryAfter("Sun, 06 Nov 1994 08:49:39 GMT", now),
+            absl::Seconds(2));
+  EXPECT_EQ(ParseRetryAfter("Sunday, 06-Nov-94 08:49:47 GMT", now),
+            absl::Seconds(10));
+  EXPECT_EQ(ParseRetryAfter("Sun Nov  6 08:50:37 1994", now),
+            absl::Seconds(60));
+  // A date already past asks for no wait.
+  EXPECT_EQ(ParseRetryAfter("Sun, 06 Nov 1994 08:00:00 GMT", now),
+            absl::ZeroDuration());
+  for (const char* bad : {"", "  ", "-5", "1.5", "soon", "2 s"}) {
+    EXPECT_EQ(ParseRetryAfter(bad, now), std::nullopt) << bad;
+  }
+}
+
 TEST(ItemJson, CarriesEveryFieldWithThePayloadInBase64) {
   Item item;
   item.id = "0190c1a2-0000-7000-8000-000000000001";

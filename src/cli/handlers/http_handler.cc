@@ -6,6 +6,8 @@
 #include <memory>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "cli/handlers/in_flight_calls.h"
@@ -85,11 +87,44 @@ absl::Status CheckHttpUrl(const std::string& url) {
   return absl::OkStatus();
 }
 
+std::optional<absl::Duration> ParseRetryAfter(const std::string& value,
+                                              absl::Time now) {
+  const std::string v(absl::StripAsciiWhitespace(value));
+  if (v.empty()) return std::nullopt;
+  if (std::all_of(v.begin(), v.end(), [](char c) {
+        return absl::ascii_isdigit(static_cast<unsigned char>(c));
+      })) {
+    int64_t seconds = 0;
+    // Too many digits to hold: longer than any backoff_max anyway.
+    if (!absl::SimpleAtoi(v, &seconds)) return absl::InfiniteDuration();
+    return absl::Seconds(seconds);
+  }
+  // libcurl's parser of HTTP dates (RFC 1123, and the obsolete forms RFC
+  // 9110 asks recipients to accept); -1 for what it cannot read.
+  const time_t at = curl_getdate(v.c_str(), nullptr);
+  if (at == -1) return std::nullopt;
+  return std::max(absl::ZeroDuration(), absl::FromTimeT(at) - now);
+}
+
 absl::Status HttpVerdict(long status, const std::string& body) {
+  return HttpVerdict(status, body, "", absl::UnixEpoch());
+}
+
+absl::Status HttpVerdict(long status, const std::string& body,
+                         const std::string& retry_after, absl::Time now) {
   const std::string said =
       absl::StrCat("the endpoint answered ", status, body.empty() ? "" : ": ",
                    OneLine(body));
   if (status >= 200 && status < 300) return absl::OkStatus();
+  if (status == 429 || status == 503) {
+    // Too many requests, or down for a while: when the endpoint says when
+    // to come back, the item is not tried sooner (up to --backoff_max).
+    if (const auto wait = ParseRetryAfter(retry_after, now)) {
+      return RetryAfterVerdict(
+          *wait,
+          absl::StrCat(said, " (Retry-After: ", OneLine(retry_after), ")"));
+    }
+  }
   if (status == 408 || status == 425 || status == 429 || status >= 500) {
     return absl::UnavailableError(said);
   }
@@ -177,12 +212,26 @@ Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
     }
     long status = 0;
     curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
-    absl::Status verdict = HttpVerdict(status, response);
+    std::string retry_after;
+    curl_header* header = nullptr;
+    // The last response's (request -1: after any redirect).
+    if (curl_easy_header(s->curl, "Retry-After", 0, CURLH_HEADER, -1,
+                         &header) == CURLHE_OK &&
+        header != nullptr && header->value != nullptr) {
+      retry_after = header->value;
+    }
+    absl::Status verdict =
+        HttpVerdict(status, response, retry_after, absl::Now());
     if (verdict.ok()) return verdict;
-    std::string message =
-        absl::StrCat("POST ", state->url, ": ", verdict.message());
-    return IsDeadLetterVerdict(verdict) ? DeadLetterVerdict(message)
-                                        : absl::Status(verdict.code(), message);
+    // The message names the URL; the payloads (dead letter, Retry-After)
+    // stay.
+    absl::Status out(verdict.code(), absl::StrCat("POST ", state->url, ": ",
+                                                  verdict.message()));
+    verdict.ForEachPayload(
+        [&](absl::string_view url, const absl::Cord& payload) {
+          out.SetPayload(url, payload);
+        });
+    return out;
   };
 }
 

@@ -3,7 +3,10 @@
 // id) on a keep-alive connection per worker thread (libcurl).
 //
 //   2xx                      acknowledged
-//   408, 425, 429, 5xx       this attempt failed: retried after the backoff
+//   408, 425, 429, 5xx       this attempt failed: retried after the backoff;
+//                            a 429 or 503 with Retry-After (seconds or an
+//                            HTTP-date) waits at least that long, at most
+//                            --backoff_max (RetryAfterVerdict)
 //   401, 403, 404, 405       retried too: the endpoint is misconfigured or
 //                            not deployed yet, the item is not at fault
 //   other 4xx                dead-lettered at once (the request is wrong;
@@ -21,6 +24,7 @@
 #ifndef SQLGROUP_CLI_HANDLERS_HTTP_HANDLER_H_
 #define SQLGROUP_CLI_HANDLERS_HTTP_HANDLER_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -35,6 +39,18 @@ absl::Status CheckHttpUrl(const std::string& url);
 
 // The verdict for an HTTP status and the start of the response body (pure).
 absl::Status HttpVerdict(long status, const std::string& body);
+// The same, with the value of the response's Retry-After header (empty:
+// none), read at `now`: a 429 or 503 that says when to come back is a
+// RetryAfterVerdict; a value that is neither form is ignored (the usual
+// backoff).
+absl::Status HttpVerdict(long status, const std::string& body,
+                         const std::string& retry_after, absl::Time now);
+
+// The wait a Retry-After value asks for at `now` (RFC 9110 10.2.3):
+// delta-seconds ("120") or an HTTP-date ("Sun, 06 Nov 1994 08:49:37 GMT";
+// one in the past asks for no wait). nullopt for anything else.
+std::optional<absl::Duration> ParseRetryAfter(const std::string& value,
+                                              absl::Time now);
 
 // Call once before any thread starts (libcurl's global setup).
 void InitHttpClient();
