@@ -10,3 +10,13 @@
 -- mark it).
 ALTER TABLE sqlgroup.session_parts
   ADD COLUMN IF NOT EXISTS revoking_since timestamptz;
+
+-- Also from schema 13, the ownership history says how a take ended when
+-- its session went: 'reap' (expired: the member died or was cut off) and
+-- 'replaced' (a live static session replaced by a new process under its
+-- name) end it uncleanly, 'away' (a static member that stepped away and
+-- did not return in time) and 'returned' (replaced while away) cleanly,
+-- as 'drop' and 'leave' do. The next owner of a part whose take ended
+-- uncleanly counts an attempt for the items it hands out first that were
+-- due then: they may have been with the dead member's handler. No change
+-- of the table: released_by is free text.

@@ -116,7 +116,7 @@ struct PartInfo {
   int part = 0;
   std::string owner_session;  // empty when no one owns it
   std::string owner_instance;
-  int64_t epoch = 0;          // 0 when unowned
+  int64_t epoch = 0;  // 0 when unowned
   // Set while the owner hands the part over (a rebalance or a stop) and
   // waits for its handler calls on it to return: how long it has waited.
   std::optional<absl::Duration> revoking_for;

@@ -168,14 +168,19 @@ struct ConsumerOptions {
   // running, and the fence refuses its ack. Set it to what the handler
   // may take. >= 0. Default 30 s.
   absl::Duration drain_timeout = absl::Seconds(30);
-  // Optional: makes the handler calls in flight on items of `parts` (see
-  // Item::part) return soon with an error, e.g. by killing a child process
-  // or abandoning a request; each such delivery counts as an attempt and
-  // its item is retried after the backoff. Called on the member's control
-  // thread once a revoke or a graceful stop has waited drain_timeout for
-  // those parts. Null: the parts wait for their handler calls to return,
-  // however long they take.
-  std::function<void(const std::vector<int>& parts)> cut_off;
+  // Optional: makes the handler calls in flight on the items of `parts`
+  // claimed under `session` (Item::part, Item::session) return soon with an
+  // error, e.g. by killing a child process or abandoning a request; each
+  // such delivery counts as an attempt and its item is retried after the
+  // backoff. Called on the member's control thread once a revoke or a
+  // graceful stop has waited drain_timeout for those parts (and again,
+  // every few milliseconds, while calls on them still run), and at once
+  // for the parts of a session the member lost (their acks will be
+  // refused, and another member may be running their items). Must be
+  // quick and must not throw. Null: the parts wait for their handler calls
+  // to return, however long they take.
+  std::function<void(const std::string& session, const std::vector<int>& parts)>
+      cut_off;
   // Failed deliveries before an item moves to dead_items. >= 1. Default
   // 25: with the default backoff, an item that keeps failing is
   // dead-lettered 2 h 37 min after its first failure (2 h 5 min at the
@@ -255,8 +260,9 @@ class Consumer {
   // called twice.
   absl::Status Start();
   // Graceful: stops claiming, lets the handler calls in flight finish (cut
-  // off after drain_timeout, see cut_off), deletes the session (its parts
-  // move at once), joins every thread. Idempotent. Returns the error that
+  // off after drain_timeout, see cut_off; without cut_off, Stop waits for
+  // them however long they take), deletes the session (its parts move at
+  // once), joins every thread. Idempotent. Returns the error that
   // stopped the member early, if any (e.g. the group was deleted).
   absl::Status Stop();
   // Stop(), and a static member leaves for good (scale-down): its session

@@ -31,8 +31,11 @@ struct Item {
   std::string id;                  // UUID text: its place in the key space
   std::optional<std::string> key;  // the producer's own key text, if any
   std::string payload;             // bytes, as enqueued
-  int attempt = 1;                 // 1 on first delivery, +1 per failure
-  int part = 0;                    // the part whose range holds `id`
+  // 1 on first delivery, +1 per delivery that ended without an ack: a
+  // failure, a call cut off, or a member that died with it (counted by the
+  // next owner of its part; see README, "Attempts count deliveries").
+  int attempt = 1;
+  int part = 0;  // the part whose range holds `id`
   // The claim this delivery is under: the member's session and its take
   // (epoch) of `part`, as in sqlgroup.ownership_log; the ack is fenced on
   // it. Useful to log, or to

@@ -128,10 +128,12 @@ absl::Status RunConsume(const Args&) {
       if (options.drain_timeout == absl::ZeroDuration()) {
         options.drain_timeout = context.timeout;
       }
-      options.cut_off = [calls](const std::vector<int>& parts) {
-        const int n = calls->CutOff(parts);
-        CliLogger()->info("cut off {} handler call(s) on parts {}", n,
-                          absl::StrJoin(parts, ","));
+      options.cut_off = [calls](const std::string& session,
+                                const std::vector<int>& parts) {
+        if (const int n = calls->CutOff(session, parts); n > 0) {
+          CliLogger()->info("cut off {} handler call(s) on parts {}", n,
+                            absl::StrJoin(parts, ","));
+        }
       };
     }
     // The consumers are checked (schema, group) before the port is taken, so
@@ -278,16 +280,17 @@ absl::Status RunConsume(const Args&) {
     });
   }
   // A second signal does not wait for the handlers: their calls are cut
-  // off, and their items come back later with the attempt counted.
+  // off (and those that begin after, such as a batch's next item), and
+  // their items come back later with the attempt counted.
   bool cut = false;
   while (done < consumers.size()) {
-    if (TakeStopSignal(signals, absl::Milliseconds(50)) == 0 || cut) continue;
-    cut = true;
-    const int n = calls->CutOffAll();
-    CliLogger()->warn(
-        "second signal: cutting off {} handler call(s) in flight; their "
-        "items are retried later, the attempt counted",
-        n);
+    if (TakeStopSignal(signals, absl::Milliseconds(50)) != 0 && !cut) {
+      cut = true;
+      CliLogger()->warn(
+          "second signal: cutting off the handler calls in flight; their "
+          "items are retried later, the attempt counted");
+    }
+    if (cut) calls->CutOffAll();
   }
   for (auto& t : stops) t.join();
   ConsumerStats total;

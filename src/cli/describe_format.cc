@@ -141,13 +141,13 @@ std::string DescriptionText(const GroupDescription& d) {
   int64_t total = 0;
   for (const PartInfo& p : d.parts) {
     total += p.waiting_items;
-    out += absl::StrFormat(
-        "%5d  %-8s  %-16s  %8s  %10d  %10s  %8d  %10s\n", p.part,
-        Short(p.owner_session),
-        p.owner_instance.empty() ? "-" : p.owner_instance,
-        p.epoch == 0 ? "-" : absl::StrCat(p.epoch), p.waiting_items,
-        Seconds(p.oldest_age), p.blocked_keys,
-        p.revoking_for ? Seconds(*p.revoking_for) : "-");
+    out +=
+        absl::StrFormat("%5d  %-8s  %-16s  %8s  %10d  %10s  %8d  %10s\n",
+                        p.part, Short(p.owner_session),
+                        p.owner_instance.empty() ? "-" : p.owner_instance,
+                        p.epoch == 0 ? "-" : absl::StrCat(p.epoch),
+                        p.waiting_items, Seconds(p.oldest_age), p.blocked_keys,
+                        p.revoking_for ? Seconds(*p.revoking_for) : "-");
   }
   out += absl::StrFormat("TOTAL LAG %d\n", total);
   out += absl::StrFormat("BLOCKED KEYS %d (oldest blocked head %ss)\n",

@@ -74,8 +74,8 @@ class MemberLoop::Listener : public pqxx::notification_receiver {
       loop_->rebalance_now_ = true;
     } else if (payload == store::ItemsArrived(loop_->config_.group)) {
       loop_->scheduler_.WakeIdle();
-    } else if (const auto ranges = store::ParseItemsArrivedIn(
-                   loop_->config_.group, payload)) {
+    } else if (const auto ranges =
+                   store::ParseItemsArrivedIn(loop_->config_.group, payload)) {
       loop_->scheduler_.WakeParts(*ranges);
     } else if (const auto delay =
                    store::ParseItemsDueIn(loop_->config_.group, payload)) {
@@ -679,6 +679,9 @@ void MemberLoop::Rebalance() {
   metrics_.StaticAway(view->away_until);
   reaped_since_rebalance_ = false;
   if (!plan.lost.empty()) {
+    // Their acks will be refused, and another member may run the items
+    // now: the calls on them end at once.
+    CutOff(session_, BusyOf(plan.lost), "on parts taken from it", true);
     for (int part : plan.lost) {
       scheduler_.Remove(part);
       local_.erase(part);
@@ -717,7 +720,7 @@ void MemberLoop::Rebalance() {
   // Each phase below is a statement bounded by TTL/4; the heartbeat must
   // not wait for all of them.
   if (!HeartbeatIfDue()) return;
-  MarkRevoking(revoked, true);
+  MarkRevoking(BusyOf(revoked), true);  // idle ones are dropped at once
   MarkRevoking(kept, false);
   if (!drop_now.empty()) {
     Handle(store::DropParts(*conn_, config_.group, session_, drop_now,
@@ -733,11 +736,20 @@ void MemberLoop::Rebalance() {
       Handle(taken.status());
     } else if (!taken->empty()) {
       std::vector<int> parts;
+      std::vector<int> of_the_dead;
       for (const store::Owner& o : *taken) {
         scheduler_.Add({config_.group, session_, o.part, o.epoch},
-                       PartRange(o.part, layout_parts_));
+                       PartRange(o.part, layout_parts_), o.predecessor_died_at);
         local_[o.part] = o.epoch;
         parts.push_back(o.part);
+        if (o.predecessor_died_at) of_the_dead.push_back(o.part);
+      }
+      if (!of_the_dead.empty()) {
+        log_->info(
+            "group={} session={} parts {} come from a member that died: the "
+            "items it may have been running count an attempt as they are "
+            "handed out again",
+            config_.group, session_, Parts(of_the_dead));
       }
       metrics_.PartsTaken(static_cast<int>(parts.size()), rebalance_reason_);
       log_->info("group={} session={} took parts {}", config_.group, session_,
@@ -795,7 +807,7 @@ void MemberLoop::ChangeLayout(const store::GroupView& view, absl::Time now) {
     revoked.push_back(part);
   }
   if (!HeartbeatIfDue()) return;
-  MarkRevoking(revoked, true);
+  MarkRevoking(BusyOf(revoked), true);
   FinishDrains();
   if (local_.empty()) {
     rebalance_now_ = true;  // take the new layout's parts at once
@@ -864,31 +876,36 @@ void MemberLoop::MarkRevoking(const std::vector<int>& parts, bool revoking) {
              revoking ? "revoking" : "kept", std::string(s.message()));
 }
 
-void MemberLoop::CutOff(const std::vector<int>& parts, const char* why) {
-  metrics_.CutOff(static_cast<int>(parts.size()));
-  if (!config_.cut_off) {
-    log_->warn(
-        "group={} session={} parts {} still run handler calls {} after {} "
-        "(drain_timeout); they move once those return (this handler cannot "
-        "be cut off)",
-        config_.group, session_, Parts(parts), why,
-        absl::FormatDuration(config_.drain_timeout));
-    return;
+std::vector<int> MemberLoop::BusyOf(const std::vector<int>& parts) const {
+  std::vector<int> busy;
+  for (int part : parts) {
+    if (scheduler_.Busy(part)) busy.push_back(part);
   }
-  log_->warn(
-      "group={} session={} parts {} still run handler calls {} after {} "
-      "(drain_timeout): cutting them off; their items are retried with the "
-      "attempt counted, and the parts move once the calls return",
-      config_.group, session_, Parts(parts), why,
-      absl::FormatDuration(config_.drain_timeout));
+  return busy;
+}
+
+void MemberLoop::CutOff(const std::string& session,
+                        const std::vector<int>& parts, const char* why,
+                        bool say) {
+  if (parts.empty()) return;
+  if (say) {
+    log_->warn("group={} session={} parts {} still run handler calls {}{}",
+               config_.group, session, Parts(parts), why,
+               !config_.cut_off
+                   ? "; this handler cannot be cut off: waiting for them"
+                   : ": cutting them off; their items are retried with the "
+                     "attempt counted");
+    if (config_.cut_off) metrics_.CutOff(static_cast<int>(parts.size()));
+  }
+  if (!config_.cut_off) return;
   try {
-    config_.cut_off(parts);
+    config_.cut_off(session, parts);
   } catch (const std::exception& e) {
     log_->error("group={} session={} cut_off({}) threw: {}", config_.group,
-                session_, Parts(parts), e.what());
+                session, Parts(parts), e.what());
   } catch (...) {
-    log_->error("group={} session={} cut_off({}) threw", config_.group,
-                session_, Parts(parts));
+    log_->error("group={} session={} cut_off({}) threw", config_.group, session,
+                Parts(parts));
   }
 }
 
@@ -896,17 +913,23 @@ void MemberLoop::FinishDrains() {
   const absl::Time now = absl::Now();
   std::vector<int> ready;
   std::vector<int> overdue;
+  std::vector<int> cut_before;
   for (auto& [part, revoke] : revoking_) {
     // Never while a handler call on the part runs: its next owner would
     // start the same item while this one is still on it.
     if (!scheduler_.Busy(part)) {
       ready.push_back(part);
-    } else if (!revoke.cut_off && now >= revoke.since + config_.drain_timeout) {
+    } else if (now >= revoke.since + config_.drain_timeout) {
+      (revoke.cut_off ? cut_before : overdue).push_back(part);
       revoke.cut_off = true;
-      overdue.push_back(part);
     }
   }
-  if (!overdue.empty()) CutOff(overdue, "since their revoke");
+  const std::string after = absl::StrCat(
+      "since their revoke, ", absl::FormatDuration(config_.drain_timeout),
+      " (drain_timeout) ago, and move only once those return");
+  CutOff(session_, overdue, after.c_str(), true);
+  // Again for calls that began since (a batch's next item).
+  CutOff(session_, cut_before, "", false);
   if (ready.empty()) return;
   CallListener("OnPartsRevoked", &RebalanceListener::OnPartsRevoked, ready);
   auto dropped =
@@ -934,6 +957,9 @@ void MemberLoop::LoseSession(const std::string& why) {
   const std::vector<int> parts = Keys(local_);
   log_->warn("group={} session={} lost: {}; parts {} are void, rejoining",
              config_.group, session_, why, Parts(parts));
+  // Their acks will be refused, and another member may run the items
+  // now: the calls on them end at once.
+  CutOff(session_, BusyOf(parts), "of a lost session", true);
   for (int part : parts) scheduler_.Remove(part);
   session_listener_.reset();
   local_.clear();
@@ -1170,9 +1196,8 @@ void MemberLoop::Leave() {
     revoked.push_back(part);
   }
   PublishOwned();
-  if (scheduler_.AnyBusy() && conn_ && !session_.empty()) {
-    MarkRevoking(revoked, true);
-  }
+  const std::vector<int> marked = BusyOf(revoked);
+  if (!session_.empty()) MarkRevoking(marked, true);
   // The session and its parts stay until every handler call returned: a
   // part released under a running call would start its item elsewhere.
   bool cut = false;
@@ -1183,20 +1208,27 @@ void MemberLoop::Leave() {
         config_.group, session_, absl::FormatDuration(config_.drain_timeout));
   }
   while (scheduler_.AnyBusy()) {
-    if (!cut && absl::Now() >= since + config_.drain_timeout) {
+    if (absl::Now() >= since + config_.drain_timeout) {
+      CutOff(session_, scheduler_.BusyParts(),
+             "as the member stops, past its drain_timeout", !cut);
       cut = true;
-      CutOff(Keys(local_), "as the member stops");
     }
     // In-flight acks are fenced on this session being alive: keep it so.
-    if (!session_.empty() && absl::Now() >= next_heartbeat_ &&
-        (conn_ || EnsureConnected())) {
-      auto beat = SendHeartbeat(/*watch=*/false);
-      if (!beat.ok()) Handle(beat.status());
+    // One try per heartbeat interval, also when it fails: a database that
+    // is down is not asked every few milliseconds.
+    if (!session_.empty() && absl::Now() >= next_heartbeat_) {
       next_heartbeat_ = absl::Now() + settings_.heartbeat;
+      if (conn_ || EnsureConnected()) {
+        auto beat = SendHeartbeat(/*watch=*/false);
+        if (!beat.ok()) Handle(beat.status());
+      }
     }
     // The items in flight may be on the control connection.
     LendWhile(-1, kDrainCheck, /*wake_on_stop=*/false);
     TakeBack();
+  }
+  for (const auto& [part, revoke] : revoking_) {
+    metrics_.HandoverWaited(absl::Now() - revoke.since);
   }
   if (!local_.empty()) {
     CallListener("OnPartsRevoked", &RebalanceListener::OnPartsRevoked,
@@ -1206,7 +1238,8 @@ void MemberLoop::Leave() {
   if (!session_.empty() && IsStatic() && !leave_for_good_ &&
       (conn_ || EnsureConnected())) {
     // Keeps its place and its parts for the static timeout: a restart with
-    // the same name within it moves nothing.
+    // the same name within it moves nothing. They wait, not hand over.
+    MarkRevoking(marked, false);
     absl::Status s =
         store::StepAway(*conn_, config_.group, session_, config_.use_notify);
     if (s.ok()) {

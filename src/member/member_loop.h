@@ -47,7 +47,7 @@ struct MemberConfig {
   absl::Duration rebalance_poll_listening;  // while LISTEN works
   // ConsumerOptions::drain_timeout and cut_off.
   absl::Duration drain_timeout;
-  std::function<void(const std::vector<int>&)> cut_off;
+  std::function<void(const std::string&, const std::vector<int>&)> cut_off;
   absl::Duration connect_timeout;
   bool use_notify = true;
   // ConsumerOptions::transaction_pooler and listen_dsn.
@@ -134,8 +134,13 @@ class MemberLoop {
   // Records for describe that `parts` are being handed over (`revoking`)
   // or are not any more.
   void MarkRevoking(const std::vector<int>& parts, bool revoking);
-  // Asks config_.cut_off to end the handler calls on `parts`; says why.
-  void CutOff(const std::vector<int>& parts, const char* why);
+  // Asks config_.cut_off to end the handler calls on `parts` under
+  // `session`; with `say`, logs why and counts it (a first cut; the ones
+  // after reach calls that began since).
+  void CutOff(const std::string& session, const std::vector<int>& parts,
+              const char* why, bool say);
+  // Of `parts`, those a handler call (or a claim) runs on.
+  std::vector<int> BusyOf(const std::vector<int>& parts) const;
   void LoseSession(const std::string& why);
   void Leave();
   void WaitForWork(absl::Time until);
@@ -239,8 +244,8 @@ class MemberLoop {
     bool cut_off = false;
   };
   std::map<int, Revoking> revoking_;
-  Assignment assignment_;               // of the last membership read
-  absl::BitGen jitter_;                 // spreads the safety re-reads
+  Assignment assignment_;  // of the last membership read
+  absl::BitGen jitter_;    // spreads the safety re-reads
   std::vector<int> last_target_;
   std::vector<std::string> last_live_;  // sessions at the last rebalance
   std::string last_membership_;         // GroupView::membership, the same

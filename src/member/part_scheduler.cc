@@ -38,7 +38,13 @@ void PartScheduler::Enqueue(int part, Entry& e) {
 }
 
 bool PartScheduler::Idle(int part, const Entry& e, absl::Time now) const {
-  return !e.queued && !e.revoked && InFlight(part) == 0 && e.offered.empty() &&
+  // Under per-key order (offers), workers on other keys' items leave the
+  // part idle for a probe once no claim is out: a slow key holds up only
+  // itself, and its part's other keys whose items fall due meanwhile (a
+  // retry, a delayed item) are found by the probe, not after the slow
+  // item.
+  const bool unclaimed = e.offers ? !e.claiming : InFlight(part) == 0;
+  return !e.queued && !e.revoked && unclaimed && e.offered.empty() &&
          now >= e.rest_until;
 }
 
@@ -57,7 +63,8 @@ void PartScheduler::DropOffered(Entry& e) {
   e.offered.clear();
 }
 
-void PartScheduler::Add(const store::ClaimRef& ref, KeyRange range) {
+void PartScheduler::Add(const store::ClaimRef& ref, KeyRange range,
+                        std::optional<absl::Time> predecessor_died_at) {
   absl::MutexLock lock(&mu_);
   // A new take starts idle: one probe finds which of the parts just taken
   // have work, instead of a claim query per part (a member taking 4,096
@@ -65,6 +72,7 @@ void PartScheduler::Add(const store::ClaimRef& ref, KeyRange range) {
   auto old = parts_.find(ref.part);
   if (old != parts_.end()) ranges_.Erase(ref.part, old->second.range);
   parts_[ref.part] = Entry{ref, range, range.first};
+  parts_[ref.part].predecessor_died_at = predecessor_died_at;
   ranges_.Insert(ref.part, range);
   wake_ = true;
 }
@@ -105,6 +113,13 @@ bool PartScheduler::AnyBusy() const {
   // Items only: a probe or a lag measurement only reads, so a leave need
   // not wait for one (a lag query may take up to its 5 s timeout).
   return !in_flight_.empty();
+}
+
+std::vector<int> PartScheduler::BusyParts() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<int> parts;
+  for (const auto& [part, workers] : in_flight_) parts.push_back(part);
+  return parts;
 }
 
 void PartScheduler::WakeIdle() {
@@ -357,6 +372,11 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
       task.busy_keys.assign(e.keys.begin(), e.keys.end());
       task.heard = e.heard;
       e.heard = absl::InfinitePast();
+      // The first pass ends when the sweep wraps: what the dead predecessor
+      // may have run was handed out (and counted) by then.
+      if (e.cursor < e.pass_cursor) e.predecessor_died_at.reset();
+      e.pass_cursor = e.cursor;
+      task.predecessor_died_at = e.predecessor_died_at;
       // This claim reads what came before it; an announcement from now on
       // asks for another.
       e.claim_again = false;
@@ -453,8 +473,7 @@ void PartScheduler::FinishItem(int part, int64_t epoch, const Item& item,
   Enqueue(part, e);
 }
 
-void PartScheduler::FinishProbe(const std::vector<int>& due,
-                                absl::Time heard) {
+void PartScheduler::FinishProbe(const std::vector<int>& due, absl::Time heard) {
   absl::MutexLock lock(&mu_);
   probing_ = false;
   if (!due.empty()) NoteWork(absl::Now());

@@ -18,6 +18,7 @@
 
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -58,6 +59,11 @@ struct PartTask {
   // kProbe and kClaim: when the announcement of items that led here was
   // heard (InfinitePast: none did); for the stage breakdown of latency.
   absl::Time heard = absl::InfinitePast();
+  // kClaim, during the first pass of a take over its range after the
+  // part's previous owner died: when it did (Owner::predecessor_died_at).
+  // The items the claim hands out that were due then may have been with
+  // its handler: each counts an attempt (store::CountDeliveriesOfTheDead).
+  std::optional<absl::Time> predecessor_died_at;
 };
 
 class PartScheduler {
@@ -75,7 +81,8 @@ class PartScheduler {
   // epoch is served when that worker finishes); Revoke stops
   // handing the part out (a batch in flight finishes); Remove forgets it (a
   // worker still on it sees ShouldYield and stops between items).
-  void Add(const store::ClaimRef& ref, KeyRange range);
+  void Add(const store::ClaimRef& ref, KeyRange range,
+           std::optional<absl::Time> predecessor_died_at = std::nullopt);
   void Revoke(int part);
   void Unrevoke(int part);
   void Remove(int part);
@@ -84,6 +91,8 @@ class PartScheduler {
   // Whether an item of any part is; probes and lag reads do not count (they
   // only read, so a leave need not wait for them).
   bool AnyBusy() const;
+  // The parts an item (or a claim) of is with a worker, ascending.
+  std::vector<int> BusyParts() const;
   // Items arrived (a producer's NOTIFY): probe the idle parts now.
   void WakeIdle();
   // Items arrived in `ranges` (a producer's NOTIFY naming where): the
@@ -172,6 +181,11 @@ class PartScheduler {
     absl::Time rest_until = absl::InfinitePast();
     // When the announcement that queued the part's next claim was heard.
     absl::Time heard = absl::InfinitePast();
+    // PartTask::predecessor_died_at, until the first pass over the range
+    // ends: the sweep wraps (the cursor of a claim handed out goes back
+    // past `pass_cursor`, the last one's).
+    std::optional<absl::Time> predecessor_died_at;
+    Uuid128 pass_cursor = 0;
   };
 
   bool HasTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -186,7 +200,8 @@ class PartScheduler {
   absl::Duration ProbeInterval(absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Enqueue(int part, Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // No worker has it or waits to, and it does not rest after a broken ack.
+  // No worker has it or waits to (under per-key order: no claim is out),
+  // and it does not rest after a broken ack.
   bool Idle(int part, const Entry& e, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ExpectAtLocked(absl::Time due) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

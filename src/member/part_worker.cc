@@ -376,8 +376,7 @@ void PartWorker::GiveBack() {
     // the connection closes here, and the slot lent with it is the control
     // thread's: the worker opens its own connection when it has a slot,
     // instead of borrowing the new one for its next tasks.
-    if (config_.lent->Return(borrowed_conn_, borrowed_broken_,
-                             notified > 0)) {
+    if (config_.lent->Return(borrowed_conn_, borrowed_broken_, notified > 0)) {
       slot_ = false;
       open_after_ = false;
       warm_tasks_ = 0;
@@ -582,16 +581,24 @@ void PartWorker::RunClaim(PartTask& task) {
     scheduler_.FinishClaim(ref.part, epoch, false, task.range.first);
     return;
   }
+  if (task.predecessor_died_at && !preclaimed &&
+      (!CountDeliveriesOfTheDead(task, *items) || items->empty())) {
+    // Broken, or every item was dead-lettered: read again from the same
+    // place (their keys' next items may be due).
+    scheduler_.FinishClaim(ref.part, epoch, true, from);
+    return;
+  }
   if (!preclaimed && log_->should_log(spdlog::level::trace)) {
     // The stages of a wake-up, as unix microseconds (0: not announced):
     // bench/latency_bench.py joins them with the items' database clocks.
     std::vector<std::string> ids;
     for (const Item& item : *items) ids.push_back(item.id);
-    log_->trace("stages part={} worker={} heard={} task={} connected={} "
-                "claimed={} ids={}",
-                ref.part, index_, UnixMicros(task.heard), UnixMicros(task_start),
-                UnixMicros(claim_start), UnixMicros(absl::Now()),
-                absl::StrJoin(ids, ","));
+    log_->trace(
+        "stages part={} worker={} heard={} task={} connected={} "
+        "claimed={} ids={}",
+        ref.part, index_, UnixMicros(task.heard), UnixMicros(task_start),
+        UnixMicros(claim_start), UnixMicros(absl::Now()),
+        absl::StrJoin(ids, ","));
   }
   if (key_order && !Batched()) {
     // One item at a time, on whichever workers are free: the keys of the
@@ -689,6 +696,67 @@ void PartWorker::RunClaim(PartTask& task) {
       Backoff(++broken_in_a_row_, absl::Milliseconds(100), absl::Seconds(5));
   scheduler_.FinishClaim(ref.part, epoch, false, next);
   scheduler_.ExpectAt(absl::Now() + delay);
+}
+
+bool PartWorker::CountDeliveriesOfTheDead(const PartTask& task,
+                                          std::vector<Item>& items) {
+  const store::ClaimRef& ref = task.ref;
+  std::vector<std::string> ids;
+  ids.reserve(items.size());
+  for (const Item& item : items) ids.push_back(item.id);
+  auto counted = store::CountDeliveriesOfTheDead(*conn_, ref, ids,
+                                                 *task.predecessor_died_at);
+  if (!counted.ok()) {
+    if (absl::IsUnavailable(counted.status())) {
+      Disconnect(counted.status());
+      return false;
+    }
+    // Nothing is lost by handing them out uncounted.
+    log_->warn(
+        "part={} epoch={} could not count the deliveries of its dead "
+        "previous owner: {}",
+        ref.part, ref.epoch, std::string(counted.status().message()));
+    return true;
+  }
+  if (counted->empty()) return true;
+  log_->info(
+      "part={} epoch={} {} item(s) were due when the part's previous owner "
+      "died: each counts an attempt (its delivery there may have been cut "
+      "short)",
+      ref.part, ref.epoch, counted->size());
+  std::vector<Item> kept;
+  kept.reserve(items.size());
+  for (Item& item : items) {
+    auto it = counted->find(item.id);
+    if (it == counted->end()) {
+      kept.push_back(std::move(item));
+      continue;
+    }
+    item.attempt = it->second + 1;
+    if (it->second < config_.max_attempts) {
+      kept.push_back(std::move(item));
+      continue;
+    }
+    // A poison item that takes its member down on every delivery ends
+    // here instead of being handed out for ever.
+    const std::string why = absl::StrCat(
+        "delivered ", it->second,
+        " time(s) without an outcome: the member running it stopped each "
+        "time (crashed, was killed or lost its session)");
+    auto dead = store::DeadLetter(*conn_, ref, item.id, why,
+                                  /*count_attempt=*/false);
+    if (!dead.ok() && absl::IsUnavailable(dead.status())) {
+      Disconnect(dead.status());
+      return false;
+    }
+    if (dead.ok() && *dead) {
+      metrics_.DeadLettered();
+      log_->warn("part={} epoch={} item={} dead-lettered: {}", ref.part,
+                 ref.epoch, item.id, why);
+    }
+  }
+  items = std::move(kept);
+  return true;
 }
 
 absl::StatusOr<std::vector<Item>> PartWorker::ClaimKeyHeads(

@@ -238,6 +238,11 @@ class PartWorker {
   Outcome ReleaseAfterConflict(const store::ClaimRef& ref,
                                const std::vector<Item>& items, int in_a_row,
                                const std::string& error);
+  // The first pass of a take after its part's previous owner died: the
+  // `items` claimed that were due then count an attempt (Item::attempt
+  // follows), and those that reach max_attempts are dead-lettered and left
+  // out. False when the connection broke.
+  bool CountDeliveriesOfTheDead(const PartTask& task, std::vector<Item>& items);
   // The handler failed on `item`: retry later or dead-letter (at once when
   // `dead_now`: the handler said so, see DeadLetterVerdict). A retry comes
   // after the backoff, or after `asked` (RetryAfterVerdict) when that is

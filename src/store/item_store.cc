@@ -125,16 +125,17 @@ const std::string& ReleaseSql() {
   return *kSql;
 }
 
-// $1 group, $2 id, $3 session, $4 part, $5 epoch, $6 error. Moves the
-// item in one statement, fenced like an ack.
+// $1 group, $2 id, $3 session, $4 part, $5 epoch, $6 error, $7 attempts to
+// add (1: this delivery failed). Moves the item in one statement, fenced
+// like an ack.
 constexpr char kDeadLetter[] = "sqlgroup_dead_letter";
 const std::string& DeadLetterSql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
       "WITH dead AS (DELETE FROM sqlgroup.items WHERE group_name = $1 "
       "  AND id = $2::uuid AND ",
       TakeHeld(3, 4, 5, true),
-      "  RETURNING group_name, id, key, payload, enqueued_at, attempts + 1 "
-      "  AS attempts) "
+      "  RETURNING group_name, id, key, payload, enqueued_at, "
+      "  attempts + $7::integer AS attempts) "
       "INSERT INTO sqlgroup.dead_items (group_name, id, key, payload, "
       "  enqueued_at, attempts, last_error) "
       "SELECT group_name, id, key, payload, enqueued_at, attempts, $6 "
@@ -220,9 +221,8 @@ void AnnounceItems(pqxx::work& tx, const std::string& group,
   }
   std::vector<std::string> sample;
   for (const auto& [prefix, id] : one_per_prefix) sample.push_back(id);
-  tx.exec_params(
-      "SELECT sqlgroup.announce_items($1, interval '0', $2::uuid[])", group,
-      SqlArray(sample));
+  tx.exec_params("SELECT sqlgroup.announce_items($1, interval '0', $2::uuid[])",
+                 group, SqlArray(sample));
 }
 
 }  // namespace
@@ -326,15 +326,44 @@ absl::StatusOr<int64_t> ReleaseForRetry(pqxx::connection& conn,
   });
 }
 
+absl::StatusOr<std::map<std::string, int>> CountDeliveriesOfTheDead(
+    pqxx::connection& conn, const ClaimRef& ref,
+    const std::vector<std::string>& ids, absl::Time died_at) {
+  using Counted = std::map<std::string, int>;
+  return GuardOr<Counted>("count the deliveries of a dead member", [&] {
+    pqxx::nontransaction tx(conn);
+    Counted counted;
+    // $1 group, $2 ids (uuid[], key order), $3 session, $4 part, $5 epoch,
+    // $6 when the previous owner died (Unix microseconds). Rare (a take
+    // after a crash): not prepared.
+    for (const pqxx::row& row : tx.exec_params(
+             absl::StrCat(
+                 "UPDATE sqlgroup.items SET attempts = attempts + 1, "
+                 "last_error = 'a delivery ended without an outcome: the "
+                 "member running it stopped (crashed, was killed or lost its "
+                 "session)' WHERE ",
+                 WithIds(2),
+                 " AND not_before <= to_timestamp($6::float8 / 1e6) AND "
+                 "enqueued_at <= to_timestamp($6::float8 / 1e6) AND ",
+                 TakeHeld(3, 4, 5, false), " RETURNING id::text, attempts"),
+             ref.group, KeyOrderedIds(ids), ref.session, ref.part, ref.epoch,
+             absl::ToUnixMicros(died_at))) {
+      counted[row[0].as<std::string>()] = row[1].as<int>();
+    }
+    return counted;
+  });
+}
+
 absl::StatusOr<bool> DeadLetter(pqxx::connection& conn, const ClaimRef& ref,
-                                const std::string& id,
-                                const std::string& error) {
+                                const std::string& id, const std::string& error,
+                                bool count_attempt) {
   return GuardOr<bool>("dead-letter item", [&] {
     pqxx::work tx(conn);
     LocalLimits(tx);
-    const bool moved = ExecPrepared(tx, kDeadLetter, ref.group, id, ref.session,
-                                    ref.part, ref.epoch, StorableText(error))
-                           .affected_rows() == 1;
+    const bool moved =
+        ExecPrepared(tx, kDeadLetter, ref.group, id, ref.session, ref.part,
+                     ref.epoch, StorableText(error), count_attempt ? 1 : 0)
+            .affected_rows() == 1;
     tx.commit();
     return moved;
   });

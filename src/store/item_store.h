@@ -6,6 +6,7 @@
 #define SQLGROUP_STORE_ITEM_STORE_H_
 
 #include <cstdint>
+#include <map>
 #include <pqxx/connection>
 #include <pqxx/transaction>
 #include <string>
@@ -95,12 +96,24 @@ absl::StatusOr<int64_t> ReleaseForRetry(pqxx::connection& conn,
                                         absl::Duration backoff,
                                         bool count_attempt);
 
+// Counts an attempt for each of `ids` that was due when the part's
+// previous owner died (`died_at`, database clock; see Owner): the first
+// items a take hands out after an unclean predecessor may have been with
+// its handler when it died, a delivery that ended without an outcome.
+// Fenced like an ack; returns each counted item's attempts now (ids not
+// returned were not counted: not due then, or the take is gone).
+absl::StatusOr<std::map<std::string, int>> CountDeliveriesOfTheDead(
+    pqxx::connection& conn, const ClaimRef& ref,
+    const std::vector<std::string>& ids, absl::Time died_at);
+
 // Moves an item to dead_items with its last error (any bytes, stored as
-// ReleaseForRetry does), in one statement fenced like an ack. False when
-// the take is gone (or the item was acknowledged already).
+// ReleaseForRetry does), in one statement fenced like an ack, its attempts
+// counting this delivery's failure (`count_attempt`) or not (counted
+// already). False when the take is gone (or the item was acknowledged
+// already).
 absl::StatusOr<bool> DeadLetter(pqxx::connection& conn, const ClaimRef& ref,
-                                const std::string& id,
-                                const std::string& error);
+                                const std::string& id, const std::string& error,
+                                bool count_attempt = true);
 
 struct ProbeResult {
   std::vector<int> due;  // parts with items due now

@@ -1,6 +1,7 @@
 #include "store/member_store.h"
 
 #include <algorithm>
+#include <map>
 #include <pqxx/pqxx>
 #include <set>
 
@@ -227,8 +228,8 @@ std::optional<std::vector<KeyRange>> ParseItemsArrivedIn(
   const std::string head = absl::StrCat(ItemsArrived(group), "#");
   if (!absl::StartsWith(payload, head)) return std::nullopt;
   std::vector<KeyRange> ranges;
-  for (absl::string_view prefix : absl::StrSplit(
-           absl::string_view(payload).substr(head.size()), ',')) {
+  for (absl::string_view prefix :
+       absl::StrSplit(absl::string_view(payload).substr(head.size()), ',')) {
     uint32_t bits = 0;
     if (prefix.size() != 4 ||
         !std::all_of(prefix.begin(), prefix.end(), absl::ascii_isxdigit) ||
@@ -295,10 +296,14 @@ absl::StatusOr<Registered> RegisterSession(pqxx::connection& conn,
       // expired, is replaced (and fenced: its session is gone).
       const pqxx::result old = tx.exec_params(
           "DELETE FROM sqlgroup.sessions WHERE group_name = $1 "
-          "AND instance = $2 AND static_timeout IS NOT NULL RETURNING id::text",
+          "AND instance = $2 AND static_timeout IS NOT NULL "
+          "RETURNING id::text, away_until IS NOT NULL",
           group, info.instance);
       for (const pqxx::row& row : old) {
-        ReleaseSessionHistory(tx, row[0].as<std::string>(), "replaced");
+        // Away: it stopped gracefully, and its takes ended clean. Else the
+        // process died and restarted (or still runs): as a reap.
+        ReleaseSessionHistory(tx, row[0].as<std::string>(),
+                              row[1].as<bool>() ? "returned" : "replaced");
       }
       replaced = !old.empty();
     }
@@ -385,15 +390,17 @@ absl::StatusOr<std::vector<std::string>> ReapExpired(pqxx::connection& conn,
     s = Guard("reap expired session", [&] {
       pqxx::work tx(conn);
       LocalLimits(tx);
-      const bool gone =
-          !tx.exec_params(
-                 "DELETE FROM sqlgroup.sessions s USING sqlgroup.groups g "
-                 "WHERE s.id = $1::uuid AND g.name = s.group_name "
-                 "AND s.heartbeated_at <= clock_timestamp() - g.session_ttl "
-                 "RETURNING s.id",
-                 id)
-               .empty();
-      if (gone) ReleaseSessionHistory(tx, id, "reap");
+      const pqxx::result r = tx.exec_params(
+          "DELETE FROM sqlgroup.sessions s USING sqlgroup.groups g "
+          "WHERE s.id = $1::uuid AND g.name = s.group_name "
+          "AND s.heartbeated_at <= clock_timestamp() - g.session_ttl "
+          "RETURNING s.away_until IS NOT NULL",
+          id);
+      const bool gone = !r.empty();
+      // A static member that stepped away (drained) and did not come back
+      // in time ended its takes clean; any other expired session died.
+      if (gone)
+        ReleaseSessionHistory(tx, id, r[0][0].as<bool>() ? "away" : "reap");
       if (gone && notify) Notify(tx, MembershipChanged(group));
       tx.commit();
       if (gone) reaped.push_back(id);
@@ -504,6 +511,24 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
           "FROM unnest($3::int[], $4::bigint[]) AS t(part, epoch)",
           group, session, SqlArray(taken_parts), SqlArray(taken_epochs),
           parts_of);
+      // The previous take of each part under this part count: did it end
+      // with its owner dead? (PK order: the newest epoch before ours.)
+      std::map<int, Owner*> by_part;
+      for (Owner& o : taken) by_part[o.part] = &o;
+      for (const pqxx::row& row : tx.exec_params(
+               absl::StrCat(
+                   "SELECT t.part, ", MicrosOf("l.released_at"),
+                   " FROM unnest($2::int[], $3::bigint[]) AS t(part, epoch) "
+                   "CROSS JOIN LATERAL (SELECT released_at, released_by "
+                   "  FROM sqlgroup.ownership_log l WHERE l.group_name = $1 "
+                   "  AND l.part = t.part AND l.epoch < t.epoch AND "
+                   "  l.parts_of = $4 ORDER BY l.epoch DESC LIMIT 1) l "
+                   "WHERE l.released_by IN ('reap', 'replaced')"),
+               group, SqlArray(taken_parts), SqlArray(taken_epochs),
+               parts_of)) {
+        by_part.at(row[0].as<int>())->predecessor_died_at =
+            absl::FromUnixMicros(row[1].as<int64_t>());
+      }
     }
     tx.commit();
     return taken;
@@ -627,17 +652,14 @@ absl::Status MarkRevoking(pqxx::connection& conn, const std::string& group,
                           bool revoking) {
   return Guard("mark parts as being handed over", [&] {
     pqxx::nontransaction tx(conn);
-    // $1 group, $2 session, $3 parts (int[]), $4 their part count.
+    // $1 group, $2 session, $3 parts (int[]), $4 their part count, $5
+    // whether they are being handed over. Rows already so are not written.
     tx.exec_params(
-        revoking ? "UPDATE sqlgroup.session_parts SET revoking_since = "
-                   "clock_timestamp() WHERE group_name = $1 AND session_id = "
-                   "$2::uuid AND part = ANY($3::int[]) AND parts_of = $4 AND "
-                   "revoking_since IS NULL"
-                 : "UPDATE sqlgroup.session_parts SET revoking_since = NULL "
-                   "WHERE group_name = $1 AND session_id = $2::uuid AND part "
-                   "= ANY($3::int[]) AND parts_of = $4 AND revoking_since IS "
-                   "NOT NULL",
-        group, session, SqlArray(parts), parts_of);
+        "UPDATE sqlgroup.session_parts SET revoking_since = CASE WHEN $5 "
+        "THEN clock_timestamp() END WHERE group_name = $1 AND session_id = "
+        "$2::uuid AND part = ANY($3::int[]) AND parts_of = $4 AND "
+        "(revoking_since IS NULL) = $5",
+        group, session, SqlArray(parts), parts_of, revoking);
   });
 }
 

@@ -37,6 +37,11 @@ struct Owner {
   int part = 0;
   std::string session;
   int64_t epoch = 0;
+  // From TakeParts: when the part's previous owner died (its session was
+  // reaped, or a live static session replaced by a new process under its
+  // name), database clock; unset after a clean handover. Items it may
+  // have been running then come back without an outcome.
+  std::optional<absl::Time> predecessor_died_at;
 };
 
 // Who owns what, as one member needs to know it: its own parts with their
@@ -205,8 +210,9 @@ absl::StatusOr<GroupView> ReadGroupView(pqxx::connection& conn,
 // group's part count is still `parts_of`, and only those whose range no
 // take of another part count overlaps (schema 9: the old layout still
 // draining after a change); never overwrites another owner. Returns the
-// parts taken with their new epochs. Announces nothing: a take frees
-// nothing anyone waits for.
+// parts taken with their new epochs, and for each whose previous take
+// ended uncleanly, when (Owner::predecessor_died_at). Announces nothing: a
+// take frees nothing anyone waits for.
 absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
                                              const std::string& group,
                                              const std::string& session,

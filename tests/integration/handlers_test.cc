@@ -318,8 +318,8 @@ TEST_F(HandlersTest, SqlFunctionFollowsAWorkerFromConnectionToConnection) {
     ProduceKeyed("g", 3, 4);
     ASSERT_TRUE(Drained(absl::Seconds(30)));
     // Quiet: the worker's own connection closes.
-    ASSERT_TRUE(WaitFor([&] { return c->stats().connections == 1; },
-                        absl::Seconds(10)))
+    ASSERT_TRUE(
+        WaitFor([&] { return c->stats().connections == 1; }, absl::Seconds(10)))
         << "round " << round;
   }
   const ConsumerStats stats = c->stats();

@@ -3,8 +3,9 @@
 // tests/support/slow_handler.py): a part moves to a joining member only
 // after the handler calls on it returned, a graceful stop acknowledges the
 // item in flight, and a second signal or --drain_timeout cuts a call off
-// with its attempt counted. Checked from the handlers' own log
-// (invariant 10: no item ever runs on two live members at once).
+// with its attempt counted; a delivery cut short by the member's death
+// counts an attempt too. Checked from the handlers' own log (invariant 10:
+// no item ever runs on two live members at once).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -118,7 +119,8 @@ class SlowHandlerTest : public ConsumerFixture {
   }
 
   // Deliveries of one item in two processes that overlapped in time.
-  static int Overlaps(const std::map<std::string, std::vector<Delivery>>& runs) {
+  static int Overlaps(
+      const std::map<std::string, std::vector<Delivery>>& runs) {
     int n = 0;
     for (const auto& [id, of_item] : runs) {
       for (size_t i = 0; i < of_item.size(); ++i) {
@@ -173,8 +175,9 @@ TEST_F(SlowHandlerTest, AJoinNeverRunsAnItemOnTwoMembers) {
   // Both own parts in the end: the join went through.
   EXPECT_TRUE(WaitFor(
       [&] {
-        return Count("SELECT count(DISTINCT session_id) FROM "
-                     "sqlgroup.session_parts WHERE group_name = 'g'") == 2;
+        return Count(
+                   "SELECT count(DISTINCT session_id) FROM "
+                   "sqlgroup.session_parts WHERE group_name = 'g'") == 2;
       },
       absl::Seconds(20)));
   a->Signal(SIGTERM);
@@ -199,7 +202,7 @@ TEST_F(SlowHandlerTest, AJoinNeverRunsAnItemOnTwoMembers) {
 // and acknowledges its item before it leaves; nothing is repeated.
 TEST_F(SlowHandlerTest, AGracefulStopAcknowledgesTheItemInFlight) {
   CreateGroup("g", 4, absl::Seconds(2));
-  ProduceSlow(1, "4");
+  ProduceSlow(1, "8");  // longer than the old fixed 5 s drain deadline
   auto a = Member(".a");
   ASSERT_TRUE(WaitFor([&] { return Starts() == 1; }, absl::Seconds(30)))
       << a->Log();
@@ -277,6 +280,45 @@ TEST_F(SlowHandlerTest, ARevokeCutsOffCallsPastTheDrainTimeout) {
   StopNow(*b);
   EXPECT_EQ(a->Wait(absl::Seconds(30)), 0) << a->Log();
   EXPECT_EQ(b->Wait(absl::Seconds(30)), 0) << b->Log();
+}
+
+// A poison item that kills its member (kill -9) on every delivery, members
+// started again each time: each new owner counts the delivery its dead
+// predecessor did not finish, and after max_attempts the item goes to the
+// dead letters instead of being handed out for ever.
+TEST_F(SlowHandlerTest, AnItemThatKillsItsMemberEveryTimeEndsInDeadLetters) {
+  CreateGroup("g", 4, absl::Seconds(1));  // the dead are reaped within 1 s
+  ProduceSlow(1, "kill");
+  const auto dead_items = [&] {
+    return Count("SELECT count(*) FROM sqlgroup.dead_items");
+  };
+  for (int run = 1; run <= 5; ++run) {
+    const int before = Starts();
+    auto m = Member(absl::StrCat(".", run), {"--max_attempts", "3"});
+    ASSERT_TRUE(WaitFor([&] { return Starts() > before || dead_items() > 0; },
+                        absl::Seconds(30)))
+        << m->Log();
+    if (dead_items() > 0) {
+      m->Signal(SIGTERM);
+      EXPECT_EQ(m->Wait(absl::Seconds(30)), 0) << m->Log();
+      break;
+    }
+    EXPECT_EQ(m->Wait(absl::Seconds(10)), -1) << "not killed: " << m->Log();
+  }
+  pqxx::nontransaction tx(*conn_);
+  const pqxx::result dead =
+      tx.exec("SELECT attempts, last_error FROM sqlgroup.dead_items");
+  ASSERT_EQ(dead.size(), 1u);
+  EXPECT_EQ(dead[0][0].as<int>(), 3);
+  EXPECT_NE(dead[0][1].as<std::string>().find("without an outcome"),
+            std::string::npos)
+      << dead[0][1].as<std::string>();
+  // Delivered with attempt 1, 2 and 3: each redelivery said so.
+  const auto runs = Runs();
+  ASSERT_EQ(runs.size(), 1u);
+  std::vector<int> attempts;
+  for (const Delivery& d : runs.begin()->second) attempts.push_back(d.attempt);
+  EXPECT_EQ(attempts, (std::vector<int>{1, 2, 3}));
 }
 
 }  // namespace

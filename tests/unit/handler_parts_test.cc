@@ -288,20 +288,25 @@ TEST(LineChild, ACallCutOffKillsTheChildBeforeItsTimeout) {
 
 TEST(InFlightCalls, ACutOffReachesTheCallsOnThosePartsOnly) {
   InFlightCalls calls;
-  InFlightCalls::Call on_2(&calls, 2);
+  InFlightCalls::Call on_2(&calls, "s1", 2);
+  InFlightCalls::Call other_member(&calls, "s2", 5);
   {
-    InFlightCalls::Call on_5(&calls, 5);  // the thread's current call
+    InFlightCalls::Call on_5(&calls, "s1", 5);  // the thread's current call
     EXPECT_EQ(InFlightCalls::Call::Current(), &on_5);
-    EXPECT_EQ(calls.CutOff({5, 7}), 1);
+    EXPECT_EQ(calls.CutOff("s1", {5, 7}), 1);
     EXPECT_TRUE(on_5.cut().load());
     EXPECT_TRUE(CutOffNow());
+    EXPECT_EQ(calls.CutOff("s1", {5}), 0);  // cut off already
   }
-  // The call around it is current again, and was not cut off.
-  EXPECT_EQ(InFlightCalls::Call::Current(), &on_2);
+  // The calls around it: current again, and not cut off; the same part
+  // under another member's session neither.
+  EXPECT_EQ(InFlightCalls::Call::Current(), &other_member);
   EXPECT_FALSE(CutOffNow());
-  EXPECT_EQ(calls.CutOff({5}), 0);  // ended calls are forgotten
-  EXPECT_EQ(calls.CutOffAll(), 1);
+  EXPECT_FALSE(on_2.cut().load());
+  EXPECT_EQ(calls.CutOff("s1", {5}), 0);  // ended calls are forgotten
+  EXPECT_EQ(calls.CutOffAll(), 2);
   EXPECT_TRUE(CutOffNow());
+  EXPECT_TRUE(on_2.cut().load());
 }
 
 }  // namespace

@@ -532,6 +532,29 @@ TEST(PartScheduler, AKeyWithAWorkerIsNeverOfferedAgain) {
   EXPECT_EQ(s.Next().item.id, ItemOf(20).id);
 }
 
+// A slow key holds up only itself: while its item is with a handler, the
+// part is probed for items of its other keys that fall due (a retry, a
+// delayed item), and a probe that finds them brings a claim. (Before, the
+// part was probed only once the slow item was done: a retry released by
+// the part's previous owner waited a 60 s handler out.)
+TEST(PartScheduler, ItemsFallingDueWhileAnotherKeyRunsAreProbedFor) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  PartTask claim = ClaimOut(s);
+  ASSERT_EQ(s.Offer(0, 1, claim.finished, {ItemOf(10)}, claim.range.first), 1u);
+  ASSERT_EQ(s.Next().kind, PartTask::Kind::kItem);  // key 10, slow
+  claim = s.Next();  // the sweep goes on past key 10
+  ASSERT_EQ(claim.kind, PartTask::Kind::kClaim);
+  s.FinishClaim(0, 1, /*found=*/false, claim.range.first);  // none due yet
+  EXPECT_TRUE(s.Busy(0));
+  s.ExpectAt(absl::Now());  // key 20's retry falls due
+  const PartTask probe = s.Next(absl::Now() + absl::Seconds(5));
+  ASSERT_EQ(probe.kind, PartTask::Kind::kProbe);
+  EXPECT_EQ(probe.probe_parts, std::vector<int>{0});
+  s.FinishProbe({0});
+  EXPECT_EQ(s.Next(absl::Now() + absl::Seconds(5)).kind,
+            PartTask::Kind::kClaim);
+}
+
 TEST(PartScheduler, AHeadReadBeforeItsKeyFinishedIsNotHandedOutAgain) {
   PartScheduler s(kLong, absl::ZeroDuration());
   PartTask claim = ClaimOut(s);

@@ -1,7 +1,7 @@
 #include "cli/handlers/handler_spec.h"
 
-#include <pqxx/pqxx>
 #include <algorithm>
+#include <pqxx/pqxx>
 #include <thread>
 
 #include "absl/random/random.h"
@@ -208,17 +208,23 @@ absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
     case HandlerSpec::Kind::kExec:
       RETURN_IF_ERROR(
           CheckExecCommandStarts(spec.command, spec.given, absl::Seconds(1)));
-      single = MakeExecHandler(spec.command, context.timeout, context.logger);
+      single = Interruptible(
+          MakeExecHandler(spec.command, context.timeout, context.logger),
+          context.calls);
       break;
     case HandlerSpec::Kind::kHttp:
-      single = MakeHttpHandler(spec.target, context.timeout);
+      single = Interruptible(MakeHttpHandler(spec.target, context.timeout),
+                             context.calls);
+      break;
+    case HandlerSpec::Kind::kSleep:
+      single = Interruptible(MakeHandler(spec), context.calls);
       break;
     default:
+      // A SQL statement is canceled at the statement cut-off instead, and
+      // the other demos are quick.
       single = MakeHandler(spec);
   }
-  single = Interruptible(
-      WithInjectedFailures(std::move(single), context.fail_rate),
-      context.calls);
+  single = WithInjectedFailures(std::move(single), context.fail_rate);
   if (context.batch) {
     out.batch_handler = [single](const std::vector<Item>& items,
                                  AckTransaction& ack) {
@@ -288,16 +294,16 @@ Handler MakeHandler(const HandlerSpec& spec) {
         return absl::OkStatus();
       };
     case HandlerSpec::Kind::kSleep:
-      return [d = spec.sleep, given = spec.given](const Item&,
-                                                  AckTransaction&) {
-        // In slices, so that a cut-off (InFlightCalls) ends it.
-        const absl::Time end = absl::Now() + d;
-        for (absl::Time now = absl::Now(); now < end; now = absl::Now()) {
-          if (CutOffNow()) return CutOffError(given);
-          absl::SleepFor(std::min(end - now, absl::Milliseconds(20)));
-        }
-        return absl::OkStatus();
-      };
+      return
+          [d = spec.sleep, given = spec.given](const Item&, AckTransaction&) {
+            // In slices, so that a cut-off (InFlightCalls) ends it.
+            const absl::Time end = absl::Now() + d;
+            for (absl::Time now = absl::Now(); now < end; now = absl::Now()) {
+              if (CutOffNow()) return CutOffError(given);
+              absl::SleepFor(std::min(end - now, absl::Milliseconds(20)));
+            }
+            return absl::OkStatus();
+          };
     case HandlerSpec::Kind::kSql:
     case HandlerSpec::Kind::kExec:
     case HandlerSpec::Kind::kHttp:

@@ -45,7 +45,7 @@ struct HandlerContext {
   bool batch = false;  // --batch: one transaction per claimed batch
   absl::Duration timeout = absl::Seconds(30);  // exec and http, per item
   double fail_rate = 0.0;  // --fail_rate, injected before the handler
-  // Where exec, http and demo handler calls register, so that the member
+  // Where exec, http and sleep handler calls register, so that the member
   // can cut them off (ConsumerOptions::cut_off). Optional.
   std::shared_ptr<InFlightCalls> calls;
   std::shared_ptr<spdlog::logger> logger;

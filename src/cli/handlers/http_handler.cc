@@ -31,9 +31,13 @@ struct HttpSession {
   }
 };
 
-// Ends a transfer whose call was cut off (InFlightCalls).
-int AbortIfCut(void*, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  return CutOffNow() ? 1 : 0;
+// Ends a transfer whose call was cut off (InFlightCalls), unless the
+// endpoint has answered already: the work its answer reports is kept.
+int AbortIfCut(void* curl, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  if (!CutOffNow()) return 0;
+  long status = 0;
+  curl_easy_getinfo(static_cast<CURL*>(curl), CURLINFO_RESPONSE_CODE, &status);
+  return status == 0 ? 1 : 0;
 }
 
 size_t KeepBody(char* data, size_t size, size_t n, void* out) {
@@ -158,6 +162,7 @@ Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
       curl_easy_setopt(s->curl, CURLOPT_NOSIGNAL, 1L);  // threads, timeouts
       curl_easy_setopt(s->curl, CURLOPT_WRITEFUNCTION, &KeepBody);
       curl_easy_setopt(s->curl, CURLOPT_XFERINFOFUNCTION, &AbortIfCut);
+      curl_easy_setopt(s->curl, CURLOPT_XFERINFODATA, s->curl);
       curl_easy_setopt(s->curl, CURLOPT_NOPROGRESS, 0L);
     }
     const std::string body = ItemJson(item);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -12,8 +13,11 @@ thread_local const InFlightCalls::Call* current_call = nullptr;
 
 }  // namespace
 
-InFlightCalls::Call::Call(InFlightCalls* calls, int part)
-    : calls_(calls), part_(part), outer_(current_call) {
+InFlightCalls::Call::Call(InFlightCalls* calls, std::string session, int part)
+    : calls_(calls),
+      session_(std::move(session)),
+      part_(part),
+      outer_(current_call) {
   current_call = this;
   if (calls_ == nullptr) return;
   absl::MutexLock lock(&calls_->mu_);
@@ -31,23 +35,27 @@ const InFlightCalls::Call* InFlightCalls::Call::Current() {
   return current_call;
 }
 
-int InFlightCalls::CutOff(const std::vector<int>& parts) {
+int InFlightCalls::CutOff(const std::string& session,
+                          const std::vector<int>& parts) {
   absl::MutexLock lock(&mu_);
   int n = 0;
   for (Call* call : calls_) {
-    if (std::find(parts.begin(), parts.end(), call->part_) == parts.end()) {
+    if (call->session_ != session ||
+        std::find(parts.begin(), parts.end(), call->part_) == parts.end()) {
       continue;
     }
-    call->cut_ = true;
-    ++n;
+    if (!call->cut_.exchange(true)) ++n;
   }
   return n;
 }
 
 int InFlightCalls::CutOffAll() {
   absl::MutexLock lock(&mu_);
-  for (Call* call : calls_) call->cut_ = true;
-  return static_cast<int>(calls_.size());
+  int n = 0;
+  for (Call* call : calls_) {
+    if (!call->cut_.exchange(true)) ++n;
+  }
+  return n;
 }
 
 absl::Status CutOffError(const std::string& what) {
@@ -67,7 +75,7 @@ Handler Interruptible(Handler handler, std::shared_ptr<InFlightCalls> calls) {
   if (!calls) return handler;
   return [handler = std::move(handler), calls = std::move(calls)](
              const Item& item, AckTransaction& ack) {
-    InFlightCalls::Call call(calls.get(), item.part);
+    InFlightCalls::Call call(calls.get(), item.session, item.part);
     return handler(item, ack);
   };
 }

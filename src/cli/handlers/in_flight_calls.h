@@ -1,15 +1,17 @@
-// The handler calls that `consume` has in flight, by part, so that they can
-// be ended early: when a revoke or a stop has waited --drain_timeout for
-// them (ConsumerOptions::cut_off), and at a second stop signal. A call cut
-// off ends as one that timed out does: the exec handler's process is
-// killed (and started again for the next item), the HTTP request
-// abandoned, a demo sleep cut short. Its item is retried after the
-// backoff, with the attempt counted.
+// The handler calls that `consume` has in flight, by the take they run
+// under (the member's session and the item's part), so that they can be
+// ended early: when a revoke or a stop has waited --drain_timeout for them
+// (ConsumerOptions::cut_off), when the member lost its session, and at a
+// second stop signal. A call cut off ends as one that timed out does: the
+// exec handler's process is killed (and started again for the next item),
+// the HTTP request abandoned (within a second), a demo sleep cut short.
+// Its item is retried after the backoff, with the attempt counted.
 //
 //   auto calls = std::make_shared<InFlightCalls>();
 //   Handler h = Interruptible(MakeExecHandler(...), calls);
-//   options.cut_off = [calls](const std::vector<int>& parts) {
-//     calls->CutOff(parts);
+//   options.cut_off = [calls](const std::string& session,
+//                             const std::vector<int>& parts) {
+//     calls->CutOff(session, parts);
 //   };
 //
 // Thread safety: all methods are safe to call from any thread.
@@ -19,6 +21,7 @@
 #include <atomic>
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -30,11 +33,12 @@ namespace sqlgroup::cli {
 
 class InFlightCalls {
  public:
-  // The calling thread's handler call on `part`, registered for its scope
-  // (`calls` null: a call nothing can cut off).
+  // The calling thread's handler call on an item of `part` claimed under
+  // `session`, registered for its scope (`calls` null: a call nothing can
+  // cut off).
   class Call {
    public:
-    Call(InFlightCalls* calls, int part);
+    Call(InFlightCalls* calls, std::string session, int part);
     ~Call();
     Call(const Call&) = delete;
     Call& operator=(const Call&) = delete;
@@ -47,14 +51,17 @@ class InFlightCalls {
    private:
     friend class InFlightCalls;
     InFlightCalls* const calls_;
+    const std::string session_;
     const int part_;
     std::atomic<bool> cut_{false};
     const Call* const outer_;  // the thread's call around this one, if any
   };
 
-  // Cuts off the calls in flight on `parts`; returns how many there were.
-  int CutOff(const std::vector<int>& parts);
-  // Cuts off every call in flight; returns how many there were.
+  // Cuts off the calls in flight on `parts` under `session`; returns how
+  // many were not cut off already.
+  int CutOff(const std::string& session, const std::vector<int>& parts);
+  // Cuts off every call in flight; returns how many were not cut off
+  // already.
   int CutOffAll();
 
  private:

@@ -234,9 +234,12 @@ absl::Status LineChild::StillRunningAfter(absl::Duration wait) {
 
 bool LineChild::HasUnreadOutput() {
   if (!alive()) return false;
-  if (!buffered_.empty()) return true;
+  return !buffered_.empty() || Readable();
+}
+
+bool LineChild::Readable() const {
   pollfd p{out_, POLLIN, 0};
-  return poll(&p, 1, 0) > 0;
+  return out_ >= 0 && poll(&p, 1, 0) > 0;
 }
 
 absl::StatusOr<std::string> LineChild::Exchange(const std::string& line,
@@ -259,7 +262,9 @@ absl::StatusOr<std::string> LineChild::Exchange(const std::string& line,
         return reply;
       }
     }
-    if (cut != nullptr && cut->load()) {
+    // Cut off, unless the reply came meanwhile: it is read first (below,
+    // when poll says so), and the work it reports is not thrown away.
+    if (cut != nullptr && cut->load() && !Readable()) {
       Reap(absl::ZeroDuration());
       return absl::CancelledError(
           "cut off before it replied; the process was killed and is "

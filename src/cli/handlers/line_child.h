@@ -54,6 +54,8 @@ class LineChild {
 
  private:
   LineChild(pid_t pid, int in, int out) : pid_(pid), in_(in), out_(out) {}
+  // Whether its stdout has something to read (or its end) right now.
+  bool Readable() const;
   // Kills and reaps the child (SIGKILL to its process group after `grace`
   // since its stdin was closed); returns how it ended, as a phrase.
   std::string Reap(absl::Duration grace);
