@@ -41,7 +41,7 @@ absl::Status RunHandler(F&& f) {
   } catch (const pqxx::transaction_rollback&) {
     throw;
   } catch (const pqxx::sql_error& e) {
-    if (store::SaysNothingOfTheItem(e.sqlstate())) throw;
+    if (store::SaysNothingOfTheItem(store::SqlStateOf(e))) throw;
     return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
@@ -998,7 +998,7 @@ void PartWorker::Caught(Attempt& a, const store::ClaimRef& ref,
     Disconnect(absl::UnknownError("commit in doubt"));
     a.ended = Outcome::kBroken;
   } catch (const pqxx::sql_error& e) {
-    if (store::SaysNothingOfTheItem(e.sqlstate())) {
+    if (store::SaysNothingOfTheItem(store::SqlStateOf(e))) {
       a.ended = Conflict(ref, items, e.what());
     } else if (InFunction()) {
       a.verdict = FunctionVerdict(e);  // the statement is the handler
@@ -1016,7 +1016,7 @@ void PartWorker::Caught(Attempt& a, const store::ClaimRef& ref,
 
 absl::Status PartWorker::FunctionVerdict(const pqxx::sql_error& e) const {
   const std::string& name = config_.sql_function.name;
-  if (e.sqlstate() != "57014") {
+  if (store::SqlStateOf(e) != "57014") {
     return store::SqlErrorVerdict(e, absl::StrCat("sql_function ", name));
   }
   const std::string limit =

@@ -62,13 +62,40 @@ bool SaysNothingOfTheItem(const std::string& state) {
 
 absl::Status SqlErrorVerdict(const pqxx::sql_error& e,
                              const std::string& what) {
-  const std::string& state = e.sqlstate();
+  const std::string state = SqlStateOf(e);
   if (state == kDeadLetterSqlState) return DeadLetterVerdict(PrimaryMessage(e));
   // (libpqxx 6.4 leaves the SQLSTATE of some classes empty.)
   return absl::InternalError(
       absl::StrCat(what, " failed",
                    state.empty() ? "" : absl::StrCat(" (SQLSTATE ", state, ")"),
                    ": ", PrimaryMessage(e)));
+}
+
+std::string SqlStateOf(const pqxx::sql_error& e) {
+  if (!e.sqlstate().empty()) return e.sqlstate();
+  // Most derived first.
+  const pqxx::sql_error* p = &e;
+  if (dynamic_cast<const pqxx::insufficient_privilege*>(p)) return "42501";
+  if (dynamic_cast<const pqxx::undefined_table*>(p)) return "42P01";
+  if (dynamic_cast<const pqxx::undefined_column*>(p)) return "42703";
+  if (dynamic_cast<const pqxx::undefined_function*>(p)) return "42883";
+  if (dynamic_cast<const pqxx::syntax_error*>(p)) return "42601";
+  if (dynamic_cast<const pqxx::feature_not_supported*>(p)) return "0A000";
+  if (dynamic_cast<const pqxx::disk_full*>(p)) return "53100";
+  if (dynamic_cast<const pqxx::out_of_memory*>(p)) return "53200";
+  if (dynamic_cast<const pqxx::insufficient_resources*>(p)) return "53000";
+  if (dynamic_cast<const pqxx::unique_violation*>(p)) return "23505";
+  if (dynamic_cast<const pqxx::foreign_key_violation*>(p)) return "23503";
+  if (dynamic_cast<const pqxx::not_null_violation*>(p)) return "23502";
+  if (dynamic_cast<const pqxx::check_violation*>(p)) return "23514";
+  if (dynamic_cast<const pqxx::integrity_constraint_violation*>(p)) {
+    return "23000";
+  }
+  if (dynamic_cast<const pqxx::data_exception*>(p)) return "22000";
+  if (dynamic_cast<const pqxx::invalid_sql_statement_name*>(p)) {
+    return "26000";
+  }
+  return "";
 }
 
 std::string PrimaryMessage(const pqxx::sql_error& e) {
@@ -100,7 +127,7 @@ absl::Status StatusFromCurrentException(std::string_view context) {
         "the connection was lost during COMMIT, so whether it committed is "
         "unknown"));
   } catch (const pqxx::sql_error& e) {
-    const std::string state = e.sqlstate();
+    const std::string state = SqlStateOf(e);
     std::string message = absl::StrCat(prefix, Clean(e.what()));
     if (!state.empty()) absl::StrAppend(&message, " [SQLSTATE ", state, "]");
     if (state == "42501") {

@@ -25,6 +25,12 @@ namespace sqlgroup::store {
 // message a handler's statement raised, for a person.
 std::string PrimaryMessage(const pqxx::sql_error& e);
 
+// The error's SQLSTATE. libpqxx 6.4 throws some classes without it (a
+// missing privilege, table or function among them): then the one their
+// exception type stands for (the class's general state where the type is
+// a whole class), or empty.
+std::string SqlStateOf(const pqxx::sql_error& e);
+
 // Whether an error's SQLSTATE says the server cannot work now, whatever
 // was asked: short of a resource (53: disk, memory, connections), shutting
 // down or not ready (57P), read-only after a failover (25006), broken (58,

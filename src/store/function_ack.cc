@@ -187,10 +187,10 @@ absl::Status CheckSqlFunction(pqxx::connection& conn,
   } catch (const pqxx::sql_error& e) {
     // Nothing said of the function (a conflict, a lock or statement
     // timeout, a server that cannot work now): worth trying again.
-    if (SaysNothingOfTheItem(e.sqlstate()) || e.sqlstate() == "57014") {
+    if (SaysNothingOfTheItem(SqlStateOf(e)) || SqlStateOf(e) == "57014") {
       return absl::UnavailableError(
           absl::StrCat("could not check sql_function ", function.name, ": ",
-                       PrimaryMessage(e), " (SQLSTATE ", e.sqlstate(),
+                       PrimaryMessage(e), " (SQLSTATE ", SqlStateOf(e),
                        "); try again when the database can take work"));
     }
     return absl::InvalidArgumentError(absl::StrCat(

@@ -308,5 +308,26 @@ TEST_F(RolesTest, TheCliConsumesUnderTheMemberRole) {
   EXPECT_THAT(member.Log(), Not(HasSubstr(member_.password())));
 }
 
+// A permanent error is no condition to wait out (issue 37): `consume`
+// under a role that lacks the member grants, whether it may read nothing
+// of the schema or only what a producer may, stops at once with a
+// sentence that names the command that fixes it, and changes nothing.
+TEST_F(RolesTest, ConsumeWithoutTheMemberGrantsStopsAndSaysWhatToRun) {
+  TestRole bare;
+  ExecSql(db_.dsn(), absl::StrCat("GRANT CONNECT ON DATABASE ", db_.name(),
+                                  " TO ", bare.name()));
+  for (const TestRole* role : {&bare, &producer_}) {
+    const auto r = RunCli({"consume", "--group", "g", "--metrics_addr", "",
+                           "--dsn", role->Dsn(db_.name())},
+                          {}, absl::Seconds(30));
+    EXPECT_FALSE(r.timed_out) << role->name() << ": " << r.err;
+    EXPECT_LT(r.elapsed, absl::Seconds(10)) << role->name();
+    EXPECT_NE(r.exit_code, 0) << role->name();
+    EXPECT_THAT(r.err, HasSubstr("sqlgroup grant")) << role->name();
+    EXPECT_THAT(r.err, Not(HasSubstr(role->password())));
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.sessions"), 0);
+}
+
 }  // namespace
 }  // namespace sqlgroup

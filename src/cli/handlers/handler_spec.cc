@@ -256,11 +256,21 @@ absl::Status EnsureDemoTables(const std::string& dsn) {
       // Another process created it meanwhile; the next try sees it.
       if (attempt == 3) {
         return absl::UnavailableError(absl::StrCat(
-            "cannot create the tables of the count handler: ", e.what()));
+            "cannot create the demo tables (schema sqlgroup_demo): ",
+            e.what()));
       }
-    } catch (const std::exception& e) {
-      return absl::UnavailableError(absl::StrCat(
-          "cannot create the tables of the count handler: ", e.what()));
+    } catch (...) {
+      // Classified as any other statement's error: a missing privilege is
+      // permanent, not a database to wait for.
+      const absl::Status s = store::StatusFromCurrentException(
+          "create the demo tables (schema sqlgroup_demo) that produce "
+          "--keys and the count and record handlers use");
+      if (!absl::IsPermissionDenied(s)) return s;
+      return absl::PermissionDeniedError(absl::StrCat(
+          s.message(),
+          ". Create them once as a role that may (run the same command as "
+          "the schema's owner, e.g. the one that ran `sqlgroup migrate`), "
+          "then this role uses them"));
     }
   }
 }

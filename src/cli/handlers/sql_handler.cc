@@ -34,7 +34,7 @@ std::string PrepareSql(const SqlHandler& h, const std::string& name) {
 // An error the statement raised: the item's verdict, or (one that says
 // nothing of the item) rethrown for the library to treat as a conflict.
 absl::Status StatementFailed(const pqxx::sql_error& e) {
-  if (store::SaysNothingOfTheItem(e.sqlstate())) throw;
+  if (store::SaysNothingOfTheItem(store::SqlStateOf(e))) throw;
   return store::SqlErrorVerdict(e, "the handler's statement");
 }
 
