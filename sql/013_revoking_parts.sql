@@ -11,6 +11,14 @@
 ALTER TABLE sqlgroup.session_parts
   ADD COLUMN IF NOT EXISTS revoking_since timestamptz;
 
+-- A member whose handler fails every item (an outage of what it calls)
+-- stops handing items to it and tries one now and then (a circuit
+-- breaker); while it does, its session says since when and the last
+-- error, for `group describe`. NULL while the handler works.
+ALTER TABLE sqlgroup.sessions
+  ADD COLUMN IF NOT EXISTS circuit_open_since timestamptz,
+  ADD COLUMN IF NOT EXISTS circuit_error text;
+
 -- Also from schema 13, the ownership history says how a take ended when
 -- its session went: 'reap' (expired: the member died or was cut off) and
 -- 'replaced' (a live static session replaced by a new process under its

@@ -395,7 +395,9 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
                  "clock_timestamp(), " +
                  MicrosOf("s.static_timeout") + ", " +
                  MicrosOf("s.away_until - clock_timestamp()") +
-                 ", s.connections, s.connection_budget"
+                 ", s.connections, s.connection_budget, " +
+                 MicrosOf("clock_timestamp() - s.circuit_open_since") +
+                 ", coalesce(s.circuit_error, '')"
                  " FROM sqlgroup.sessions s "
                  "JOIN sqlgroup.groups g ON g.name = s.group_name "
                  "WHERE s.group_name = $1 ORDER BY s.id",
@@ -416,6 +418,10 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
       }
       if (!row[9].is_null()) m.connections = row[9].as<int>();
       if (!row[10].is_null()) m.connection_budget = row[10].as<int>();
+      if (!row[11].is_null()) {
+        m.circuit_open_for = absl::Microseconds(row[11].as<int64_t>());
+        m.circuit_error = row[12].as<std::string>();
+      }
       d.members.push_back(std::move(m));
     }
     const pqxx::row change = tx.exec_params1(

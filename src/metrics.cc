@@ -142,6 +142,18 @@ struct MemberMetrics::Families {
                           "off (each call's item retried, its attempt "
                           "counted)")
                     .Register(r)),
+        circuit_open(prometheus::BuildGauge()
+                         .Name("sqlgroup_circuit_open")
+                         .Help("1 while this member's handler fails every "
+                               "item (an outage of what it calls) and the "
+                               "member hands it only a probe now and then "
+                               "(circuit breaker open); 0 otherwise")
+                         .Register(r)),
+        circuit_trips(prometheus::BuildCounter()
+                          .Name("sqlgroup_circuit_trips_total")
+                          .Help("Times this member's circuit breaker opened: "
+                                "outages of what its handler calls")
+                          .Register(r)),
         heartbeat_seconds(prometheus::BuildHistogram()
                               .Name("sqlgroup_heartbeat_seconds")
                               .Help("Heartbeat round trip")
@@ -218,6 +230,8 @@ struct MemberMetrics::Families {
   Family<Gauge>& parts_revoking;
   Family<Histogram>& handover_wait_seconds;
   Family<Counter>& cutoffs;
+  Family<Gauge>& circuit_open;
+  Family<Counter>& circuit_trips;
   Family<Histogram>& heartbeat_seconds;
   Family<Counter>& sessions_lost;
   Family<Histogram>& claim_seconds;
@@ -244,6 +258,8 @@ struct MemberMetrics::Families {
   Gauge* revoking = nullptr;
   Histogram* handover = nullptr;
   Counter* cutoff = nullptr;
+  Gauge* circuit = nullptr;
+  Counter* trips = nullptr;
   Histogram* heartbeat = nullptr;
   Histogram* claim = nullptr;
   Counter* carried = nullptr;
@@ -281,6 +297,8 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
   f.revoking = &f.parts_revoking.Add(base);
   f.handover = &f.handover_wait_seconds.Add(base, RebalanceBuckets());
   f.cutoff = &f.cutoffs.Add(base);
+  f.circuit = &f.circuit_open.Add(base);
+  f.trips = &f.circuit_trips.Add(base);
   f.heartbeat = &f.heartbeat_seconds.Add(base, LatencyBuckets());
   f.claim = &f.claim_seconds.Add(base, LatencyBuckets());
   f.carried = &f.carried_claims.Add(base);
@@ -499,6 +517,12 @@ void MemberMetrics::HandoverWaited(absl::Duration waited) {
 
 void MemberMetrics::CutOff(int parts) {
   if (families_) families_->cutoff->Increment(parts);
+}
+
+void MemberMetrics::CircuitOpen(bool open) {
+  if (!families_) return;
+  families_->circuit->Set(open ? 1 : 0);
+  if (open) families_->trips->Increment();
 }
 
 void MemberMetrics::Owned(const std::string& session,

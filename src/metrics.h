@@ -87,6 +87,8 @@ class MemberMetrics {
   void HandoverWaited(absl::Duration waited);
   // `parts` whose handler calls were cut off after drain_timeout.
   void CutOff(int parts);
+  // The circuit breaker opened (counted) or closed.
+  void CircuitOpen(bool open);
   // The session and parts owned now; replaces the owner series.
   void Owned(const std::string& session, const std::map<int, int64_t>& parts);
 

@@ -110,6 +110,11 @@ struct MemberInfo {
   // last reported them (within a second of a change); nullopt before.
   std::optional<int> connections;
   std::optional<int> connection_budget;
+  // While the member's circuit breaker is open (its handler fails every
+  // item: an outage of what it calls), for how long, and the last error;
+  // nullopt and empty while the handler works.
+  std::optional<absl::Duration> circuit_open_for;
+  std::string circuit_error;
 };
 
 struct PartInfo {

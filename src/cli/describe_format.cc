@@ -131,6 +131,14 @@ std::string DescriptionText(const GroupDescription& d) {
                            MemberState(m), conns, absl::StrJoin(parts, ","));
   }
   out += absl::StrFormat("CONNECTIONS %d held by the members\n", held);
+  for (const MemberInfo& m : d.members) {
+    if (!m.circuit_open_for) continue;
+    out += absl::StrFormat(
+        "CIRCUIT OPEN %s for %ss: its handler fails every item, which wait "
+        "(last error: %s)\n",
+        m.instance.empty() ? m.session_id : m.instance,
+        Seconds(*m.circuit_open_for), m.circuit_error);
+  }
   out += "\nPARTS\n";
   // BLOCKED: keys whose head waits for a retry, holding back the key's
   // later items (ordering key). REVOKING_S: how long the owner has been
@@ -173,6 +181,10 @@ std::string DescriptionJson(const GroupDescription& d) {
         m.connections ? absl::StrCat(*m.connections) : "null",
         ",\"connection_budget\":",
         m.connection_budget ? absl::StrCat(*m.connection_budget) : "null",
+        ",\"circuit_open_seconds\":",
+        m.circuit_open_for ? Seconds(*m.circuit_open_for) : "null",
+        ",\"circuit_error\":",
+        m.circuit_open_for ? JsonString(m.circuit_error) : "null",
         ",\"parts\":[", absl::StrJoin(m.parts, ","), "]}"));
   }
   std::vector<std::string> parts;

@@ -122,6 +122,12 @@ std::vector<int> PartScheduler::BusyParts() const {
   return parts;
 }
 
+void PartScheduler::PauseUntil(absl::Time until) {
+  absl::MutexLock lock(&mu_);
+  paused_until_ = until;
+  ++retimed_;  // waiting workers compute their deadline anew
+}
+
 void PartScheduler::WakeIdle() {
   absl::MutexLock lock(&mu_);
   if (!wake_) wake_heard_ = absl::Now();
@@ -271,6 +277,10 @@ absl::Time PartScheduler::NextTimedTask() const {
   if (lag_interval_ > absl::ZeroDuration() && !measuring_ && !parts_.empty()) {
     next = std::min(next, last_lag_ + lag_interval_);
   }
+  // Claims that wait for a pause to end.
+  if (now < paused_until_ && !run_queue_.empty()) {
+    next = std::min(next, paused_until_);
+  }
   return next;
 }
 
@@ -281,9 +291,11 @@ bool PartScheduler::HasTaskOrRetimed(uint64_t retimed) const {
 bool PartScheduler::HasTask() const {
   if (shutdown_) return true;
   if (LagDue(absl::Now())) return true;
-  for (int part : run_queue_) {
-    auto it = parts_.find(part);
-    if (it != parts_.end() && it->second.queued) return true;
+  if (absl::Now() >= paused_until_) {
+    for (int part : run_queue_) {
+      auto it = parts_.find(part);
+      if (it != parts_.end() && it->second.queued) return true;
+    }
   }
   return ProbeDue(absl::Now());
 }
@@ -341,7 +353,7 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
       expected_.erase(expected_.begin(), expected_.upper_bound(now));
       return task;
     }
-    while (!run_queue_.empty()) {
+    while (now >= paused_until_ && !run_queue_.empty()) {
       const int part = run_queue_.front();
       run_queue_.pop_front();
       auto it = parts_.find(part);

@@ -108,6 +108,11 @@ class PartScheduler {
   // Whether NOTIFYs reach the member (the control connection LISTENs).
   // Turning it on probes at once: items may have come while it was off.
   void SetListening(bool listening);
+  // Hands out no claim and no item before `until` (a circuit breaker is
+  // open: the handler fails everything); the parts keep their place in
+  // the rotation. Probes and lag measurements go on. A time in the past
+  // resumes at once.
+  void PauseUntil(absl::Time until);
   // Every Next() returns kStop from now on.
   void Shutdown();
 
@@ -260,6 +265,7 @@ class PartScheduler {
   bool measuring_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_lag_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time paused_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace sqlgroup

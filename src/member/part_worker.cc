@@ -13,6 +13,7 @@
 #include "store/connection.h"
 #include "store/errors.h"
 #include "store/function_ack.h"
+#include "store/member_store.h"
 
 namespace sqlgroup {
 namespace {
@@ -872,8 +873,25 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     log_->trace("handler worker={} ids={} at={}", index_,
                 absl::StrJoin(ids, ","), UnixMicros(absl::Now()));
   }
+  // The breaker judges single items only: a failed batch is tried again
+  // item by item (HandleSingly), each admitted on its own.
+  const bool single = items.size() == 1;
+  const CircuitBreaker::Admission admission = Admit();
+  if (admission == CircuitBreaker::Admission::kDenied) {
+    return Outcome::kRetryLater;  // not handled: still due, for later
+  }
   const Attempt a = InFunction() ? CallInAck(ref, items, ids, next)
                                  : RunAndAck(ref, items, ids, next);
+  if (a.ended || (a.acking && !a.verdict.ok()) ||
+      (!single && !a.verdict.ok())) {
+    // No verdict on the handler: another call may probe.
+    if (admission == CircuitBreaker::Admission::kProbe) {
+      config_.breaker->Abandon();
+      scheduler_.PauseUntil(absl::InfinitePast());
+    }
+  } else {
+    RecordOutcome(ref, a.verdict, items.front().id);
+  }
   if (a.ended) return *a.ended;
   if (a.acking && !a.verdict.ok()) {
     log_->error("part={} epoch={} acknowledging {} item(s) failed: {}",
@@ -906,6 +924,77 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   return Fail(ref, items.front(), std::string(a.verdict.message()),
               IsDeadLetterVerdict(a.verdict),
               RetryAfterOf(a.verdict).value_or(absl::ZeroDuration()));
+}
+
+CircuitBreaker::Admission PartWorker::Admit() {
+  const CircuitBreaker::Admission admission =
+      config_.breaker->Admit(absl::Now());
+  switch (admission) {
+    case CircuitBreaker::Admission::kAdmitted:
+      break;
+    case CircuitBreaker::Admission::kProbe:
+      // One call tries the handler again: the others wait for its outcome.
+      scheduler_.PauseUntil(absl::InfiniteFuture());
+      break;
+    case CircuitBreaker::Admission::kDenied:
+      scheduler_.PauseUntil(config_.breaker->state(absl::Now()) ==
+                                    CircuitBreaker::State::kOpen
+                                ? config_.breaker->open_until()
+                                : absl::InfiniteFuture());
+      break;
+  }
+  return admission;
+}
+
+void PartWorker::RecordOutcome(const store::ClaimRef& ref,
+                               const absl::Status& verdict,
+                               const std::string& item_id) {
+  const absl::Time now = absl::Now();
+  const auto change = config_.breaker->Record(now, verdict, item_id);
+  if (!change) {
+    // A probe's outcome that changed nothing (cut off): another may probe.
+    if (config_.breaker->state(now) == CircuitBreaker::State::kHalfOpen) {
+      scheduler_.PauseUntil(absl::InfinitePast());
+    }
+    return;
+  }
+  if (change->to == CircuitBreaker::State::kClosed) {
+    scheduler_.PauseUntil(absl::InfinitePast());
+    metrics_.CircuitOpen(false);
+    log_->warn(
+        "group={} session={} the handler works again after {}: circuit "
+        "closed, items flow again",
+        config_.group, ref.session,
+        absl::FormatDuration(absl::Trunc(change->was_open, absl::Seconds(1))));
+  } else {
+    scheduler_.PauseUntil(change->open_until);
+    const absl::Duration wait =
+        absl::Trunc(change->open_until - now, absl::Milliseconds(1));
+    if (change->first) {
+      metrics_.CircuitOpen(true);
+      log_->warn(
+          "group={} session={} the handler failed {} items in a row with "
+          "errors that say nothing of the items (the last: {}): handing it "
+          "no item for {}, then one at a time until one succeeds (circuit "
+          "open); the items wait, none is dead-lettered for this",
+          config_.group, ref.session, change->failures, change->error,
+          absl::FormatDuration(wait));
+    } else {
+      log_->info(
+          "group={} session={} the handler still fails ({}); next try in {}",
+          config_.group, ref.session, change->error,
+          absl::FormatDuration(wait));
+    }
+  }
+  if (change->first || change->to == CircuitBreaker::State::kClosed) {
+    const absl::Status s = store::ReportCircuit(
+        *conn_, ref.session, change->to != CircuitBreaker::State::kClosed,
+        change->error);
+    if (!s.ok()) {
+      log_->debug("group={} session={} circuit not recorded for describe: {}",
+                  config_.group, ref.session, std::string(s.message()));
+    }
+  }
 }
 
 PartWorker::Attempt PartWorker::RunAndAck(const store::ClaimRef& ref,

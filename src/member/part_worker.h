@@ -16,6 +16,7 @@
 #include <pqxx/connection>
 #include <string>
 
+#include "member/circuit_breaker.h"
 #include "member/conflict_tally.h"
 #include "member/failure_log.h"
 #include "member/lent_connection.h"
@@ -54,6 +55,9 @@ struct WorkerConfig {
   std::shared_ptr<ConflictTally> conflicts = std::make_shared<ConflictTally>();
   std::shared_ptr<FailureLogLimiter> failure_log =
       std::make_shared<FailureLogLimiter>();
+  // Opens when the handler fails every item (an outage of what it calls).
+  std::shared_ptr<CircuitBreaker> breaker =
+      std::make_shared<CircuitBreaker>(CircuitBreaker::Options{});
   // The process's connection budget, and the member's control connection
   // to borrow. Required.
   std::shared_ptr<ConnectionBudget> budget;
@@ -243,6 +247,14 @@ class PartWorker {
   // follows), and those that reach max_attempts are dead-lettered and left
   // out. False when the connection broke.
   bool CountDeliveriesOfTheDead(const PartTask& task, std::vector<Item>& items);
+  // Whether the circuit breaker lets a handler call run now; pauses the
+  // part scheduler while it does not (open, or a probe is out).
+  CircuitBreaker::Admission Admit();
+  // After an admitted single item's call: its outcome for the breaker
+  // (`verdict` OK: handled), and what a change of state makes the member
+  // do and say.
+  void RecordOutcome(const store::ClaimRef& ref, const absl::Status& verdict,
+                     const std::string& item_id);
   // The handler failed on `item`: retry later or dead-letter (at once when
   // `dead_now`: the handler said so, see DeadLetterVerdict). A retry comes
   // after the backoff, or after `asked` (RetryAfterVerdict) when that is

@@ -64,11 +64,17 @@ absl::Status SqlErrorVerdict(const pqxx::sql_error& e,
                              const std::string& what) {
   const std::string state = SqlStateOf(e);
   if (state == kDeadLetterSqlState) return DeadLetterVerdict(PrimaryMessage(e));
-  // (libpqxx 6.4 leaves the SQLSTATE of some classes empty.)
-  return absl::InternalError(
+  const std::string text =
       absl::StrCat(what, " failed",
                    state.empty() ? "" : absl::StrCat(" (SQLSTATE ", state, ")"),
-                   ": ", PrimaryMessage(e)));
+                   ": ", PrimaryMessage(e));
+  // A table, column, function or privilege the handler needs is missing:
+  // no item can succeed until the schema or the grants change (the
+  // member's circuit breaker counts it as an outage, not the item's fault).
+  if (absl::StartsWith(state, "42") || state == "3F000") {
+    return absl::FailedPreconditionError(text);
+  }
+  return absl::InternalError(text);
 }
 
 std::string SqlStateOf(const pqxx::sql_error& e) {

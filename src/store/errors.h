@@ -48,7 +48,8 @@ bool SaysNothingOfTheItem(const std::string& sqlstate);
 // CLI's sql: statement), for one that does not say nothing of the item:
 // SQLSTATE SGDLQ dead-letters it at once (DeadLetterVerdict, with the
 // error's message), anything else fails the attempt with "<what> failed
-// (SQLSTATE s): <message>".
+// (SQLSTATE s): <message>": FAILED_PRECONDITION for class 42 and 3F000 (a
+// missing table, column, function, schema or privilege), INTERNAL else.
 absl::Status SqlErrorVerdict(const pqxx::sql_error& e, const std::string& what);
 
 // Call only inside a catch block: maps the exception being handled.

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "store/connection.h"
@@ -660,6 +661,19 @@ absl::Status MarkRevoking(pqxx::connection& conn, const std::string& group,
         "$2::uuid AND part = ANY($3::int[]) AND parts_of = $4 AND "
         "(revoking_since IS NULL) = $5",
         group, session, SqlArray(parts), parts_of, revoking);
+  });
+}
+
+absl::Status ReportCircuit(pqxx::connection& conn, const std::string& session,
+                           bool open, const std::string& error) {
+  return Guard("record the circuit breaker's state", [&] {
+    pqxx::nontransaction tx(conn);
+    // $1 session, $2 open, $3 the last error (one line, bounded).
+    tx.exec_params(
+        "UPDATE sqlgroup.sessions SET circuit_open_since = CASE WHEN $2 THEN "
+        "clock_timestamp() END, circuit_error = CASE WHEN $2 THEN "
+        "left($3, 500) END WHERE id = $1::uuid",
+        session, open, absl::StrReplaceAll(error, {{"\n", " "}}));
   });
 }
 

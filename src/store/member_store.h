@@ -238,6 +238,12 @@ absl::Status MarkRevoking(pqxx::connection& conn, const std::string& group,
                           const std::vector<int>& parts, int parts_of,
                           bool revoking);
 
+// Records for describe that the session's circuit breaker opened (since
+// now, database clock, with the handler's last `error`) or, `open` false,
+// closed again (schema 13).
+absl::Status ReportCircuit(pqxx::connection& conn, const std::string& session,
+                           bool open, const std::string& error);
+
 // Records the connections the session's member holds now and its
 // process's budget (schema 11), for describe.
 absl::Status ReportConnections(pqxx::connection& conn,

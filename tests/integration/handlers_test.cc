@@ -177,12 +177,16 @@ class HandlersTest : public ConsumerFixture {
 
   // Starts tests/support/http_receiver.py logging to log_, on `port` (empty:
   // one the OS picks); returns the port it listens on.
+  // `down_seconds` (non-empty): it answers 503 to everything for that long
+  // after it starts, logging each such call to log_ + ".down".
   std::string StartReceiver(std::unique_ptr<ChildProcess>& receiver,
-                            const std::string& port = "") {
+                            const std::string& port = "",
+                            const std::string& down_seconds = "") {
     std::vector<std::string> argv = {
         "/usr/bin/env", "python3",
         SourceDir() + "/tests/support/http_receiver.py", log_};
-    if (!port.empty()) argv.push_back(port);
+    if (!port.empty() || !down_seconds.empty()) argv.push_back(port);
+    if (!down_seconds.empty()) argv.push_back(down_seconds);
     std::remove((log_ + ".out").c_str());
     receiver = std::make_unique<ChildProcess>(argv, log_ + ".out");
     std::string listening;
@@ -648,6 +652,74 @@ TEST_F(HandlersTest, WhatCannotRunIsRefusedBeforeAnyItem) {
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(missing.status().message(),
               HasSubstr("exited with status 2 before it was given any item"));
+}
+
+// An endpoint down for a while (503 to everything, as during its deploy),
+// then fine, under consume's default retry policy: the member's circuit
+// breaker stops handing it items after a few failures and tries one now
+// and then, so the endpoint sees a few calls instead of a retry of every
+// key's head, no item is dead-lettered, and every item gets through once
+// it is back.
+TEST_F(HandlersTest, AnEndpointDownForAWhileCostsAFewCallsAndNoDeadLetters) {
+  CreateGroup("g", 4);
+  std::remove((log_ + ".down").c_str());
+  std::unique_ptr<ChildProcess> receiver;
+  const std::string port = StartReceiver(receiver, "", "12");
+  ASSERT_FALSE(port.empty());
+  ProduceKeyed("g", 8, 5);
+  ChildProcess member(
+      {CliPath(), "consume", "--group", "g", "--handler",
+       absl::StrCat("http://127.0.0.1:", port, "/items"), "--dsn", member_dsn_,
+       "--metrics_addr", "", "--log_level", "info"},
+      log_ + ".member");
+  ASSERT_TRUE(Drained(absl::Seconds(120))) << member.Log();
+  member.Signal(SIGTERM);
+  EXPECT_EQ(member.Wait(absl::Seconds(30)), 0) << member.Log();
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
+  std::set<std::string> delivered;
+  for (const auto& f : LogLines(log_)) delivered.insert(f[0]);
+  EXPECT_EQ(delivered.size(), 40u);
+  // 8 keys' heads, each retried at 1, 2, 4 and 8 s without the breaker:
+  // about 32 calls in 12 s. With it: the failures that open it, then a
+  // probe after 1, 2, 4 and 8 s.
+  const size_t down_calls = LogLines(log_ + ".down").size();
+  EXPECT_GE(down_calls, 5u);
+  EXPECT_LE(down_calls, 14u) << member.Log();
+  EXPECT_THAT(member.Log(), HasSubstr("(circuit open)"));
+  EXPECT_THAT(member.Log(), HasSubstr("circuit closed"));
+}
+
+// A SQL function whose table is not there yet (its migration comes later
+// in a deploy): every call fails with SQLSTATE 42P01, which says nothing of
+// the items. The breaker holds them back instead of spending their
+// attempts, and they all go through once the table is created.
+TEST_F(HandlersTest, AFunctionWhoseTableComesLaterDeadLettersNothing) {
+  CreateGroup("g", 4);
+  ExecSql(db_.dsn(),
+          absl::StrCat("CREATE FUNCTION app.keep(k text, p bytea, i uuid) "
+                       "RETURNS void LANGUAGE plpgsql AS $$ BEGIN INSERT "
+                       "INTO app.kept VALUES (i); END $$; GRANT EXECUTE ON "
+                       "FUNCTION app.keep(text, bytea, uuid) TO ",
+                       kMemberRole));
+  ProduceKeyed("g", 8, 2);
+  ChildProcess member(
+      {CliPath(), "consume", "--group", "g", "--handler", "sql:app.keep",
+       "--dsn", member_dsn_, "--metrics_addr", "", "--log_level", "info"},
+      log_ + ".member");
+  ASSERT_TRUE(WaitFor(
+      [&] { return member.Log().find("(circuit open)") != std::string::npos; },
+      absl::Seconds(30)))
+      << member.Log();
+  ExecSql(db_.dsn(),
+          absl::StrCat("CREATE TABLE app.kept (id uuid); GRANT INSERT ON "
+                       "app.kept TO ",
+                       kMemberRole));
+  ASSERT_TRUE(Drained(absl::Seconds(60))) << member.Log();
+  member.Signal(SIGTERM);
+  EXPECT_EQ(member.Wait(absl::Seconds(30)), 0) << member.Log();
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.kept"), 16);
+  EXPECT_THAT(member.Log(), HasSubstr("SQLSTATE 42P01"));
 }
 
 // The exactly-once promise of the SQL handler, through the CLI: the member

@@ -135,6 +135,8 @@ TEST_F(RolesTest, TheMemberRoleHasExactlyTheGrantedPrivileges) {
       "sessions INSERT",
       "sessions SELECT",
       "sessions.away_until UPDATE",
+      "sessions.circuit_error UPDATE",
+      "sessions.circuit_open_since UPDATE",
       "sessions.connection_budget UPDATE",
       "sessions.connections UPDATE",
       "sessions.heartbeated_at UPDATE",

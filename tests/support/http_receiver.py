@@ -14,6 +14,10 @@ answers depends on the item's payload (after a leading "N " number):
 
 Every item answered 200 is appended to the log file argv[1] as
 "<id> <key> <attempt> <idempotency-key> <number>" and flushed first.
+
+argv[3], if given: for that many seconds after it starts, it is "down":
+every request is answered 503 whatever its item, and logged in
+argv[1] + ".down" as "<id> <unix time>" (an outage, e.g. during a deploy).
 """
 import base64
 import email.utils
@@ -26,6 +30,8 @@ import time
 
 LOG = open(sys.argv[1], "a")
 LOCK = threading.Lock()
+DOWN_UNTIL = time.time() + float(sys.argv[3]) if len(sys.argv) > 3 else 0
+DOWN = open(sys.argv[1] + ".down", "a") if DOWN_UNTIL else None
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -53,6 +59,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         item = json.loads(body)
+        if time.time() < DOWN_UNTIL:
+            with LOCK:
+                DOWN.write("%s %.6f\n" % (item["id"], time.time()))
+                DOWN.flush()
+            return self.reply(503, "deploying, come back later")
         payload = base64.b64decode(item["payload"]).decode()
         word = payload.split(" ", 1)[-1] if payload[:1].isdigit() else payload
         attempt = item["attempt"]
@@ -83,8 +94,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.reply(200, "ok")
 
 
-# argv[2], if given: the port (to come back on the same one after a kill).
-port = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+# argv[2], if given: the port (to come back on the same one after a kill;
+# empty or 0: the OS picks one).
+port = int(sys.argv[2] or 0) if len(sys.argv) > 2 else 0
 http.server.ThreadingHTTPServer.allow_reuse_address = True
 server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
 server.daemon_threads = True

@@ -13,6 +13,7 @@ namespace sqlgroup::cli {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(HandlerSpec, EveryFormParses) {
   EXPECT_EQ(ParseHandlerSpec("noop")->kind, HandlerSpec::Kind::kNoop);
@@ -137,6 +138,25 @@ TEST(DescribeFormat, EveryFormShowsBlockedKeysPerPartAndTheGroupsTotal) {
               HasSubstr(R"("blocked_keys":0,"oldest_blocked_seconds":0.000,)"));
   EXPECT_THAT(json, HasSubstr(R"("revoking_seconds":7.000,)"));
   EXPECT_THAT(json, HasSubstr(R"("revoking_seconds":null,)"));
+}
+
+TEST(DescribeFormat, AMemberWhoseCircuitIsOpenIsShownWithItsLastError) {
+  GroupDescription d;
+  d.config = {.name = "g", .parts = 1};
+  MemberInfo ok{.session_id = "s1", .instance = "a"};
+  MemberInfo down{.session_id = "s2", .instance = "b"};
+  down.circuit_open_for = absl::Seconds(12);
+  down.circuit_error = "the endpoint answered 503";
+  d.members = {ok, down};
+  const std::string text = DescriptionText(d);
+  EXPECT_THAT(text, HasSubstr("CIRCUIT OPEN b for 12.000s"));
+  EXPECT_THAT(text, HasSubstr("(last error: the endpoint answered 503)"));
+  EXPECT_THAT(text, Not(HasSubstr("CIRCUIT OPEN a")));
+  const std::string json = DescriptionJson(d);
+  EXPECT_THAT(json, HasSubstr(R"("circuit_open_seconds":12.000,)"
+                              R"("circuit_error":"the endpoint answered 503")"));
+  EXPECT_THAT(json, HasSubstr(R"("circuit_open_seconds":null,)"
+                              R"("circuit_error":null)"));
 }
 
 TEST(DescribeFormat, TextShowsUnownedPartsAsDashes) {

@@ -62,8 +62,8 @@ absl::Status CutOffError(const std::string& what) {
   return absl::CancelledError(absl::StrCat(
       what,
       " was cut off before it returned: its part was being handed over or "
-      "the member stopping, and it ran past --drain_timeout (or a second "
-      "stop signal came)"));
+      "its member stopping and it ran past --drain_timeout, a second stop "
+      "signal came, or its member lost the part"));
 }
 
 bool CutOffNow() {
