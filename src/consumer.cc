@@ -236,6 +236,10 @@ class Consumer::Impl {
     worker.budget = budget_;
     worker.lent = &lent_;
     worker.idle_connection_timeout = options_.idle_connection_timeout;
+    // No claim while the handler's circuit is open or a probe is out.
+    scheduler_.SetGate([breaker = worker.breaker](absl::Time now) {
+      return breaker->NoCallBefore(now);
+    });
     for (int i = 0; i < options_.workers; ++i) {
       workers_.push_back(
           std::make_unique<PartWorker>(i, worker, scheduler_, metrics_, log_));

@@ -106,6 +106,13 @@ CircuitBreaker::State CircuitBreaker::state(absl::Time now) const {
   return now < open_until_ ? State::kOpen : State::kHalfOpen;
 }
 
+absl::Time CircuitBreaker::NoCallBefore(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  if (!open_) return absl::InfinitePast();
+  if (now < open_until_) return open_until_;
+  return probing_ ? absl::InfiniteFuture() : absl::InfinitePast();
+}
+
 absl::Time CircuitBreaker::open_until() const {
   absl::MutexLock lock(&mu_);
   return open_until_;

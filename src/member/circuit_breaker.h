@@ -77,6 +77,9 @@ class CircuitBreaker {
 
   State state(absl::Time now) const;
   absl::Time open_until() const;
+  // Before when no call would be admitted, as of `now`: InfinitePast when
+  // closed, open_until while open, InfiniteFuture while a probe is out.
+  absl::Time NoCallBefore(absl::Time now) const;
 
  private:
   const Options options_;

@@ -122,9 +122,14 @@ std::vector<int> PartScheduler::BusyParts() const {
   return parts;
 }
 
-void PartScheduler::PauseUntil(absl::Time until) {
+void PartScheduler::SetGate(
+    std::function<absl::Time(absl::Time now)> no_work_before) {
   absl::MutexLock lock(&mu_);
-  paused_until_ = until;
+  gate_ = std::move(no_work_before);
+}
+
+void PartScheduler::GateChanged() {
+  absl::MutexLock lock(&mu_);
   ++retimed_;  // waiting workers compute their deadline anew
 }
 
@@ -278,8 +283,9 @@ absl::Time PartScheduler::NextTimedTask() const {
     next = std::min(next, last_lag_ + lag_interval_);
   }
   // Claims that wait for a pause to end.
-  if (now < paused_until_ && !run_queue_.empty()) {
-    next = std::min(next, paused_until_);
+  if (!run_queue_.empty()) {
+    const absl::Time gated = Gated(now);
+    if (gated > now) next = std::min(next, gated);
   }
   return next;
 }
@@ -291,7 +297,7 @@ bool PartScheduler::HasTaskOrRetimed(uint64_t retimed) const {
 bool PartScheduler::HasTask() const {
   if (shutdown_) return true;
   if (LagDue(absl::Now())) return true;
-  if (absl::Now() >= paused_until_) {
+  if (absl::Now() >= Gated(absl::Now())) {
     for (int part : run_queue_) {
       auto it = parts_.find(part);
       if (it != parts_.end() && it->second.queued) return true;
@@ -353,7 +359,7 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
       expected_.erase(expected_.begin(), expected_.upper_bound(now));
       return task;
     }
-    while (now >= paused_until_ && !run_queue_.empty()) {
+    while (!run_queue_.empty() && now >= Gated(now)) {
       const int part = run_queue_.front();
       run_queue_.pop_front();
       auto it = parts_.find(part);

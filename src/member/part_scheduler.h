@@ -17,6 +17,7 @@
 #define SQLGROUP_MEMBER_PART_SCHEDULER_H_
 
 #include <deque>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -108,11 +109,14 @@ class PartScheduler {
   // Whether NOTIFYs reach the member (the control connection LISTENs).
   // Turning it on probes at once: items may have come while it was off.
   void SetListening(bool listening);
-  // Hands out no claim and no item before `until` (a circuit breaker is
-  // open: the handler fails everything); the parts keep their place in
-  // the rotation. Probes and lag measurements go on. A time in the past
-  // resumes at once.
-  void PauseUntil(absl::Time until);
+  // A gate on claims and items: before the time `no_work_before(now)`
+  // returns (a circuit breaker is open: the handler fails everything), none
+  // is handed out; the parts keep their place in the rotation. Probes and
+  // lag measurements go on. Read under the scheduler's lock: it must be
+  // quick, and must not call back into the scheduler. Set before workers
+  // start; call GateChanged() when its answer may have moved earlier.
+  void SetGate(std::function<absl::Time(absl::Time now)> no_work_before);
+  void GateChanged();
   // Every Next() returns kStop from now on.
   void Shutdown();
 
@@ -265,7 +269,11 @@ class PartScheduler {
   bool measuring_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_lag_ ABSL_GUARDED_BY(mu_);
   bool shutdown_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Time paused_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::function<absl::Time(absl::Time)> gate_ ABSL_GUARDED_BY(mu_);
+  // No claim or item before this (gate_), as of `now`.
+  absl::Time Gated(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return gate_ ? gate_(now) : absl::InfinitePast();
+  }
 };
 
 }  // namespace sqlgroup

@@ -876,7 +876,8 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
   // The breaker judges single items only: a failed batch is tried again
   // item by item (HandleSingly), each admitted on its own.
   const bool single = items.size() == 1;
-  const CircuitBreaker::Admission admission = Admit();
+  const CircuitBreaker::Admission admission =
+      config_.breaker->Admit(absl::Now());
   if (admission == CircuitBreaker::Admission::kDenied) {
     return Outcome::kRetryLater;  // not handled: still due, for later
   }
@@ -887,7 +888,7 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
     // No verdict on the handler: another call may probe.
     if (admission == CircuitBreaker::Admission::kProbe) {
       config_.breaker->Abandon();
-      scheduler_.PauseUntil(absl::InfinitePast());
+      scheduler_.GateChanged();
     }
   } else {
     RecordOutcome(ref, a.verdict, items.front().id);
@@ -926,40 +927,16 @@ PartWorker::Outcome PartWorker::HandleBatch(const store::ClaimRef& ref,
               RetryAfterOf(a.verdict).value_or(absl::ZeroDuration()));
 }
 
-CircuitBreaker::Admission PartWorker::Admit() {
-  const CircuitBreaker::Admission admission =
-      config_.breaker->Admit(absl::Now());
-  switch (admission) {
-    case CircuitBreaker::Admission::kAdmitted:
-      break;
-    case CircuitBreaker::Admission::kProbe:
-      // One call tries the handler again: the others wait for its outcome.
-      scheduler_.PauseUntil(absl::InfiniteFuture());
-      break;
-    case CircuitBreaker::Admission::kDenied:
-      scheduler_.PauseUntil(config_.breaker->state(absl::Now()) ==
-                                    CircuitBreaker::State::kOpen
-                                ? config_.breaker->open_until()
-                                : absl::InfiniteFuture());
-      break;
-  }
-  return admission;
-}
-
 void PartWorker::RecordOutcome(const store::ClaimRef& ref,
                                const absl::Status& verdict,
                                const std::string& item_id) {
   const absl::Time now = absl::Now();
   const auto change = config_.breaker->Record(now, verdict, item_id);
-  if (!change) {
-    // A probe's outcome that changed nothing (cut off): another may probe.
-    if (config_.breaker->state(now) == CircuitBreaker::State::kHalfOpen) {
-      scheduler_.PauseUntil(absl::InfinitePast());
-    }
-    return;
-  }
+  // The scheduler's gate reads the breaker: workers waiting for it look
+  // again (a probe ended, or the circuit closed).
+  scheduler_.GateChanged();
+  if (!change) return;
   if (change->to == CircuitBreaker::State::kClosed) {
-    scheduler_.PauseUntil(absl::InfinitePast());
     metrics_.CircuitOpen(false);
     log_->warn(
         "group={} session={} the handler works again after {}: circuit "
@@ -967,7 +944,6 @@ void PartWorker::RecordOutcome(const store::ClaimRef& ref,
         config_.group, ref.session,
         absl::FormatDuration(absl::Trunc(change->was_open, absl::Seconds(1))));
   } else {
-    scheduler_.PauseUntil(change->open_until);
     const absl::Duration wait =
         absl::Trunc(change->open_until - now, absl::Milliseconds(1));
     if (change->first) {

@@ -55,7 +55,8 @@ struct WorkerConfig {
   std::shared_ptr<ConflictTally> conflicts = std::make_shared<ConflictTally>();
   std::shared_ptr<FailureLogLimiter> failure_log =
       std::make_shared<FailureLogLimiter>();
-  // Opens when the handler fails every item (an outage of what it calls).
+  // Opens when the handler fails every item (an outage of what it calls);
+  // the part scheduler's gate (PartScheduler::SetGate) reads it.
   std::shared_ptr<CircuitBreaker> breaker =
       std::make_shared<CircuitBreaker>(CircuitBreaker::Options{});
   // The process's connection budget, and the member's control connection
@@ -247,9 +248,6 @@ class PartWorker {
   // follows), and those that reach max_attempts are dead-lettered and left
   // out. False when the connection broke.
   bool CountDeliveriesOfTheDead(const PartTask& task, std::vector<Item>& items);
-  // Whether the circuit breaker lets a handler call run now; pauses the
-  // part scheduler while it does not (open, or a probe is out).
-  CircuitBreaker::Admission Admit();
   // After an admitted single item's call: its outcome for the breaker
   // (`verdict` OK: handled), and what a change of state makes the member
   // do and say.

@@ -85,6 +85,19 @@ TEST(CircuitBreaker, HalfOpenLetsOneProbeThroughAndItsOutcomeDecides) {
   EXPECT_EQ(b.Admit(t2), Admission::kAdmitted);
 }
 
+TEST(CircuitBreaker, SaysUntilWhenNoCallWouldBeAdmitted) {
+  CircuitBreaker b({});
+  EXPECT_EQ(b.NoCallBefore(kT0), absl::InfinitePast());
+  FailMany(b, 5, kT0);
+  EXPECT_EQ(b.NoCallBefore(kT0), kT0 + absl::Seconds(1));
+  const absl::Time t1 = kT0 + absl::Seconds(1);
+  EXPECT_EQ(b.NoCallBefore(t1), absl::InfinitePast());  // a probe may go
+  ASSERT_EQ(b.Admit(t1), Admission::kProbe);
+  EXPECT_EQ(b.NoCallBefore(t1), absl::InfiniteFuture());  // until it ends
+  b.Record(t1, absl::OkStatus(), "item0");
+  EXPECT_EQ(b.NoCallBefore(t1), absl::InfinitePast());
+}
+
 TEST(CircuitBreaker, ACutOffOrAnAbandonedProbeLetsAnotherProbe) {
   CircuitBreaker b({});
   FailMany(b, 5, kT0);

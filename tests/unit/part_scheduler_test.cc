@@ -555,6 +555,23 @@ TEST(PartScheduler, ItemsFallingDueWhileAnotherKeyRunsAreProbedFor) {
             PartTask::Kind::kClaim);
 }
 
+// The circuit breaker's gate: while it is closed, claims wait in the
+// rotation (probes still run); once it opens (GateChanged), they go out.
+TEST(PartScheduler, AClosedGateHoldsBackClaimsButNotProbes) {
+  PartScheduler s(kLong, absl::ZeroDuration());
+  std::atomic<bool> closed{true};
+  s.SetGate([&](absl::Time) {
+    return closed ? absl::InfiniteFuture() : absl::InfinitePast();
+  });
+  TwoPartsWithWork(s);  // the probe went out through the closed gate
+  EXPECT_EQ(s.Next(absl::Now() + absl::Milliseconds(50)).kind,
+            PartTask::Kind::kIdle);
+  closed = false;
+  s.GateChanged();
+  EXPECT_EQ(s.Next(absl::Now() + absl::Seconds(5)).kind,
+            PartTask::Kind::kClaim);
+}
+
 TEST(PartScheduler, AHeadReadBeforeItsKeyFinishedIsNotHandedOutAgain) {
   PartScheduler s(kLong, absl::ZeroDuration());
   PartTask claim = ClaimOut(s);
