@@ -190,10 +190,16 @@ TEST_F(PartsChangeTest, TheDatabaseRefusesATakeOverlappingAnOldPartStillOwned) {
     ASSERT_TRUE(taken.ok()) << taken.status();
     EXPECT_TRUE(taken->empty());
   }
-  // Once the old part is let go, its ranges are taken.
+  // Once the old part is let go, its ranges are taken. The holder leaves
+  // as a member does: its session deleted and the group told (without the
+  // NOTIFY, a member that read the membership just before the delete and
+  // took parts 2 and 3 just after it would see its target complete and
+  // wait for its safety poll, 30 s here).
   {
     pqxx::work tx(*conn_);
     tx.exec_params("DELETE FROM sqlgroup.sessions WHERE id = $1::uuid", holder);
+    tx.exec_params("SELECT pg_notify($1, $2)", store::kChannel,
+                   store::MembershipChanged("g"));
     tx.commit();
   }
   EXPECT_TRUE(
