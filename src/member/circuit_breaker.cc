@@ -71,14 +71,7 @@ std::optional<CircuitBreaker::Change> CircuitBreaker::Record(
     if (!probing_) return std::nullopt;
     probing_ = false;
     ++failures_;
-    wait_ = std::min(wait_ * 2, options_.max_wait);
-    open_until_ = now + wait_;
-    Change change;
-    change.to = State::kOpen;
-    change.open_until = open_until_;
-    change.failures = failures_;
-    change.error = std::string(status.message());
-    return change;
+    return Open(now, std::min(wait_ * 2, options_.max_wait), status, false);
   }
   if (failures_ == 0) {
     first_item_ = item_id;
@@ -89,14 +82,20 @@ std::optional<CircuitBreaker::Change> CircuitBreaker::Record(
   if (failures_ < options_.trip_after || !two_items_) return std::nullopt;
   open_ = true;
   opened_at_ = now;
-  wait_ = options_.first_wait;
-  open_until_ = now + wait_;
+  return Open(now, options_.first_wait, status, true);
+}
+
+CircuitBreaker::Change CircuitBreaker::Open(absl::Time now, absl::Duration wait,
+                                            const absl::Status& status,
+                                            bool first) {
+  wait_ = wait;
+  open_until_ = now + wait;
   Change change;
   change.to = State::kOpen;
   change.open_until = open_until_;
   change.failures = failures_;
   change.error = std::string(status.message());
-  change.first = true;
+  change.first = first;
   return change;
 }
 

@@ -82,6 +82,10 @@ class CircuitBreaker {
   absl::Time NoCallBefore(absl::Time now) const;
 
  private:
+  // Opens (again) for `wait`; the change to report.
+  Change Open(absl::Time now, absl::Duration wait, const absl::Status& status,
+              bool first) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const Options options_;
   mutable absl::Mutex mu_;
   int failures_ ABSL_GUARDED_BY(mu_) = 0;        // outage failures in a row
