@@ -449,8 +449,11 @@ class ChaosRun:
         fresh = PgNode.standby_of(new, self.root,
                                   f"pg-{len(self.faults)}")
         self.nodes[slot] = fresh
-        for m in self.members:
-            m.retarget(slot, fresh.port)
+        # Everyone who reaches the database through a proxy of this slot,
+        # the producer too: left on the removed server, its next failover
+        # would leave it no server to reach (seed 1127, long profile).
+        for client in self.members + [self.producer]:
+            client.retarget(slot, fresh.port)
         new.wait_streaming(fresh)
         new.require_sync_standby(True)
 

@@ -126,6 +126,11 @@ class Producer:
         return (f"host={hosts} port={ports} dbname=chaos user={self.user} "
                 "target_session_attrs=read-write connect_timeout=2")
 
+    def retarget(self, slot, port):
+        """New connections through database slot `slot` go to `port` (a
+        fresh standby built there after a failover), as Member.retarget."""
+        self.proxies[slot].upstream_port = port
+
     def cut_at_commit(self, n):
         for p in self.proxies:
             p.cut_at_commit(n)
