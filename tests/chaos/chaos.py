@@ -596,6 +596,8 @@ class ChaosRun:
     def schedule(self):
         kinds = list(self.kinds)
         self.rng.shuffle(kinds)
+        if self.args.schedule:  # the first faults, as asked
+            kinds = self.args.schedule.split(",")
         for kind in kinds:
             yield kind
         if self.args.profile == "long":
@@ -792,8 +794,17 @@ def main():
                     "(exec, 0.5-10 s per item) through joins, leaves, "
                     "rolling restarts, kill -9, SIGSTOP and resizes, and "
                     "handler_overlaps checks invariant 10 from its logs")
+    ap.add_argument("--schedule", default=None,
+                    help="comma-separated faults to inject first, in this "
+                    "order, instead of each kind once in a seeded order "
+                    "(e.g. failover,failover); the long profile then adds "
+                    "random ones")
     ap.add_argument("--keep", action="store_true", help="keep logs and data")
     args = ap.parse_args()
+    unknown = set((args.schedule or "").split(",")) - {""} - set(
+        KINDS + STATIC_KINDS + SLOW_KINDS + ["pooler_restart"])
+    if unknown:
+        ap.error(f"--schedule: unknown fault(s) {sorted(unknown)}")
     if args.handler == "slow" and (args.static_timeout or
                                    args.pooler != "none"):
         ap.error("--handler slow runs dynamic members straight to the "
