@@ -39,6 +39,24 @@ Members run the `record` handler behind `--fail_rate` (default 0.05): that
 share of deliveries fails before the handler writes, so retries, backoff
 and the key blocked behind its failed head run throughout.
 
+With --handler slow the members run an exec handler slower than any
+handover, tests/support/slow_handler.py (consume --handler_timeout 15s,
+the default --drain_timeout: the same), on items whose payloads ask for
+0.5 to 10 s per attempt (half of them under 8 keys), enqueued at 1 item/s
+with sqlgroup.enqueue_many. The faults are kill9, sigstop, join (a new
+member), leave (SIGTERM, for good), rolling and resize; the fleet stays
+between 2 and --members + 2. handler_overlaps checks invariant 10 from the
+handlers' own logs (one per member process): no item ran in two handler
+processes at once, except while one of the two members was dead (from its
+kill -9 on: its exec child outlives it) or paused (from its SIGSTOP until
+it registered again, plus the 0.1 s a cut-off call may outlive its last
+log line) to the database. A cut-off call is taken to have run 0.1 s past
+its last line. The exec handler writes no results, so the checks that
+read them are skipped (checker.RESULT_CHECKS):
+
+  tests/chaos/chaos.py --cli build/sqlgroup --handler slow --profile long \
+      --seed 1 --minutes 3
+
 Prints a table and one JSON line per result; exits 1 when an invariant is
 broken or the group does not recover.
 """
@@ -59,8 +77,8 @@ sys.dont_write_bytecode = True  # nothing written into the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import checker  # noqa: E402
-from pgnode import PgNode, make_root, psql  # noqa: E402
-from workload import Member, Producer  # noqa: E402
+from pgnode import BIN, PgNode, make_root, psql  # noqa: E402
+from workload import Member, Producer, SlowProducer  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "support"))
@@ -72,6 +90,18 @@ KINDS = ["kill9", "sigstop", "pg_restart", "terminate", "stall", "rolling",
 # /5, x2), a member killed and restarted during the middle change.
 RESIZE_FACTORS = [2.5, 0.2, 2.0]
 STATIC_KINDS = ["kill9_return", "zombie"]  # with --static_timeout only
+# With --handler slow: membership changes and member deaths while slow
+# exec handlers run (invariant 10); no database fault, whose downtime would
+# expire every session at once and excuse nothing the suite could name.
+SLOW_KINDS = ["kill9", "sigstop", "join", "leave", "rolling", "resize"]
+SLOW_HANDLER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                            "..", "support", "slow_handler.py")
+# Above the slowest payload (SlowProducer's 10 s); --drain_timeout is left
+# at its default, this.
+SLOW_HANDLER_TIMEOUT = "15s"
+# How long after its last logged line a handler call cut off may have run
+# (slow_handler.py logs "alive" every 0.1 s).
+CUT_SLACK_S = 0.1
 GROUP_TTL_S = 2.0
 HEARTBEAT_S = 0.4
 RECOVERY_LIMIT_S = 30.0
@@ -105,6 +135,17 @@ class ChaosRun:
             self.kinds = [k for k in self.kinds if k != "failover"]
             self.kinds.append("pooler_restart")
         self.twins = 0  # zombie faults so far (names their logs)
+        self.slow = args.handler == "slow"
+        if self.slow:
+            self.kinds = list(SLOW_KINDS)
+        self.joined = 0  # members added by join faults (names them)
+        self.left = []  # members that left for good (leave faults)
+        # Handler log (one per member process) -> [(from, to)]: when that
+        # process was dead or paused to the database, by the suite's doing
+        # (kill -9: from the kill on; SIGSTOP: until it registered again).
+        self.unresponsive = {}
+        self._tails = {}  # handler log -> (bytes read, latest start seen)
+        self.injected = {}  # kind -> faults injected (a resize: 3 changes)
 
     # --- the database ----------------------------------------------------
     def query(self, sql, **kw):
@@ -143,20 +184,36 @@ class ChaosRun:
             slots = [self.bouncer.port]
             extra += ["--pool_mode", "transaction",
                       "--listen_dsn", self.node_dsn("chaos_member")]
+        if self.slow:
+            extra += ["--handler_timeout", SLOW_HANDLER_TIMEOUT]
+        self.member_slots, self.member_extra = slots, extra
         for i in range(self.args.members):
-            m = Member(self.args.cli, f"m{i}", slots,
-                       self.log_dir, "chaos_member", "record", 2,
-                       self.args.fail_rate, self.args.static_timeout,
-                       extra_args=extra)
-            m.start()
-            self.members.append(m)
+            self.members.append(self.new_member(f"m{i}"))
         self.wait("every part owned", lambda: self.owned_by_live([]))
         self.query("CREATE INDEX IF NOT EXISTS results_acked_at "
                    "ON sqlgroup_demo.results (acked_at)")
-        self.producer = Producer(self.args.cli, [n.port for n in self.nodes],
-                                 "chaos_producer", self.args.rate, 200,
-                                 os.path.join(self.log_dir, "producer.log"))
+        if self.slow:
+            self.producer = SlowProducer(
+                os.path.join(BIN, "psql"), self.node_dsn(),
+                random.Random(self.seed + 1))  # not the schedule's
+        else:
+            self.producer = Producer(
+                self.args.cli, [n.port for n in self.nodes],
+                "chaos_producer", self.args.rate, 200,
+                os.path.join(self.log_dir, "producer.log"))
         self.producer.start()
+
+    def new_member(self, name):
+        """A member started under `name`: the `record` handler, or with
+        --handler slow tests/support/slow_handler.py logging to a file of
+        each process the member starts."""
+        handler = (f"exec:python3 {SLOW_HANDLER} {{log}}" if self.slow
+                   else "record")
+        m = Member(self.args.cli, name, self.member_slots, self.log_dir,
+                   "chaos_member", handler, 2, self.args.fail_rate,
+                   self.args.static_timeout, extra_args=self.member_extra)
+        m.start()
+        return m
 
     def grant_roles(self):
         """Members and producers run under least-privilege roles, as users
@@ -250,11 +307,34 @@ class ChaosRun:
             f"AND acquired_at > to_timestamp({t0}) AND session_id::text <> "
             f"ALL('{{{','.join(mine)}}}'::text[])")[0][0])
 
+    def latest_handler_start(self):
+        """The latest "start" in the slow handlers' logs (read on from
+        where the last call stopped)."""
+        latest = 0.0
+        for m in self.members:
+            for path in m.handler_logs:
+                done, seen = self._tails.get(path, (0, 0.0))
+                try:
+                    with open(path, "rb") as f:
+                        f.seek(done)
+                        chunk = f.read()
+                except FileNotFoundError:
+                    continue
+                whole = chunk[:chunk.rfind(b"\n") + 1]
+                for line in whole.split(b"\n"):
+                    if line.startswith(b"start "):
+                        seen = max(seen, float(line.split()[4]))
+                self._tails[path] = (done + len(whole), seen)
+                latest = max(latest, seen)
+        return latest
+
     def recover(self, kind, target, t0, excluded, db_back_s=None,
-                member=None):
+                member=None, until=None):
         """Times from t0 until every part is owned by a live session not in
-        `excluded`, and until every part holding keys has acknowledged an
-        item again.
+        `excluded` (and `until()` holds, when given), and until every part
+        holding keys has acknowledged an item again (with --handler slow,
+        whose handler writes no results: until a handler started an item
+        after every part was owned again).
         `db_back_s`: when the database itself was down, how long it took to
         accept connections again (crash recovery or promotion). `member`: a
         static member restarted; counts the takes by the others meanwhile."""
@@ -262,9 +342,14 @@ class ChaosRun:
         deadline = t0 + RECOVERY_LIMIT_S
         while time.time() < deadline and (owned is None or resumed is None):
             self.sample_overlaps()
-            if owned is None and self.owned_by_live(excluded):
+            if owned is None and self.owned_by_live(excluded) and \
+                    (until is None or until()):
                 owned = time.time() - t0
-            if resumed is None and \
+            if self.slow:
+                if owned is not None and \
+                        self.latest_handler_start() > t0 + owned:
+                    resumed = time.time() - t0
+            elif resumed is None and \
                     self.parts_acked_since(t0) >= self.parts_with_keys():
                 resumed = time.time() - t0
             time.sleep(0.1)
@@ -284,11 +369,19 @@ class ChaosRun:
     def pick_member(self):
         return self.rng.choice([m for m in self.members if m.alive()])
 
+    def kill(self, m):
+        """kill -9 of a member process, noted: from now on its handler
+        calls (an exec child outlives it) belong to a dead member."""
+        if m.alive() and m.handler_log:
+            self.unresponsive.setdefault(m.handler_log, []).append(
+                (time.time(), float("inf")))
+        m.kill()
+
     def fault_kill9(self):
         m = self.pick_member()
         excluded = self.sessions_of(m)
         t0 = time.time()
-        m.kill()
+        self.kill(m)
         self.recover("kill9", m.name, t0, excluded)
         m.start()
 
@@ -302,6 +395,48 @@ class ChaosRun:
         m.signal(signal.SIGCONT)
         self.wait(f"{m.name} to rejoin after SIGCONT",
                   lambda: any(s not in excluded for s in self.sessions_of(m)))
+        # Paused to the database from the SIGSTOP until it registered a
+        # fresh session (by the database clock, on this machine), having
+        # cut off the calls of the lost one: a call cut off logged its last
+        # line up to 0.1 s before it died, hence the slack (seed 7, long
+        # slow profile: the call cut at .472, a new session at .473, the
+        # item restarted at .546 on the member's other handler process, the
+        # cut call's last line at .468).
+        if m.handler_log:
+            back = float(self.query(
+                "SELECT extract(epoch FROM min(created_at)) FROM "
+                f"sqlgroup.sessions WHERE instance = '{m.name}' AND "
+                f"id::text <> ALL('{{{','.join(excluded)}}}'::text[])")[0][0])
+            self.unresponsive.setdefault(m.handler_log, []).append(
+                (t0, back + CUT_SLACK_S))
+
+    def owns_parts(self, m):
+        rows = self.query(
+            "SELECT count(*) FROM sqlgroup.session_parts sp JOIN "
+            "sqlgroup.sessions s ON s.id = sp.session_id WHERE "
+            f"s.instance = '{m.name}'", check=False, timeout=3)
+        return rows is not None and int(rows[0][0]) > 0
+
+    def fault_join(self):
+        """A member joins: parts move to it only after the calls their old
+        owners started on them returned."""
+        m = self.new_member(f"m{self.args.members + self.joined}")
+        self.joined += 1
+        t0 = time.time()
+        self.members.append(m)
+        self.recover("join", m.name, t0, [], until=lambda: self.owns_parts(m))
+
+    def fault_leave(self):
+        """A member leaves for good (SIGTERM: its calls in flight finish
+        and are acknowledged, then its session is deleted)."""
+        m = self.pick_member()
+        excluded = self.sessions_of(m)
+        t0 = time.time()
+        if m.stop() != 0:
+            raise RuntimeError(f"{m.name} did not stop cleanly on SIGTERM")
+        self.members.remove(m)
+        self.left.append(m)
+        self.recover("leave", m.name, t0, excluded)
 
     def fault_stall(self):
         m = self.pick_member()
@@ -429,7 +564,7 @@ class ChaosRun:
             self.parts = new
             if i == 1:
                 m = self.pick_member()
-                m.kill()
+                self.kill(m)
                 m.start()
             self.recover("resize", f"{old}->{new}", t0, [])
 
@@ -449,8 +584,11 @@ class ChaosRun:
         fresh = PgNode.standby_of(new, self.root,
                                   f"pg-{len(self.faults)}")
         self.nodes[slot] = fresh
-        for m in self.members:
-            m.retarget(slot, fresh.port)
+        # Everyone who reaches the database through a proxy of this slot,
+        # the producer too: left on the removed server, its next failover
+        # would leave it no server to reach (seed 1127, long profile).
+        for client in self.members + [self.producer]:
+            client.retarget(slot, fresh.port)
         new.wait_streaming(fresh)
         new.require_sync_standby(True)
 
@@ -458,6 +596,8 @@ class ChaosRun:
     def schedule(self):
         kinds = list(self.kinds)
         self.rng.shuffle(kinds)
+        if self.args.schedule:  # the first faults, as asked
+            kinds = self.args.schedule.split(",")
         for kind in kinds:
             yield kind
         if self.args.profile == "long":
@@ -473,6 +613,12 @@ class ChaosRun:
             dead = [m.name for m in self.members if not m.alive()]
             if dead:  # only the suite may take a member down
                 raise RuntimeError(f"member(s) {dead} exited on their own")
+            # The fleet stays between 2 and --members + 2.
+            if kind == "join" and len(self.members) >= self.args.members + 2:
+                kind = "leave"
+            elif kind == "leave" and len(self.members) <= 2:
+                kind = "join"
+            self.injected[kind] = self.injected.get(kind, 0) + 1
             log(f"seed {self.seed}: {kind}")
             getattr(self, f"fault_{kind}")()
         log(f"seed {self.seed}: draining")
@@ -485,9 +631,12 @@ class ChaosRun:
             log(f"seed {self.seed}: {e}; the checker counts what is left")
         # Checked while the members still own their parts, so the open
         # entries of the ownership log have takes to match.
-        found = checker.check(self.query)
+        found = checker.check(self.query, skip=checker.RESULT_CHECKS
+                              if self.slow else ())
         found["overlapping_samples"] = self.overlapping_samples
         codes = {m.name: m.stop() for m in self.members}
+        if self.slow:
+            return self.slow_summary(found, codes)
         if self.args.static_timeout:
             # Stopped static members keep their places and parts: scaling
             # down is `group leave`, which closes their takes.
@@ -528,6 +677,37 @@ class ChaosRun:
         print(json.dumps({"chaos_run": summary}), flush=True)
         return summary
 
+    def slow_summary(self, found, codes):
+        """The slow profile's result: the database checks that need no
+        results rows, and invariant 10 from the handlers' logs."""
+        found.update(checker.check_after_leave(self.query))
+        found["unclean_exits"] = sum(c != 0 for c in codes.values())
+        logs = [p for m in self.members + self.left for p in m.handler_logs]
+        runs = checker.read_deliveries(logs)
+        bad, excused, examples = checker.handler_overlaps(
+            runs, self.unresponsive)
+        for item, a, b in examples:
+            log(f"seed {self.seed}: item {item} ran in two live members at "
+                f"once: {a} and {b}")
+        found["handler_overlaps"] = bad
+        deliveries = [d for ds in runs.values() for d in ds]
+        summary = {
+            "seed": self.seed, "handler": "slow",
+            "enqueued": self.producer.enqueued,
+            "enqueue_failures": self.producer.failures,
+            "dead": int(self.query(
+                "SELECT count(*) FROM sqlgroup.dead_items")[0][0]),
+            "items_delivered": len(runs),
+            "deliveries": len(deliveries),
+            "deliveries_cut": sum(d["cut"] for d in deliveries),
+            "redelivered_items": sum(len(ds) > 1 for ds in runs.values()),
+            "handler_overlaps_excused": excused,
+            "faults": self.injected,
+            "overlap_samples": self.overlap_samples,
+            "member_exit_codes": codes, **found}
+        print(json.dumps({"chaos_run": summary}), flush=True)
+        return summary
+
     def handler_failures(self):
         """Deliveries that failed (--fail_rate), as the members' graceful
         stops reported them (a killed member reports nothing)."""
@@ -539,11 +719,11 @@ class ChaosRun:
         return total
 
     def close(self, keep):
-        for m in self.members:
+        for m in self.members + self.left:
             m.close()
         if self.producer:
             self.producer.stop()
-            for p in self.producer.proxies:
+            for p in getattr(self.producer, "proxies", []):
                 p.close()
         if self.bouncer:
             self.bouncer.close()
@@ -561,7 +741,8 @@ def report(faults, runs):
           "every part processing again (s) p50 / max | "
           "takes by bystanders |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for kind in KINDS + STATIC_KINDS + ["pooler_restart"]:
+    for kind in KINDS + STATIC_KINDS + ["pooler_restart", "join",
+                                        "leave"]:
         mine = [f for f in faults if f["kind"] == kind]
         if not mine:
             continue
@@ -608,8 +789,26 @@ def main():
                     default="none",
                     help="members through a PgBouncer in transaction mode "
                     "(and a pooler_restart fault instead of failover)")
+    ap.add_argument("--handler", choices=["record", "slow"], default="record",
+                    help="slow: members run tests/support/slow_handler.py "
+                    "(exec, 0.5-10 s per item) through joins, leaves, "
+                    "rolling restarts, kill -9, SIGSTOP and resizes, and "
+                    "handler_overlaps checks invariant 10 from its logs")
+    ap.add_argument("--schedule", default=None,
+                    help="comma-separated faults to inject first, in this "
+                    "order, instead of each kind once in a seeded order "
+                    "(e.g. failover,failover); the long profile then adds "
+                    "random ones")
     ap.add_argument("--keep", action="store_true", help="keep logs and data")
     args = ap.parse_args()
+    unknown = set((args.schedule or "").split(",")) - {""} - set(
+        KINDS + STATIC_KINDS + SLOW_KINDS + ["pooler_restart"])
+    if unknown:
+        ap.error(f"--schedule: unknown fault(s) {sorted(unknown)}")
+    if args.handler == "slow" and (args.static_timeout or
+                                   args.pooler != "none"):
+        ap.error("--handler slow runs dynamic members straight to the "
+                 "database: no --static_timeout, no --pooler")
     seeds = ([int(s) for s in args.seeds.split(",")] if args.seeds else
              [args.seed if args.seed is not None else 1])
     faults, runs, failed = [], [], []

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -119,13 +120,75 @@ VIOLATIONS = [
 ]
 
 
+# The slow handler's logs (tests/support/slow_handler.py), one per member
+# process: "a" and "b". Each case: (name, {log: lines}, {log: [(from, to)]}
+# when the suite had that member killed or paused, the handler_overlaps it
+# must count). X is one item; times are seconds.
+def _run(item, pid, attempt, start, end=None, last=None):
+    """A delivery's lines: start, "alive" every second up to `last` (default
+    `end`), and an end line unless `end` is None (cut off)."""
+    lines = [f"start {item} {pid} {attempt} {start}"]
+    t = start + 1
+    while t <= (last if last is not None else end):
+        lines.append(f"alive {item} {pid} {attempt} {t}")
+        t += 1
+    if end is not None:
+        lines.append(f"end {item} {pid} {attempt} {end}")
+    return lines
+
+
+X = "11111111-0000-4000-8000-000000000000"
+INF = float("inf")
+HANDLER_CASES = [
+    ("clean: one after the other in two members",
+     {"a": _run(X, 100, 1, 9, 13), "b": _run(X, 200, 2, 13.5, 16)}, {}, 0),
+    ("clean: a retry in the same handler process",
+     {"a": _run(X, 100, 1, 9, 10) + _run(X, 100, 2, 10, 12)}, {}, 0),
+    ("clean: the first member killed at 10, its call ran on to 13",
+     {"a": _run(X, 100, 1, 9, 13), "b": _run(X, 200, 2, 12, 16)},
+     {"a": [(10, INF)]}, 0),
+    ("clean: the first member SIGSTOPped 10..14, its call cut at 13.1",
+     {"a": _run(X, 100, 1, 9, None, last=13), "b": _run(X, 200, 2, 12, 16)},
+     {"a": [(10, 14)]}, 0),
+    ("handler_overlaps: two live members at once",
+     {"a": _run(X, 100, 1, 9, 13), "b": _run(X, 200, 2, 12, 16)}, {}, 1),
+    ("handler_overlaps: a call cut off runs 0.1 s past its last line",
+     {"a": _run(X, 100, 1, 9, None, last=12), "b": _run(X, 200, 2, 12.05,
+                                                       16)}, {}, 1),
+    ("handler_overlaps: the overlap outlasts the pause (10..12.5)",
+     {"a": _run(X, 100, 1, 9, 13), "b": _run(X, 200, 2, 12, 16)},
+     {"a": [(10, 12.5)]}, 1),
+    ("handler_overlaps: two handler processes of one member",
+     {"a": _run(X, 100, 1, 9, 13) + _run(X, 101, 2, 12, 16)}, {}, 1),
+]
+
+
+def check_handler_logs():
+    """handler_overlaps on planted handler logs; returns the failed cases."""
+    failures = []
+    with tempfile.TemporaryDirectory() as d:
+        for name, logs, windows, want in HANDLER_CASES:
+            paths = {}
+            for member, lines in logs.items():
+                paths[member] = os.path.join(d, f"{member}.handler.log")
+                with open(paths[member], "w") as f:
+                    f.write("\n".join(lines) + "\n")
+            runs = checker.read_deliveries(list(paths.values()))
+            got, _, _ = checker.handler_overlaps(
+                runs, {paths[m]: w for m, w in windows.items()})
+            print(f"{'ok' if got == want else 'WRONG'}: {name}: {got}")
+            if got != want:
+                failures.append(name)
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
     args = ap.parse_args()
+    failures = check_handler_logs()
     root = make_root()
     node = PgNode.primary(root)
-    failures = []
     try:
         dsn = f"host=127.0.0.1 port={node.port} dbname=chaos user=postgres"
         for argv in (["migrate"], ["group", "create", "chaos", "--parts", "2"],

@@ -29,8 +29,15 @@ class Member:
         # restart; None: a dynamic one.
         self.static_timeout = static_timeout
         self.log_path = os.path.join(log_dir, f"{log_name or name}.log")
+        self.log_dir, self.log_name = log_dir, log_name or name
         self.proxies = [StallableProxy(port) for port in slots]
         self.proc = None
+        # A handler holding "{log}" (the slow profile's exec handler) logs
+        # to a file of each process started, so a handler log names the
+        # member process that ran it: `handler_log` is the current one's,
+        # `handler_logs` every one's.
+        self.handler_log = None
+        self.handler_logs = []
 
     def dsn(self):
         hosts = ",".join("127.0.0.1" for _ in self.proxies)
@@ -39,10 +46,17 @@ class Member:
                 "target_session_attrs=read-write connect_timeout=2")
 
     def start(self):
+        handler = self.handler
+        if "{log}" in handler:
+            self.handler_log = os.path.join(
+                self.log_dir, f"{self.log_name}.{len(self.handler_logs)}"
+                ".handler.log")
+            self.handler_logs.append(self.handler_log)
+            handler = handler.replace("{log}", self.handler_log)
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
             [self.cli, "consume", "--dsn", self.dsn(), "--group", "chaos",
-             "--handler", self.handler, "--workers", str(self.workers),
+             "--handler", handler, "--workers", str(self.workers),
              "--fail_rate", str(self.fail_rate),
              "--instance", self.name, "--metrics_addr", ""] +
             (["--static_timeout", self.static_timeout]
@@ -126,6 +140,11 @@ class Producer:
         return (f"host={hosts} port={ports} dbname=chaos user={self.user} "
                 "target_session_attrs=read-write connect_timeout=2")
 
+    def retarget(self, slot, port):
+        """New connections through database slot `slot` go to `port` (a
+        fresh standby built there after a failover), as Member.retarget."""
+        self.proxies[slot].upstream_port = port
+
     def cut_at_commit(self, n):
         for p in self.proxies:
             p.cut_at_commit(n)
@@ -161,3 +180,60 @@ class Producer:
             elif not self.cut_short:
                 self.failures += 1
                 self._stop.wait(0.5)
+
+
+class SlowProducer:
+    """The slow profile's producer: every `period` seconds a batch of
+    `batch` items whose payloads are seconds for tests/support/
+    slow_handler.py to sleep on every attempt (uniform in [lo, hi], 0.1 s
+    steps), half of them under keys k0..k7, half unkeyed. Enqueued with
+    sqlgroup.enqueue_many through psql as the superuser, on the multi-host
+    `dsn` (it follows a failover by itself). A batch whose call failed is
+    counted in `failures` and not retried: what went in is what the
+    handlers' logs show, and invariant 10 needs no tally."""
+
+    def __init__(self, psql_bin, dsn, rng, batch=2, period=2.0, lo=0.5,
+                 hi=10.0):
+        self.psql_bin, self.dsn, self.rng = psql_bin, dsn, rng
+        self.batch, self.period, self.lo, self.hi = batch, period, lo, hi
+        self.enqueued = 0
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def payloads(self):
+        """One batch: (key or None, seconds as text) pairs."""
+        out = []
+        for _ in range(self.batch):
+            seconds = round(self.rng.uniform(self.lo, self.hi), 1)
+            key = (f"k{self.rng.randrange(8)}" if self.rng.random() < 0.5
+                   else None)
+            out.append((key, f"{seconds:g}"))
+        return out
+
+    def start(self):
+        self._thread.start()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self):
+        while not self._stop.wait(self.period):
+            batch = self.payloads()
+            keys = ",".join("NULL" if k is None else f"'{k}'"
+                            for k, _ in batch)
+            pays = ",".join(f"'{p}'" for _, p in batch)
+            sql = (f"SELECT count(*) FROM sqlgroup.enqueue_many('chaos', "
+                   f"ARRAY[{keys}]::text[], ARRAY[{pays}]::bytea[])")
+            try:
+                r = subprocess.run(
+                    [self.psql_bin, self.dsn, "-X", "-q", "-A", "-t", "-c",
+                     sql], capture_output=True, text=True, timeout=10)
+                ok = r.returncode == 0
+            except subprocess.TimeoutExpired:
+                ok = False
+            if ok:
+                self.enqueued += int(r.stdout.strip())
+            else:
+                self.failures += 1
