@@ -128,9 +128,7 @@ TEST_F(ConnectionsTest, StaysWithinItsBudgetUnderLoadAndHoldsOneWhenIdle) {
   // server sees a connection gone a moment before the member counts it
   // closed, PartWorker::CloseOwn: both are waited for.)
   EXPECT_TRUE(WaitFor(
-      [&] {
-        return MemberBackends() == 1 && member->stats().connections == 1;
-      },
+      [&] { return MemberBackends() == 1 && member->stats().connections == 1; },
       absl::Seconds(10)))
       << MemberBackends() << " connections on the server while idle, "
       << member->stats().connections << " counted by the member";
