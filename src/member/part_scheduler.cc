@@ -103,6 +103,13 @@ void PartScheduler::Remove(int part) {
   parts_.erase(it);  // a stale run_queue_ entry is skipped in Next()
 }
 
+std::map<int, int64_t> PartScheduler::Parts() const {
+  absl::MutexLock lock(&mu_);
+  std::map<int, int64_t> parts;
+  for (const auto& [part, e] : parts_) parts[part] = e.ref.epoch;
+  return parts;
+}
+
 bool PartScheduler::Busy(int part) const {
   absl::MutexLock lock(&mu_);
   return InFlight(part) > 0;

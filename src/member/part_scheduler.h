@@ -28,7 +28,8 @@
 #include "absl/time/time.h"
 #include "keyspace.h"
 #include "member/range_index.h"
-#include "store/item_store.h"
+#include "sqlgroup/item.h"
+#include "store/model.h"
 
 namespace sqlgroup {
 
@@ -87,6 +88,9 @@ class PartScheduler {
   void Revoke(int part);
   void Unrevoke(int part);
   void Remove(int part);
+  // The parts added and not removed, with their takes' epochs: the one
+  // record of which parts the member runs.
+  std::map<int, int64_t> Parts() const;
   // Whether an item of `part` is with a handler.
   bool Busy(int part) const;
   // Whether an item of any part is; probes and lag reads do not count (they

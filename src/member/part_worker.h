@@ -25,6 +25,7 @@
 #include "sqlgroup/connection_budget.h"
 #include "sqlgroup/consumer.h"
 #include "store/connection.h"
+#include "store/item_store.h"
 
 namespace spdlog {
 class logger;

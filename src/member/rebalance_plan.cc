@@ -7,7 +7,8 @@ namespace sqlgroup {
 
 RebalancePlan PlanRebalance(const std::string& me, const Assignment& assignment,
                             const store::Ownership& ownership,
-                            const std::map<int, int64_t>& local) {
+                            const std::map<int, int64_t>& local,
+                            const std::set<int>& revoking) {
   RebalancePlan plan;
   plan.target = assignment.parts_of(me);
   const std::set<int> target(plan.target.begin(), plan.target.end());
@@ -31,6 +32,21 @@ RebalancePlan PlanRebalance(const std::string& me, const Assignment& assignment,
   }
   for (int part : plan.target) {
     if (!taken.count(part)) plan.take.push_back(part);
+  }
+  // A lost part no longer runs here: it needs no drain.
+  const std::set<int> lost(plan.lost.begin(), plan.lost.end());
+  auto runs_here = [&](int part) {
+    return local.count(part) > 0 && !lost.count(part);
+  };
+  for (int part : plan.drop) {
+    if (!runs_here(part)) {
+      plan.drop_now.push_back(part);
+    } else if (!revoking.count(part)) {
+      plan.revoke.push_back(part);
+    }
+  }
+  for (int part : revoking) {
+    if (target.count(part) && runs_here(part)) plan.unrevoke.push_back(part);
   }
   bool all_owned = true;
   for (int part : plan.target) all_owned &= mine.count(part) > 0;

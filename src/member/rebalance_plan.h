@@ -6,11 +6,12 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "sqlgroup/assignor.h"
-#include "store/member_store.h"
+#include "store/model.h"
 
 namespace sqlgroup {
 
@@ -20,7 +21,13 @@ struct RebalancePlan {
   std::vector<int> take;    // targeted and free
   std::vector<int> lost;    // held locally but no longer ours (or re-epoched)
   std::map<int, int64_t> adopt;  // ours in the database, unknown locally
-  bool converged = false;        // owned == target, nothing to drop or take
+  // How each part of `drop` goes: at once when nothing runs it here, else
+  // revoked first (its handler calls finish before it is released).
+  std::vector<int> drop_now;
+  std::vector<int> revoke;  // not revoking yet
+  // Revoking, but targeted again and still run here: kept.
+  std::vector<int> unrevoke;
+  bool converged = false;  // owned == target, nothing to drop or take
 };
 
 // The assignment over the live members of `view`, by name: a static member
@@ -34,10 +41,12 @@ Assignment AssignMembers(const Assignor& assignor, const store::GroupView& view,
                          const std::string& me, int parts);
 
 // `ownership` is what the database says; `local` maps the parts this member
-// runs to their epochs.
+// runs to their epochs; `revoking` (a subset of `local`) are being handed
+// over.
 RebalancePlan PlanRebalance(const std::string& me, const Assignment& assignment,
                             const store::Ownership& ownership,
-                            const std::map<int, int64_t>& local);
+                            const std::map<int, int64_t>& local,
+                            const std::set<int>& revoking = {});
 
 }  // namespace sqlgroup
 

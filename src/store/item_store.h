@@ -17,17 +17,9 @@
 #include "keyspace.h"
 #include "sqlgroup/item.h"
 #include "sqlgroup/producer.h"
+#include "store/model.h"
 
 namespace sqlgroup::store {
-
-// One take of a part: the claim on every item read in its range, and what
-// every ack, release and dead-letter is fenced on.
-struct ClaimRef {
-  std::string group;
-  std::string session;
-  int part = 0;
-  int64_t epoch = 0;
-};
 
 // Call once on each worker connection, before the functions below. Also
 // makes the connection run every prepared statement's generic plan

@@ -19,115 +19,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "keyspace.h"
+#include "store/model.h"
+#include "store/notifications.h"
 
 namespace sqlgroup::store {
-
-struct GroupSettings {
-  int parts = 0;
-  absl::Duration ttl;
-  absl::Duration heartbeat;
-  // groups.ordering = 'key': a key's items are handed out one at a time,
-  // in enqueue order (keyed_claims.cc); 'none': the sweep in key order.
-  bool key_order = true;
-  // groups.assignor: the name of the group's assignor (AssignorNamed).
-  std::string assignor = "lexical";
-};
-
-struct Owner {
-  int part = 0;
-  std::string session;
-  int64_t epoch = 0;
-  // From TakeParts: when the part's previous owner died (its session was
-  // reaped, or a live static session replaced by a new process under its
-  // name), database clock; unset after a clean handover. Items it may
-  // have been running then come back without an outcome.
-  std::optional<absl::Time> predecessor_died_at;
-};
-
-// Who owns what, as one member needs to know it: its own parts with their
-// epochs, and which parts other sessions own and whose they are (read per
-// session, not per part: 4,096 session ids per read were most of the
-// read's cost).
-struct Ownership {
-  std::map<int, int64_t> mine;
-  std::vector<int> others;
-  std::map<int, std::string> owner_of;  // the parts in `others`
-};
-
-// Live sessions (lexical order) and current ownership, read in one snapshot.
-struct GroupView {
-  GroupSettings settings;
-  std::vector<std::string> live_sessions;
-  // The instance name of each live static member's session (schema 8).
-  std::map<std::string, std::string> static_instances;
-  // Static members that stopped and keep their place: instance -> when
-  // their parts move (database clock).
-  std::map<std::string, absl::Time> away_until;
-  // Sessions of the group that expired and wait to be reaped.
-  int expired_sessions = 0;
-  // The live sessions' count and newest creation time (see Beat).
-  std::string membership;
-  Ownership ownership;  // as seen by the session that read it
-};
-
-// What a heartbeat that got through reports about the group, from the same
-// statement: what a member needs to stay idle without reading the view.
-struct Beat {
-  GroupSettings settings;  // current, so ALTERs reach running members
-  // The rest only from a watched heartbeat (left at these defaults by any
-  // other).
-  // Until the earliest other session expires unless it heartbeats
-  // (negative: one already has), by the database clock; infinite when the
-  // member is alone.
-  absl::Duration next_expiry = absl::InfiniteDuration();
-  // The live sessions' count and newest creation time, this one included,
-  // as in GroupView::membership: a change nobody announced (a member that
-  // does not NOTIFY) shows here at the next watched heartbeat. Every join is
-  // newer than every live session, and a leave alone lowers the count.
-  std::string membership;
-};
-
-struct SessionInfo {
-  std::string host;
-  int pid = 0;
-  std::string instance;  // empty: none
-  // > 0 (with an instance): a static member (schema 8), which replaces the
-  // session of its instance when it registers and, when it stops, stays
-  // away for this long with its parts instead of leaving.
-  absl::Duration static_timeout = absl::ZeroDuration();
-};
-
-// NOTIFY payloads on channel "sqlgroup", which every member hears.
-std::string MembershipChanged(const std::string& group);  // "rebalance:G"
-std::string ItemsArrived(const std::string& group);       // "items:G"
-// Items that fall due `delay` after the commit: "items:G@<microseconds>"
-// ('@' is never part of a group name).
-std::string ItemsDueIn(const std::string& group, absl::Duration delay);
-// The delay of an ItemsDueIn payload of `group`; nullopt for anything else.
-std::optional<absl::Duration> ParseItemsDueIn(const std::string& group,
-                                              const std::string& payload);
-// Items due now whose ids begin with the given 16-bit prefixes (the first
-// four hex digits of the UUID): "items:G#0a1b,ff00" ('#' is never part of
-// a group name). Members wake only the parts that hold those keys, instead
-// of probing every idle part. sqlgroup.announce_items (schema 12), which
-// both kinds of producer call, names at most kMaxAnnouncedPrefixes and
-// sends at most kMaxTargetedAnnouncements of these per transaction, then
-// the plain ItemsArrived (which PostgreSQL folds into one).
-// ItemsArrived when `ids` have more than kMaxAnnouncedPrefixes prefixes.
-std::string ItemsArrivedIn(const std::string& group,
-                           const std::vector<std::string>& ids);
-// The key ranges an ItemsArrivedIn payload of `group` names; nullopt for
-// anything else (a malformed list included).
-std::optional<std::vector<KeyRange>> ParseItemsArrivedIn(
-    const std::string& group, const std::string& payload);
-inline constexpr size_t kMaxAnnouncedPrefixes = 16;
-inline constexpr int kMaxTargetedAnnouncements = 8;
-inline constexpr char kChannel[] = "sqlgroup";
-// One session's own channel, "sqlgroup:<id>": a part it waits for was
-// freed. Addressed, so a drop wakes the member that takes the part instead
-// of every member of the group.
-std::string SessionChannel(const std::string& session);
-inline constexpr char kPartsFreed[] = "freed";
 
 // Sends `payload` on kChannel when `tx` commits.
 void Notify(pqxx::work& tx, const std::string& payload);
@@ -146,12 +41,6 @@ absl::StatusOr<std::vector<std::pair<std::string, GroupSettings>>> ListGroups(
 
 // NOT_FOUND for `group`, saying how to create one.
 absl::Status GroupNotFound(const std::string& group);
-
-struct Registered {
-  std::string session;
-  // A static member took the place of an earlier session of its instance.
-  bool replaced = false;
-};
 
 // Inserts a session (database clock) and announces it. NOT_FOUND when the
 // group does not exist. A static member's first deletes the session its

@@ -113,6 +113,45 @@ TEST(AssignMembersTest, ARestartedStaticMemberGetsItsPlaceBack) {
   EXPECT_EQ(before.parts_of("m"), after.parts_of("m"));
 }
 
+TEST(RebalancePlan, PartsRunHereAreRevokedAndTheOthersDroppedAtOnce) {
+  // a owns 0..3 in the database but runs only 0..2 (3 it never adopted,
+  // 2 it is revoking already); b joined, so 2 and 3 move.
+  std::vector<Owner> owners;
+  for (int p = 0; p < 4; ++p) owners.push_back({p, "a", 10 + p});
+  store::Ownership ownership;
+  for (const Owner& o : owners) ownership.mine[o.part] = o.epoch;
+  const RebalancePlan plan = sqlgroup::PlanRebalance(
+      "a", Lexical({"a", "b"}, 4), ownership, {{0, 10}, {1, 11}, {2, 12}}, {2});
+  EXPECT_THAT(plan.drop, ElementsAre(2, 3));
+  EXPECT_THAT(plan.drop_now, ElementsAre(3));
+  EXPECT_THAT(plan.revoke, IsEmpty());  // 2 is revoking already
+  EXPECT_THAT(plan.unrevoke, IsEmpty());
+}
+
+TEST(RebalancePlan, ARevokingPartTargetedAgainIsUnrevoked) {
+  store::Ownership ownership;
+  for (int p = 0; p < 4; ++p) ownership.mine[p] = 10 + p;
+  const RebalancePlan plan =
+      sqlgroup::PlanRebalance("a", Lexical({"a"}, 4), ownership,
+                              {{0, 10}, {1, 11}, {2, 12}, {3, 13}}, {2, 3});
+  EXPECT_THAT(plan.unrevoke, ElementsAre(2, 3));
+  EXPECT_THAT(plan.drop, IsEmpty());
+  EXPECT_TRUE(plan.converged);
+}
+
+TEST(RebalancePlan, ALostPartNeedsNoDrain) {
+  // Part 1 was taken anew under another epoch and moves away: it no
+  // longer runs here, so it is dropped at once and not revoked.
+  store::Ownership ownership;
+  ownership.mine = {{0, 10}, {1, 99}};
+  const RebalancePlan plan = sqlgroup::PlanRebalance(
+      "a", Lexical({"a", "b"}, 2), ownership, {{0, 10}, {1, 11}}, {1});
+  EXPECT_THAT(plan.lost, ElementsAre(1));
+  EXPECT_THAT(plan.drop_now, ElementsAre(1));
+  EXPECT_THAT(plan.revoke, IsEmpty());
+  EXPECT_THAT(plan.unrevoke, IsEmpty());
+}
+
 TEST(AssignMembersTest, TheStickyAssignorSeesWhoOwnsWhat) {
   // "x" owns parts 2 and 3 and keeps them; an owner that is not live counts
   // as none, so part 5 is free. The free parts go in ascending order to the
