@@ -1,0 +1,546 @@
+#include "member/settler.h"
+
+#include <pqxx/pqxx>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "key_placement.h"
+#include "member/backoff.h"
+#include "spdlog/spdlog.h"
+#include "store/errors.h"
+#include "store/function_ack.h"
+#include "store/member_store.h"
+
+namespace sqlgroup {
+namespace {
+
+// For trace lines; 0 for a time that never was.
+int64_t UnixMicros(absl::Time t) {
+  return t == absl::InfinitePast() ? 0 : absl::ToUnixMicros(t);
+}
+
+// After this many conflicts in a row in one member, an item's next
+// conflict counts as a failed attempt.
+constexpr int kConflictsPerAttempt = 10;
+// The first backoff after a conflict, at most (then doubling up to 8x):
+// the failures' backoff_initial before its default became 1 s.
+constexpr absl::Duration kConflictBackoff = absl::Milliseconds(200);
+
+// The handler's verdict; an exception is a failure with its message, except
+// a broken connection or an error that says nothing of the item (a
+// conflict), which the caller handles.
+template <typename F>
+absl::Status RunHandler(F&& f) {
+  try {
+    return f();
+  } catch (const pqxx::broken_connection&) {
+    throw;
+  } catch (const pqxx::transaction_rollback&) {
+    throw;
+  } catch (const pqxx::sql_error& e) {
+    if (store::SaysNothingOfTheItem(store::SqlStateOf(e))) throw;
+    return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
+  } catch (...) {
+    return absl::InternalError("handler threw a non-standard exception");
+  }
+}
+
+}  // namespace
+
+Settler::Settler(int index, SettlerConfig config, WorkerConnection& connection,
+                 PartScheduler& scheduler, MemberMetrics& metrics,
+                 std::shared_ptr<spdlog::logger> logger)
+    : index_(index),
+      config_(std::move(config)),
+      connection_(connection),
+      scheduler_(scheduler),
+      metrics_(metrics),
+      log_(std::move(logger)) {}
+
+bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
+                                       absl::Time died_at,
+                                       std::vector<Item>& items) {
+  std::vector<std::string> ids;
+  ids.reserve(items.size());
+  for (const Item& item : items) ids.push_back(item.id);
+  auto counted = store::CountDeliveriesOfTheDead(db(), ref, ids, died_at);
+  if (!counted.ok()) {
+    if (absl::IsUnavailable(counted.status())) {
+      connection_.Disconnect(counted.status());
+      return false;
+    }
+    // Nothing is lost by handing them out uncounted.
+    log_->warn(
+        "part={} epoch={} could not count the deliveries of its dead "
+        "previous owner: {}",
+        ref.part, ref.epoch, std::string(counted.status().message()));
+    return true;
+  }
+  if (counted->empty()) return true;
+  log_->info(
+      "part={} epoch={} {} item(s) were due when the part's previous owner "
+      "died: each counts an attempt (its delivery there may have been cut "
+      "short)",
+      ref.part, ref.epoch, counted->size());
+  std::vector<Item> kept;
+  kept.reserve(items.size());
+  for (Item& item : items) {
+    auto it = counted->find(item.id);
+    if (it == counted->end()) {
+      kept.push_back(std::move(item));
+      continue;
+    }
+    item.attempt = it->second + 1;
+    if (it->second < config_.max_attempts) {
+      kept.push_back(std::move(item));
+      continue;
+    }
+    // A poison item that takes its member down on every delivery ends
+    // here instead of being handed out for ever.
+    const std::string why = absl::StrCat(
+        "delivered ", it->second,
+        " time(s) without an outcome: the member running it stopped each "
+        "time (crashed, was killed or lost its session)");
+    auto dead = store::DeadLetter(db(), ref, item.id, why,
+                                  /*count_attempt=*/false);
+    if (!dead.ok() && absl::IsUnavailable(dead.status())) {
+      connection_.Disconnect(dead.status());
+      return false;
+    }
+    if (dead.ok() && *dead) {
+      metrics_.DeadLettered();
+      log_->warn("part={} epoch={} item={} dead-lettered: {}", ref.part,
+                 ref.epoch, item.id, why);
+    }
+  }
+  items = std::move(kept);
+  return true;
+}
+
+Settler::Progress Settler::ProcessItems(const store::ClaimRef& ref,
+                                        const std::vector<Item>& items,
+                                        NextClaim* next) {
+  if (config_.kind.batched) {
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {0, false};
+    const Outcome o = HandleBatch(ref, items, next);
+    if (Settled(o)) return {items.size(), false, o == Outcome::kAcked};
+    return {0, o == Outcome::kBroken};
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {i, false};
+    // Borrowed: the control thread's turn, after at least one item.
+    if (i > 0 && connection_.YieldControl()) return {i, false};
+    const Outcome o = HandleBatch(ref, {items[i]});
+    if (o == Outcome::kBroken) return {i, true};
+    if (o == Outcome::kRetryLater) return {i, false};
+    if (o == Outcome::kLost) return {i + 1, false};  // the take is likely gone
+  }
+  return {items.size(), false};
+}
+
+Settler::Outcome Settler::HandleBatch(const store::ClaimRef& ref,
+                                      const std::vector<Item>& items,
+                                      NextClaim* next) {
+  std::vector<std::string> ids;
+  ids.reserve(items.size());
+  for (const Item& item : items) ids.push_back(item.id);
+  if (log_->should_log(spdlog::level::trace)) {
+    log_->trace("handler worker={} ids={} at={}", index_,
+                absl::StrJoin(ids, ","), UnixMicros(absl::Now()));
+  }
+  // The breaker judges single items only: a failed batch is tried again
+  // item by item (HandleSingly), each admitted on its own.
+  const bool single = items.size() == 1;
+  const CircuitBreaker::Admission admission =
+      config_.breaker->Admit(absl::Now());
+  if (admission == CircuitBreaker::Admission::kDenied) {
+    return Outcome::kRetryLater;  // not handled: still due, for later
+  }
+  const Attempt a = config_.kind.in_function()
+                        ? CallInAck(ref, items, ids, next)
+                        : RunAndAck(ref, items, ids, next);
+  if (a.ended || (a.acking && !a.verdict.ok()) ||
+      (!single && !a.verdict.ok())) {
+    // No verdict on the handler: another call may probe.
+    if (admission == CircuitBreaker::Admission::kProbe) {
+      config_.breaker->Abandon();
+      scheduler_.GateChanged();
+    }
+  } else {
+    RecordOutcome(ref, a.verdict, items.front().id);
+  }
+  if (a.ended) return *a.ended;
+  if (a.acking && !a.verdict.ok()) {
+    log_->error("part={} epoch={} acknowledging {} item(s) failed: {}",
+                ref.part, ref.epoch, ids.size(),
+                std::string(a.verdict.message()));
+    return Outcome::kBroken;  // the transaction rolled back; read again
+  }
+  if (a.verdict.ok()) {
+    config_.conflicts->Forget(ids);
+    if (a.deleted == static_cast<int64_t>(ids.size())) {
+      metrics_.Acked(a.deleted, absl::Now() - a.ack_start);
+      return Outcome::kAcked;
+    }
+    // Alone, the items it did delete are acknowledged; in a transaction,
+    // none are (it rolled back).
+    const int64_t acked = a.alone ? a.deleted : 0;
+    if (acked > 0) metrics_.Acked(acked, absl::Now() - a.ack_start);
+    metrics_.LostClaims(static_cast<int64_t>(ids.size()) - acked);
+    log_->warn("part={} epoch={} lost claim on {} item(s): not acknowledged",
+               ref.part, ref.epoch, ids.size() - acked);
+    return Outcome::kLost;
+  }
+  if (items.size() > 1) {
+    // Isolate the failing item: each again on its own.
+    log_->info("part={} epoch={} batch of {} failed ({}); retrying singly",
+               ref.part, ref.epoch, items.size(),
+               std::string(a.verdict.message()));
+    return HandleSingly(ref, items);
+  }
+  return Fail(ref, items.front(), std::string(a.verdict.message()),
+              IsDeadLetterVerdict(a.verdict),
+              RetryAfterOf(a.verdict).value_or(absl::ZeroDuration()));
+}
+
+void Settler::RecordOutcome(const store::ClaimRef& ref,
+                            const absl::Status& verdict,
+                            const std::string& item_id) {
+  const absl::Time now = absl::Now();
+  const auto change = config_.breaker->Record(now, verdict, item_id);
+  // The scheduler's gate reads the breaker: workers waiting for it look
+  // again (a probe ended, or the circuit closed).
+  scheduler_.GateChanged();
+  if (!change) return;
+  if (change->to == CircuitBreaker::State::kClosed) {
+    metrics_.CircuitOpen(false);
+    log_->warn(
+        "group={} session={} the handler works again after {}: circuit "
+        "closed, items flow again",
+        config_.group, ref.session,
+        absl::FormatDuration(absl::Trunc(change->was_open, absl::Seconds(1))));
+  } else {
+    const absl::Duration wait =
+        absl::Trunc(change->open_until - now, absl::Milliseconds(1));
+    if (change->first) {
+      metrics_.CircuitOpen(true);
+      log_->warn(
+          "group={} session={} the handler failed {} items in a row with "
+          "errors that say nothing of the items (the last: {}): handing it "
+          "no item for {}, then one at a time until one succeeds (circuit "
+          "open); the items wait, none is dead-lettered for this",
+          config_.group, ref.session, change->failures, change->error,
+          absl::FormatDuration(wait));
+    } else {
+      log_->info(
+          "group={} session={} the handler still fails ({}); next try in {}",
+          config_.group, ref.session, change->error,
+          absl::FormatDuration(wait));
+    }
+  }
+  if (change->first || change->to == CircuitBreaker::State::kClosed) {
+    const absl::Status s = store::ReportCircuit(
+        db(), ref.session, change->to != CircuitBreaker::State::kClosed,
+        change->error);
+    if (!s.ok()) {
+      log_->debug("group={} session={} circuit not recorded for describe: {}",
+                  config_.group, ref.session, std::string(s.message()));
+    }
+  }
+}
+
+Settler::Attempt Settler::RunAndAck(const store::ClaimRef& ref,
+                                    const std::vector<Item>& items,
+                                    const std::vector<std::string>& ids,
+                                    NextClaim* next) {
+  Attempt a;
+  try {
+    AckTransaction ack(db());
+    a.verdict = RunHandler([&] {
+      return config_.batch_handler ? config_.batch_handler(items, ack)
+                                   : config_.handler(items.front(), ack);
+    });
+    if (a.verdict.ok()) {
+      a.acking = true;
+      a.ack_start = absl::Now();
+      if (ack.started() && next && next->of_key) {
+        // The key's next item is read by the ack's statement, in the
+        // transaction, and taken only once it committed.
+        store::AckedAndClaimed r =
+            store::AckAndNextOfKey(ack.work(), ref, ids.front());
+        a.deleted = r.acked;
+        if (a.deleted == 1) {
+          ack.work().commit();
+          next->Take(std::move(r), absl::Now() - a.ack_start);
+        }
+      } else if (ack.started()) {
+        a.deleted = store::DeleteClaimed(ack.work(), ref, ids);
+        if (a.deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
+        // Otherwise the transaction rolls back as `ack` goes out of scope.
+      } else if (next) {
+        a.alone = true;
+        store::AckedAndClaimed r = AckCarrying(ref, ids, *next);
+        a.deleted = r.acked;
+        next->Take(std::move(r), absl::Now() - a.ack_start);
+      } else {
+        a.alone = true;
+        a.deleted = store::DeleteClaimedNow(db(), ref, ids);
+      }
+    }
+  } catch (...) {
+    Caught(a, ref, items);
+  }
+  return a;
+}
+
+Settler::Attempt Settler::CallInAck(const store::ClaimRef& ref,
+                                    const std::vector<Item>& items,
+                                    const std::vector<std::string>& ids,
+                                    NextClaim* next) {
+  // One autocommit statement: the fenced delete calls the function on the
+  // items it deletes. Whatever it deleted is acknowledged, and handled.
+  Attempt a;
+  a.alone = true;
+  a.ack_start = absl::Now();
+  try {
+    if (next && next->of_key) {
+      store::AckedAndClaimed r =
+          store::AckInFunctionAndNextOfKey(db(), ref, ids.front());
+      a.deleted = r.acked;
+      next->Take(std::move(r), absl::Now() - a.ack_start);
+    } else if (config_.kind.sql_function.arrays) {
+      a.deleted = store::AckInFunctionOnArrays(db(), ref, ids);
+    } else {
+      // A function of single items gets one at a time (config_.kind.batched).
+      a.deleted = store::AckInFunction(db(), ref, ids.front());
+    }
+  } catch (...) {
+    // Committed or not after a broken connection: the items are read again
+    // if they are still there.
+    Caught(a, ref, items);
+  }
+  return a;
+}
+
+void Settler::Caught(Attempt& a, const store::ClaimRef& ref,
+                     const std::vector<Item>& items) {
+  try {
+    throw;
+  } catch (const pqxx::broken_connection&) {
+    connection_.Disconnect(
+        absl::UnavailableError("connection lost during ack"));
+    a.ended = Outcome::kBroken;
+  } catch (const pqxx::transaction_rollback& e) {
+    a.ended = Conflict(ref, items, e.what());
+  } catch (const pqxx::in_doubt_error& e) {
+    // The commit may or may not have happened; the item is read again if
+    // it is still there, and an ack that did commit deleted it for good.
+    log_->error("part={} epoch={} commit outcome unknown: {}", ref.part,
+                ref.epoch, e.what());
+    connection_.Disconnect(absl::UnknownError("commit in doubt"));
+    a.ended = Outcome::kBroken;
+  } catch (const pqxx::sql_error& e) {
+    if (store::SaysNothingOfTheItem(store::SqlStateOf(e))) {
+      a.ended = Conflict(ref, items, e.what());
+    } else if (config_.kind.in_function()) {
+      a.verdict = FunctionVerdict(e);  // the statement is the handler
+    } else {
+      a.verdict = store::StatusFromCurrentException("acknowledge");
+    }
+  } catch (...) {
+    a.verdict = store::StatusFromCurrentException("acknowledge");
+    if (absl::IsUnavailable(a.verdict)) {
+      connection_.Disconnect(a.verdict);
+      a.ended = Outcome::kBroken;
+    }
+  }
+}
+
+absl::Status Settler::FunctionVerdict(const pqxx::sql_error& e) const {
+  const std::string& name = config_.kind.sql_function.name;
+  if (store::SqlStateOf(e) != "57014") {
+    return store::SqlErrorVerdict(e, absl::StrCat("sql_function ", name));
+  }
+  const std::string limit =
+      config_.transaction_pooler
+          ? "the member role's statement_timeout (docs/POOLERS.md)"
+          : absl::StrCat(
+                "half the group's TTL (",
+                absl::FormatDuration(connection_.Options().statement_timeout),
+                ")");
+  return absl::DeadlineExceededError(absl::StrCat(
+      "sql_function ", name,
+      " was canceled (SQLSTATE 57014): it ran past the statement timeout, ",
+      limit,
+      ", the longest a function may hold its part's take, or someone "
+      "canceled it. Make it faster, or raise the group's TTL"));
+}
+
+store::AckedAndClaimed Settler::AckCarrying(const store::ClaimRef& ref,
+                                            const std::vector<std::string>& ids,
+                                            const NextClaim& next) {
+  if (next.runs) {
+    return store::AckAndClaimRuns(db(), ref, ids, next.from, next.last,
+                                  config_.claim_batch, *next.pass_over,
+                                  next.continued);
+  }
+  if (next.of_key) return store::AckAndNextOfKey(db(), ref, ids.front());
+  return store::AckAndClaim(db(), ref, ids, next.from, next.last,
+                            config_.claim_batch);
+}
+
+Settler::Outcome Settler::HandleSingly(const store::ClaimRef& ref,
+                                       const std::vector<Item>& items) {
+  // Under per-key order a batch holds runs of a key's items: once one is
+  // put back for a retry, the rest of its key stay unhandled behind it (in
+  // the table, due, but no longer heads).
+  std::set<uint64_t> waiting;
+  for (const Item& item : items) {
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) {
+      return Outcome::kRetryLater;
+    }
+    const uint64_t block = BlockOf(*ParseUuid(item.id));
+    if (waiting.count(block)) continue;
+    const Outcome o = HandleBatch(ref, {item});
+    if (!Settled(o)) return o;
+    if (o == Outcome::kReleased && KeyOrder() && item.key) {
+      waiting.insert(block);
+    }
+  }
+  return Outcome::kFailed;
+}
+
+Settler::Outcome Settler::Conflict(const store::ClaimRef& ref,
+                                   const std::vector<Item>& items,
+                                   const std::string& error) {
+  // Runs after the acknowledging transaction has rolled back. The items go
+  // back with a backoff that grows with the conflicts in a row (up to 8x
+  // the smaller of backoff_initial and 200 ms), and no attempt is counted: the
+  // items did nothing wrong, unless it keeps happening (see
+  // kConflictsPerAttempt).
+  metrics_.Conflicted(static_cast<int64_t>(items.size()));
+  if (items.size() > 1) {
+    // A batch is tallied as a whole (by its first item); once it has
+    // conflicted too often, each item is tried on its own, so only an item
+    // that conflicts by itself is ever counted as failing.
+    const int n = config_.conflicts->Add("batch:" + items.front().id);
+    if (n >= kConflictsPerAttempt) {
+      config_.conflicts->Forget({"batch:" + items.front().id});
+      log_->info(
+          "part={} epoch={} batch of {} conflicted {} times in a row; "
+          "trying its items singly: {}",
+          ref.part, ref.epoch, items.size(), n, error);
+      return HandleSingly(ref, items);
+    }
+    return ReleaseAfterConflict(ref, items, n, error);
+  }
+  const Item& item = items.front();
+  const int n = config_.conflicts->Add(item.id);
+  if (n >= kConflictsPerAttempt) {
+    return Fail(ref, item,
+                absl::StrCat("conflicted ", n,
+                             " times in a row, counted as a failure: ", error));
+  }
+  return ReleaseAfterConflict(ref, items, n, error);
+}
+
+Settler::Outcome Settler::ReleaseAfterConflict(const store::ClaimRef& ref,
+                                               const std::vector<Item>& items,
+                                               int in_a_row,
+                                               const std::string& error) {
+  log_->info(
+      "part={} epoch={} transient conflict on {} item(s) ({} in a row), "
+      "retrying after a backoff: {}",
+      ref.part, ref.epoch, items.size(), in_a_row, error);
+  std::vector<std::string> ids;
+  for (const Item& item : items) ids.push_back(item.id);
+  // A conflict is over in milliseconds, not an outage: its backoff starts
+  // at kConflictBackoff even when the failures' backoff_initial is longer.
+  const absl::Duration delay = Backoff(
+      std::min(in_a_row, 4),
+      std::min(config_.backoff_initial, kConflictBackoff), config_.backoff_max);
+  auto released = store::ReleaseForRetry(db(), ref, ids, error, delay,
+                                         /*count_attempt=*/false);
+  if (!released.ok()) {
+    if (absl::IsUnavailable(released.status())) {
+      connection_.Disconnect(released.status());
+    }
+    return Outcome::kBroken;  // read again from the cursor
+  }
+  // The database set not_before before this clock read: never early.
+  scheduler_.ExpectAt(absl::Now() + delay);
+  return Outcome::kReleased;
+}
+
+Settler::Outcome Settler::Fail(const store::ClaimRef& ref, const Item& item,
+                               const std::string& error, bool dead_now,
+                               absl::Duration asked) {
+  metrics_.Failed();
+  config_.conflicts->Forget({item.id});  // "in a row" starts over
+  const bool dead = dead_now || item.attempt >= config_.max_attempts;
+  const absl::Duration delay = NextTryDelay(
+      Backoff(item.attempt, config_.backoff_initial, config_.backoff_max),
+      asked, config_.backoff_max);
+  absl::StatusOr<bool> done;
+  if (dead) {
+    done = store::DeadLetter(db(), ref, item.id, error);
+  } else {
+    auto released = store::ReleaseForRetry(db(), ref, {item.id}, error, delay,
+                                           /*count_attempt=*/true);
+    if (released.ok()) {
+      done = *released == 1;
+    } else {
+      done = released.status();
+    }
+  }
+  if (!done.ok()) {
+    if (absl::IsUnavailable(done.status())) {
+      connection_.Disconnect(done.status());
+      return Outcome::kBroken;
+    }
+    log_->warn("part={} epoch={} item={} could not be released: {}", ref.part,
+               ref.epoch, item.id, std::string(done.status().message()));
+    return Outcome::kBroken;  // read again from the cursor
+  }
+  if (!*done) return Outcome::kLost;
+  if (dead) {
+    metrics_.DeadLettered();
+    log_->warn("part={} epoch={} item={} dead-lettered {} {} attempt(s): {}",
+               ref.part, ref.epoch, item.id,
+               dead_now ? "by its handler after" : "after", item.attempt,
+               error);
+  } else {
+    metrics_.Retried();
+    scheduler_.ExpectAt(absl::Now() + delay);
+    // At info, but at most one line per part every few seconds: an outage
+    // of a dependency fails every item of every part for as long as it
+    // lasts.
+    int64_t held_back = 0;
+    if (log_->should_log(spdlog::level::info) &&
+        config_.failure_log->Admit(ref.part, absl::Now(), &held_back)) {
+      log_->info(
+          "part={} epoch={} item={} key={} attempt {} of {} failed: {}; next "
+          "try in {}{}{}",
+          ref.part, ref.epoch, item.id, item.key ? *item.key : "(none)",
+          item.attempt, config_.max_attempts, error,
+          absl::FormatDuration(absl::Trunc(delay, absl::Milliseconds(1))),
+          asked > absl::ZeroDuration() ? " (the handler asked to wait)" : "",
+          held_back > 0
+              ? absl::StrCat(" (", held_back,
+                             " more failed attempts in this part not logged)")
+              : "");
+    } else {
+      log_->debug("part={} epoch={} item={} attempt {} of {} failed: {}",
+                  ref.part, ref.epoch, item.id, item.attempt,
+                  config_.max_attempts, error);
+    }
+    return Outcome::kReleased;
+  }
+  return Outcome::kFailed;
+}
+
+}  // namespace sqlgroup

@@ -1,0 +1,211 @@
+// Settles the items a worker claimed: runs the handler (or has the ack's
+// statement call the SQL function) and acknowledges each item exactly
+// once in a transaction fenced on the take, or releases it for a retry
+// with a backoff, or dead-letters it. Conflicts (serialization failures,
+// deadlocks) release without counting an attempt, until one item keeps
+// conflicting; a failed batch is tried again item by item. The circuit
+// breaker judges single items' outcomes.
+//
+// Thread safety: one worker thread.
+#ifndef SQLGROUP_MEMBER_SETTLER_H_
+#define SQLGROUP_MEMBER_SETTLER_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "member/circuit_breaker.h"
+#include "member/conflict_tally.h"
+#include "member/failure_log.h"
+#include "member/part_scheduler.h"
+#include "member/worker_connection.h"
+#include "metrics.h"
+#include "sqlgroup/consumer.h"
+#include "store/item_store.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace sqlgroup {
+
+struct SettlerConfig {
+  std::string group;
+  Handler handler;
+  BatchHandler batch_handler;
+  HandlerKind kind;
+  int claim_batch = 64;
+  int max_attempts = 5;
+  absl::Duration backoff_initial;
+  absl::Duration backoff_max;
+  bool transaction_pooler = false;
+  // The group's ordering (true: 'key'). Null: 'none'.
+  std::shared_ptr<std::atomic<bool>> key_order;
+  // Shared by the member's workers.
+  std::shared_ptr<ConflictTally> conflicts;
+  std::shared_ptr<FailureLogLimiter> failure_log;
+  std::shared_ptr<CircuitBreaker> breaker;
+};
+
+class Settler {
+ public:
+  // kLost: the take is gone (or another take acknowledged the items);
+  // kBroken: the connection broke, the outcome is unknown; kRetryLater:
+  // stopped before handling (the part must yield). In the last two the
+  // items are read again, if still there, from the sweep cursor.
+  // kReleased: put back with a backoff (a failure or a conflict), so its
+  // key waits for it.
+  enum class Outcome {
+    kAcked,
+    kFailed,
+    kReleased,
+    kLost,
+    kBroken,
+    kRetryLater
+  };
+  static bool Settled(Outcome o) {
+    return o == Outcome::kAcked || o == Outcome::kFailed ||
+           o == Outcome::kReleased;
+  }
+
+  // The part's next claim, to be sent with the ack of a batch when the
+  // handler wrote nothing (one round trip for both): from `from`, past
+  // the batch. `sent` once it went out, with its result in `items`.
+  struct NextClaim {
+    // The next item of the acknowledged one's key (NextOfKey), or a claim
+    // along [from, last]: with `runs`, the batch handler's under per-key
+    // order (ClaimRuns, with `continued` and `pass_over`).
+    bool of_key = false;
+    bool runs = false;
+    bool continued = false;
+    const std::vector<uint64_t>* pass_over = nullptr;
+    Uuid128 from = 0;
+    Uuid128 last = 0;
+    bool sent = false;
+    absl::StatusOr<std::vector<Item>> items;
+    // With `runs`: the read reached the end of the range, or else goes on
+    // at `resume`.
+    bool exhausted = false;
+    Uuid128 resume = 0;
+    absl::Duration took;  // of the statement, ack and claim
+    // The ack's statement `took` went out with this claim, and read `r`.
+    void Take(store::AckedAndClaimed r, absl::Duration statement) {
+      sent = true;
+      items = std::move(r.next);
+      exhausted = r.exhausted;
+      resume = r.resume;
+      took = statement;
+    }
+  };
+
+  struct Progress {
+    // How many of the first items are settled (acknowledged, released with
+    // a backoff or dead-lettered): the sweep goes on from the next one.
+    size_t settled = 0;
+    bool broken = false;  // stopped on kBroken
+    bool acked = false;   // a batch handler's batch, acknowledged whole
+  };
+
+  Settler(int index, SettlerConfig config, WorkerConnection& connection,
+          PartScheduler& scheduler, MemberMetrics& metrics,
+          std::shared_ptr<spdlog::logger> logger);
+
+  // Items of one claim; stops early when the part must yield. With
+  // `next`, a batch handler's ack may carry the next claim.
+  Progress ProcessItems(const store::ClaimRef& ref,
+                        const std::vector<Item>& items,
+                        NextClaim* next = nullptr);
+  // `items` as one call of the handler (one item, or a batch handler's
+  // batch), and their ack.
+  Outcome HandleBatch(const store::ClaimRef& ref,
+                      const std::vector<Item>& items,
+                      NextClaim* next = nullptr);
+  // The first pass of a take after its part's previous owner died at
+  // `died_at`: the `items` claimed that were due then count an attempt
+  // (Item::attempt follows), and those that reach max_attempts are
+  // dead-lettered and left out. False when the connection broke.
+  bool CountDeliveriesOfTheDead(const store::ClaimRef& ref, absl::Time died_at,
+                                std::vector<Item>& items);
+
+ private:
+  // One try of the handler and the ack of `items` (`ids`), for HandleBatch.
+  struct Attempt {
+    // Settled already: a broken connection or a conflict.
+    std::optional<Outcome> ended;
+    absl::Status verdict;  // the handler's
+    int64_t deleted = -1;  // by the ack
+    // The ack was autocommit: what it deleted is acknowledged, even when
+    // others of the items were not.
+    bool alone = false;
+    // The handler had returned: an error is the ack's (a missing grant, a
+    // broken schema), not the items'.
+    bool acking = false;
+    absl::Time ack_start;
+  };
+  pqxx::connection& db() const { return *connection_.get(); }
+  bool KeyOrder() const {
+    return config_.key_order && config_.key_order->load();
+  }
+  // The handler (or batch handler) in its AckTransaction, then the ack.
+  Attempt RunAndAck(const store::ClaimRef& ref, const std::vector<Item>& items,
+                    const std::vector<std::string>& ids, NextClaim* next);
+  // The sql_function, called by the ack's statement (store/function_ack.h).
+  Attempt CallInAck(const store::ClaimRef& ref, const std::vector<Item>& items,
+                    const std::vector<std::string>& ids, NextClaim* next);
+  // Call only in a catch block, for an exception of either of the two
+  // above: a broken connection or a commit in doubt end `a` (kBroken), an
+  // error that says nothing of the items is a conflict; another SQL error
+  // is the handler's verdict when the statement is the handler (the SQL
+  // function's), else the error of the statement it came from.
+  void Caught(Attempt& a, const store::ClaimRef& ref,
+              const std::vector<Item>& items);
+  // The SQL function's verdict on the error its statement raised.
+  absl::Status FunctionVerdict(const pqxx::sql_error& e) const;
+  // The autocommitted ack of `ids` (a handler that wrote nothing) with the
+  // claim `next` asks for, in one statement.
+  store::AckedAndClaimed AckCarrying(const store::ClaimRef& ref,
+                                     const std::vector<std::string>& ids,
+                                     const NextClaim& next);
+  // A batch that failed or kept conflicting, again item by item, so that
+  // only the item at fault is counted against.
+  Outcome HandleSingly(const store::ClaimRef& ref,
+                       const std::vector<Item>& items);
+  // A serialization failure, deadlock or lock timeout: release `items` with
+  // a backoff, counting no attempt, unless an item has conflicted
+  // kConflictsPerAttempt times in a row in this member: then it is a
+  // failure (a handler that deadlocks every time must not be retried
+  // forever). A batch that conflicts that often is tried item by item.
+  Outcome Conflict(const store::ClaimRef& ref, const std::vector<Item>& items,
+                   const std::string& error);
+  // Releases `items` with a backoff for `in_a_row` conflicts, counting no
+  // attempt.
+  Outcome ReleaseAfterConflict(const store::ClaimRef& ref,
+                               const std::vector<Item>& items, int in_a_row,
+                               const std::string& error);
+  // After an admitted single item's call: its outcome for the breaker
+  // (`verdict` OK: handled), and what a change of state makes the member
+  // do and say.
+  void RecordOutcome(const store::ClaimRef& ref, const absl::Status& verdict,
+                     const std::string& item_id);
+  // The handler failed on `item`: retry later or dead-letter (at once when
+  // `dead_now`: the handler said so, see DeadLetterVerdict). A retry comes
+  // after the backoff, or after `asked` (RetryAfterVerdict) when that is
+  // later, `asked` capped at backoff_max.
+  Outcome Fail(const store::ClaimRef& ref, const Item& item,
+               const std::string& error, bool dead_now = false,
+               absl::Duration asked = absl::ZeroDuration());
+
+  const int index_;
+  const SettlerConfig config_;
+  WorkerConnection& connection_;
+  PartScheduler& scheduler_;
+  MemberMetrics& metrics_;
+  std::shared_ptr<spdlog::logger> log_;
+};
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_MEMBER_SETTLER_H_
