@@ -6,7 +6,7 @@ RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       g++ cmake make pkg-config \
       libpqxx-dev libpq-dev libabsl-dev prometheus-cpp-dev libspdlog-dev libfmt-dev \
-      libcurl4-openssl-dev \
+      libcurl4-openssl-dev libssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./
@@ -23,7 +23,8 @@ FROM debian:12-slim AS runtime-base
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libpqxx-6.4 libpq5 libabsl20220623 libprometheus-cpp-core1.0 \
-      libprometheus-cpp-pull1.0 libspdlog1.10 libfmt9 libcurl4 ca-certificates \
+      libprometheus-cpp-pull1.0 libspdlog1.10 libfmt9 libcurl4 libssl3 \
+      ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --no-create-home sqlgroup
 COPY --from=build /opt/sqlgroup/bin/sqlgroup /usr/local/bin/sqlgroup

@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 packages=(
   g++ cmake make pkg-config git procps
   libpqxx-dev libpq-dev libabsl-dev prometheus-cpp-dev libspdlog-dev
-  libfmt-dev libcurl4-openssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libfmt-dev libcurl4-openssl-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15 pgbouncer prometheus python3 python3-yaml
   curl ca-certificates
 )

@@ -33,7 +33,8 @@ struct Item {
   std::string payload;             // bytes, as enqueued
   // 1 on first delivery, +1 per delivery that ended without an ack: a
   // failure, a call cut off, or a member that died with it (counted by the
-  // next owner of its part; see README, "Attempts count deliveries").
+  // next owner of its part; see docs/GUARANTEES.md, "Attempts count
+  // deliveries").
   int attempt = 1;
   int part = 0;  // the part whose range holds `id`
   // The claim this delivery is under: the member's session and its take

@@ -150,9 +150,9 @@ TEST_F(ConsumerTest, EveryItemIsAcknowledgedExactlyOnceInItsOwnPart) {
   EXPECT_EQ(a->stats().lost_claims + b->stats().lost_claims, 0);
 }
 
-// README: a part's items come out in the order one producer thread
-// enqueued them, also those enqueued while the part is being consumed (a
-// sweep in key order over random ids would not keep it).
+// docs/GUARANTEES.md: a part's items come out in the order one producer
+// thread enqueued them, also those enqueued while the part is being
+// consumed (a sweep in key order over random ids would not keep it).
 TEST_F(ConsumerTest, APartIsConsumedInTheOrderOneProducerEnqueued) {
   CreateGroup("g", 2);
   // The sweep of ordering 'none'. Under 'key', unkeyed items are keys of
