@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "store/connect_options.h"
+#include "store/db_connection.h"
 
 namespace sqlgroup::store {
 
@@ -20,6 +21,10 @@ namespace sqlgroup::store {
 // RefusedForGood.
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& dsn, const ConnectOptions& options);
+
+// The connection a DbConnection holds (store/db_connection.h), for the
+// store/ functions it is handed to.
+pqxx::connection& PqxxOf(DbConnection& db);
 
 // On a connection through a pooler in transaction mode, sets its limits
 // (ConnectOptions, as last followed) for the rest of `tx`, and lists the
