@@ -9,11 +9,12 @@
 #include "sqlgroup/assignor.h"
 #include "status_macros.h"
 #include "store/connection.h"
+#include "store/db_connection.h"
 #include "store/errors.h"
 #include "store/interval.h"
 #include "store/item_store.h"
 #include "store/member_store.h"
-#include "store/migrator.h"
+#include "store/schema_store.h"
 
 namespace sqlgroup {
 namespace {
@@ -21,6 +22,7 @@ namespace {
 using store::Guard;
 using store::GuardOr;
 using store::MicrosOf;
+using store::PqxxOf;
 using store::ToInterval;
 
 bool ValidGroupName(const std::string& name) {
@@ -120,7 +122,7 @@ absl::Status GroupConfig::Validate() const {
 int SchemaVersionKnown() { return internal::LatestKnownVersion(); }
 
 struct Admin::Impl {
-  std::unique_ptr<pqxx::connection> conn;
+  std::optional<store::DbConnection> conn;  // set by Connect
 };
 
 Admin::Admin(AdminOptions options)
@@ -133,7 +135,7 @@ absl::StatusOr<std::unique_ptr<Admin>> Admin::Connect(AdminOptions options) {
   connect.connect_timeout = admin->options_.connect_timeout;
   connect.application_name = "sqlgroup-admin";
   ASSIGN_OR_RETURN(admin->impl_->conn,
-                   store::Connect(admin->options_.dsn, connect));
+                   store::DbConnection::Open(admin->options_.dsn, connect));
   return admin;
 }
 
@@ -147,25 +149,22 @@ absl::StatusOr<MigrateResult> Admin::Migrate() {
   }
   ASSIGN_OR_RETURN(std::vector<internal::Migration> migrations,
                    internal::ParseMigrations(sources));
-  ASSIGN_OR_RETURN(store::MigrateOutcome outcome,
-                   store::ApplyMigrations(*impl_->conn, migrations));
-  return MigrateResult{outcome.from_version, outcome.to_version,
-                       outcome.applied};
+  return store::MigrateSchema(*impl_->conn, migrations);
 }
 
 absl::StatusOr<int> Admin::SchemaVersion() {
-  return store::ReadSchemaVersion(*impl_->conn);
+  return store::SchemaVersion(*impl_->conn);
 }
 
 absl::Status Admin::CheckSchema() {
-  return store::CheckSchemaVersion(*impl_->conn, SchemaVersionKnown());
+  return store::CheckSchema(*impl_->conn, SchemaVersionKnown());
 }
 
 absl::Status Admin::CreateGroup(const GroupConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   RETURN_IF_ERROR(CheckSchema());
   absl::Status s = Guard("create group", [&] {
-    pqxx::work tx(*impl_->conn);
+    pqxx::work tx(PqxxOf(*impl_->conn));
     tx.exec_params(
         "INSERT INTO sqlgroup.groups (name, parts, session_ttl, "
         "heartbeat_interval, ordering, assignor) "
@@ -187,7 +186,7 @@ absl::Status Admin::CreateGroup(const GroupConfig& config) {
 absl::StatusOr<GroupConfig> Admin::GetGroup(const std::string& name) {
   RETURN_IF_ERROR(CheckSchema());
   ASSIGN_OR_RETURN(store::GroupSettings settings,
-                   store::ReadGroup(*impl_->conn, name));
+                   store::ReadGroup(PqxxOf(*impl_->conn), name));
   return ConfigOf(name, settings);
 }
 
@@ -200,7 +199,7 @@ absl::Status Admin::AlterGroup(
   RETURN_IF_ERROR(config.Validate());
   bool updated = false;
   RETURN_IF_ERROR(Guard("alter group", [&] {
-    pqxx::work tx(*impl_->conn);
+    pqxx::work tx(PqxxOf(*impl_->conn));
     updated = tx.exec_params(
                     "UPDATE sqlgroup.groups SET session_ttl = "
                     "$2::interval, heartbeat_interval = $3::interval "
@@ -224,7 +223,7 @@ absl::StatusOr<PartsChange> Admin::AlterParts(const std::string& name,
   std::optional<PartsChange> change;
   int in_progress_from = 0, still_owned = 0;
   RETURN_IF_ERROR(Guard("change the part count", [&] {
-    pqxx::work tx(*impl_->conn);
+    pqxx::work tx(PqxxOf(*impl_->conn));
     tx.exec("SET LOCAL lock_timeout = '10s'");
     // Waits for every take and drop in flight and holds new ones until this
     // commits: no take of the old count can commit after the change (see
@@ -272,7 +271,7 @@ absl::Status Admin::DeleteGroup(const std::string& name) {
   RETURN_IF_ERROR(CheckSchema());
   bool deleted = false;
   RETURN_IF_ERROR(Guard("delete group", [&] {
-    pqxx::work tx(*impl_->conn);
+    pqxx::work tx(PqxxOf(*impl_->conn));
     // Items and dead items have no foreign key to the group: deleted here.
     tx.exec_params("DELETE FROM sqlgroup.items WHERE group_name = $1", name);
     tx.exec_params("DELETE FROM sqlgroup.dead_items WHERE group_name = $1",
@@ -291,14 +290,15 @@ absl::Status Admin::LeaveGroup(const std::string& group,
                                const std::string& instance) {
   RETURN_IF_ERROR(CheckSchema());
   ASSIGN_OR_RETURN(store::GroupSettings settings,
-                   store::ReadGroup(*impl_->conn, group));
+                   store::ReadGroup(PqxxOf(*impl_->conn), group));
   (void)settings;  // the group exists: NOT_FOUND below names the instance
-  return store::LeaveInstance(*impl_->conn, group, instance, /*notify=*/true);
+  return store::LeaveInstance(PqxxOf(*impl_->conn), group, instance,
+                              /*notify=*/true);
 }
 
 absl::StatusOr<std::vector<GroupConfig>> Admin::ListGroups() {
   RETURN_IF_ERROR(CheckSchema());
-  ASSIGN_OR_RETURN(auto groups, store::ListGroups(*impl_->conn));
+  ASSIGN_OR_RETURN(auto groups, store::ListGroups(PqxxOf(*impl_->conn)));
   std::vector<GroupConfig> configs;
   for (const auto& [name, settings] : groups) {
     configs.push_back(ConfigOf(name, settings));
@@ -329,43 +329,9 @@ absl::Status Admin::GrantRoles(const RoleGrants& roles) {
     ASSIGN_OR_RETURN(std::string grant, internal::GrantSql(kind, role));
     absl::StrAppend(&sql, grant);
   }
-  std::string missing, not_owner;
-  RETURN_IF_ERROR(Guard("grant", [&] {
-    pqxx::work tx(*impl_->conn);
-    // A GRANT or REVOKE by a role without the right only warns: check.
-    const pqxx::row owner = tx.exec1(
-        "SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false), "
-        "  current_user FROM pg_catalog.pg_class c "
-        "WHERE c.relnamespace = 'sqlgroup'::regnamespace "
-        "AND c.relkind IN ('r', 'S')");
-    if (!owner[0].as<bool>()) {
-      not_owner = owner[1].as<std::string>();
-      return;
-    }
-    for (const auto& [kind, role] : grants) {
-      if (tx.exec_params("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1",
-                         role)
-              .empty()) {
-        missing = role;
-        return;
-      }
-    }
-    tx.exec(sql);
-    tx.commit();
-  }));
-  if (!not_owner.empty()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "permission denied: role '", not_owner,
-        "' does not own the sqlgroup schema's tables; grant as the role that "
-        "ran `sqlgroup migrate`, or as a superuser"));
-  }
-  if (!missing.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "role '", missing, "' does not exist; create it first (CREATE ROLE ",
-        internal::QuoteIdentifier(missing),
-        " LOGIN PASSWORD '...'), then grant again; nothing was changed"));
-  }
-  return absl::OkStatus();
+  std::vector<std::string> names;
+  for (const auto& [kind, role] : grants) names.push_back(role);
+  return store::GrantPrivileges(*impl_->conn, names, sql);
 }
 
 absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
@@ -384,7 +350,7 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
   }
   RETURN_IF_ERROR(Guard("describe group", [&] {
     // One snapshot, so members, owners and lag agree with each other.
-    pqxx::work tx(*impl_->conn, "describe");
+    pqxx::work tx(PqxxOf(*impl_->conn), "describe");
     tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY");
     for (const pqxx::row& row : tx.exec_params(
              "SELECT s.id::text, coalesce(s.instance, ''), s.host, s.pid, "
