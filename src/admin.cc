@@ -11,6 +11,7 @@
 #include "store/connection.h"
 #include "store/db_connection.h"
 #include "store/errors.h"
+#include "store/group_store.h"
 #include "store/interval.h"
 #include "store/item_store.h"
 #include "store/member_store.h"
@@ -36,14 +37,6 @@ bool ValidGroupName(const std::string& name) {
     }
   }
   return true;
-}
-
-GroupConfig ConfigOf(const std::string& name,
-                     const store::GroupSettings& settings) {
-  GroupConfig config{name, settings.parts, settings.ttl, settings.heartbeat};
-  config.ordering = settings.key_order ? Ordering::kKey : Ordering::kNone;
-  config.assignor = settings.assignor;
-  return config;
 }
 
 // "{a,b,c}": a PostgreSQL array literal of plain tokens.
@@ -163,31 +156,12 @@ absl::Status Admin::CheckSchema() {
 absl::Status Admin::CreateGroup(const GroupConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   RETURN_IF_ERROR(CheckSchema());
-  absl::Status s = Guard("create group", [&] {
-    pqxx::work tx(PqxxOf(*impl_->conn));
-    tx.exec_params(
-        "INSERT INTO sqlgroup.groups (name, parts, session_ttl, "
-        "heartbeat_interval, ordering, assignor) "
-        "VALUES ($1, $2, $3::interval, $4::interval, $5, $6)",
-        config.name, config.parts, ToInterval(config.session_ttl),
-        ToInterval(config.heartbeat_interval), OrderingName(config.ordering),
-        config.assignor);
-    tx.commit();
-  });
-  if (absl::IsAlreadyExists(s)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("consumer group '", config.name,
-                     "' already exists; `sqlgroup group describe ", config.name,
-                     "` shows it"));
-  }
-  return s;
+  return store::InsertGroup(*impl_->conn, config);
 }
 
 absl::StatusOr<GroupConfig> Admin::GetGroup(const std::string& name) {
   RETURN_IF_ERROR(CheckSchema());
-  ASSIGN_OR_RETURN(store::GroupSettings settings,
-                   store::ReadGroup(PqxxOf(*impl_->conn), name));
-  return ConfigOf(name, settings);
+  return store::ReadGroupConfig(*impl_->conn, name);
 }
 
 absl::Status Admin::AlterGroup(
@@ -197,19 +171,8 @@ absl::Status Admin::AlterGroup(
   if (session_ttl) config.session_ttl = *session_ttl;
   if (heartbeat_interval) config.heartbeat_interval = *heartbeat_interval;
   RETURN_IF_ERROR(config.Validate());
-  bool updated = false;
-  RETURN_IF_ERROR(Guard("alter group", [&] {
-    pqxx::work tx(PqxxOf(*impl_->conn));
-    updated = tx.exec_params(
-                    "UPDATE sqlgroup.groups SET session_ttl = "
-                    "$2::interval, heartbeat_interval = $3::interval "
-                    "WHERE name = $1",
-                    name, ToInterval(config.session_ttl),
-                    ToInterval(config.heartbeat_interval))
-                  .affected_rows() == 1;
-    tx.commit();
-  }));
-  return updated ? absl::OkStatus() : store::GroupNotFound(name);
+  return store::UpdateGroupTiming(*impl_->conn, name, config.session_ttl,
+                                  config.heartbeat_interval);
 }
 
 absl::StatusOr<PartsChange> Admin::AlterParts(const std::string& name,
@@ -220,90 +183,23 @@ absl::StatusOr<PartsChange> Admin::AlterParts(const std::string& name,
                      "; nothing was changed"));
   }
   RETURN_IF_ERROR(CheckSchema());
-  std::optional<PartsChange> change;
-  int in_progress_from = 0, still_owned = 0;
-  RETURN_IF_ERROR(Guard("change the part count", [&] {
-    pqxx::work tx(PqxxOf(*impl_->conn));
-    tx.exec("SET LOCAL lock_timeout = '10s'");
-    // Waits for every take and drop in flight and holds new ones until this
-    // commits: no take of the old count can commit after the change (see
-    // sql/009). Acks hold their takes FOR KEY SHARE, which this does not
-    // block.
-    tx.exec("LOCK TABLE sqlgroup.session_parts IN SHARE MODE");
-    const pqxx::result g = tx.exec_params(
-        "SELECT parts, (extract(epoch from clock_timestamp()) * 1000000)"
-        "::bigint FROM sqlgroup.groups WHERE name = $1 FOR UPDATE",
-        name);
-    if (g.empty()) return;
-    change.emplace();
-    change->from_parts = g[0][0].as<int>();
-    change->to_parts = parts;
-    change->at = absl::FromUnixMicros(g[0][1].as<int64_t>());
-    const pqxx::row old = tx.exec_params1(
-        "SELECT count(*), coalesce(min(parts_of), 0) "
-        "FROM sqlgroup.session_parts WHERE group_name = $1 AND parts_of <> $2",
-        name, change->from_parts);
-    still_owned = old[0].as<int>();
-    in_progress_from = old[1].as<int>();
-    if (still_owned > 0 || parts == change->from_parts) return;
-    tx.exec_params(
-        "UPDATE sqlgroup.groups SET parts = $2, previous_parts = parts, "
-        "parts_changed_at = clock_timestamp() WHERE name = $1",
-        name, parts);
-    store::Notify(tx, store::MembershipChanged(name));
-    tx.commit();
-  }));
-  if (!change) return store::GroupNotFound(name);
-  if (still_owned > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "group ", name, " is still changing its part count from ",
-        in_progress_from, " to ", change->from_parts, ": ", still_owned,
-        " part(s) of the ", in_progress_from,
-        "-part layout are still owned while their members drain them (a dead "
-        "member's go when its session expires). Nothing was changed; run "
-        "this again once `sqlgroup group describe ",
-        name, "` no longer shows the change in progress"));
-  }
-  return *change;
+  return store::ChangePartCount(*impl_->conn, name, parts);
 }
 
 absl::Status Admin::DeleteGroup(const std::string& name) {
   RETURN_IF_ERROR(CheckSchema());
-  bool deleted = false;
-  RETURN_IF_ERROR(Guard("delete group", [&] {
-    pqxx::work tx(PqxxOf(*impl_->conn));
-    // Items and dead items have no foreign key to the group: deleted here.
-    tx.exec_params("DELETE FROM sqlgroup.items WHERE group_name = $1", name);
-    tx.exec_params("DELETE FROM sqlgroup.dead_items WHERE group_name = $1",
-                   name);
-    tx.exec_params("DELETE FROM sqlgroup.ownership_log WHERE group_name = $1",
-                   name);
-    deleted =
-        tx.exec_params("DELETE FROM sqlgroup.groups WHERE name = $1", name)
-            .affected_rows() == 1;
-    tx.commit();
-  }));
-  return deleted ? absl::OkStatus() : store::GroupNotFound(name);
+  return store::DeleteGroup(*impl_->conn, name);
 }
 
 absl::Status Admin::LeaveGroup(const std::string& group,
                                const std::string& instance) {
   RETURN_IF_ERROR(CheckSchema());
-  ASSIGN_OR_RETURN(store::GroupSettings settings,
-                   store::ReadGroup(PqxxOf(*impl_->conn), group));
-  (void)settings;  // the group exists: NOT_FOUND below names the instance
-  return store::LeaveInstance(PqxxOf(*impl_->conn), group, instance,
-                              /*notify=*/true);
+  return store::RemoveStaticMember(*impl_->conn, group, instance);
 }
 
 absl::StatusOr<std::vector<GroupConfig>> Admin::ListGroups() {
   RETURN_IF_ERROR(CheckSchema());
-  ASSIGN_OR_RETURN(auto groups, store::ListGroups(PqxxOf(*impl_->conn)));
-  std::vector<GroupConfig> configs;
-  for (const auto& [name, settings] : groups) {
-    configs.push_back(ConfigOf(name, settings));
-  }
-  return configs;
+  return store::ListGroupConfigs(*impl_->conn);
 }
 
 absl::Status Admin::GrantRoles(const RoleGrants& roles) {
