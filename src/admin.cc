@@ -1,27 +1,18 @@
 #include "sqlgroup/admin.h"
 
-#include <pqxx/pqxx>
-
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "grants.h"
 #include "keyspace.h"
+#include "migrations.h"
 #include "sqlgroup/assignor.h"
 #include "status_macros.h"
-#include "store/connection.h"
-#include "store/errors.h"
-#include "store/interval.h"
-#include "store/item_store.h"
-#include "store/member_store.h"
-#include "store/migrator.h"
+#include "store/db_connection.h"
+#include "store/describe_store.h"
+#include "store/group_store.h"
+#include "store/schema_store.h"
 
 namespace sqlgroup {
 namespace {
-
-using store::Guard;
-using store::GuardOr;
-using store::MicrosOf;
-using store::ToInterval;
 
 bool ValidGroupName(const std::string& name) {
   if (name.empty() || name.size() > 128) return false;
@@ -34,22 +25,6 @@ bool ValidGroupName(const std::string& name) {
     }
   }
   return true;
-}
-
-GroupConfig ConfigOf(const std::string& name,
-                     const store::GroupSettings& settings) {
-  GroupConfig config{name, settings.parts, settings.ttl, settings.heartbeat};
-  config.ordering = settings.key_order ? Ordering::kKey : Ordering::kNone;
-  config.assignor = settings.assignor;
-  return config;
-}
-
-// "{a,b,c}": a PostgreSQL array literal of plain tokens.
-template <typename Range, typename F>
-std::string ArrayLiteral(const Range& values, F&& format) {
-  std::vector<std::string> parts;
-  for (const auto& v : values) parts.push_back(format(v));
-  return absl::StrCat("{", absl::StrJoin(parts, ","), "}");
 }
 
 }  // namespace
@@ -120,7 +95,7 @@ absl::Status GroupConfig::Validate() const {
 int SchemaVersionKnown() { return internal::LatestKnownVersion(); }
 
 struct Admin::Impl {
-  std::unique_ptr<pqxx::connection> conn;
+  std::optional<store::DbConnection> conn;  // set by Connect
 };
 
 Admin::Admin(AdminOptions options)
@@ -133,7 +108,7 @@ absl::StatusOr<std::unique_ptr<Admin>> Admin::Connect(AdminOptions options) {
   connect.connect_timeout = admin->options_.connect_timeout;
   connect.application_name = "sqlgroup-admin";
   ASSIGN_OR_RETURN(admin->impl_->conn,
-                   store::Connect(admin->options_.dsn, connect));
+                   store::DbConnection::Open(admin->options_.dsn, connect));
   return admin;
 }
 
@@ -147,48 +122,26 @@ absl::StatusOr<MigrateResult> Admin::Migrate() {
   }
   ASSIGN_OR_RETURN(std::vector<internal::Migration> migrations,
                    internal::ParseMigrations(sources));
-  ASSIGN_OR_RETURN(store::MigrateOutcome outcome,
-                   store::ApplyMigrations(*impl_->conn, migrations));
-  return MigrateResult{outcome.from_version, outcome.to_version,
-                       outcome.applied};
+  return store::MigrateSchema(*impl_->conn, migrations);
 }
 
 absl::StatusOr<int> Admin::SchemaVersion() {
-  return store::ReadSchemaVersion(*impl_->conn);
+  return store::SchemaVersion(*impl_->conn);
 }
 
 absl::Status Admin::CheckSchema() {
-  return store::CheckSchemaVersion(*impl_->conn, SchemaVersionKnown());
+  return store::CheckSchema(*impl_->conn, SchemaVersionKnown());
 }
 
 absl::Status Admin::CreateGroup(const GroupConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   RETURN_IF_ERROR(CheckSchema());
-  absl::Status s = Guard("create group", [&] {
-    pqxx::work tx(*impl_->conn);
-    tx.exec_params(
-        "INSERT INTO sqlgroup.groups (name, parts, session_ttl, "
-        "heartbeat_interval, ordering, assignor) "
-        "VALUES ($1, $2, $3::interval, $4::interval, $5, $6)",
-        config.name, config.parts, ToInterval(config.session_ttl),
-        ToInterval(config.heartbeat_interval), OrderingName(config.ordering),
-        config.assignor);
-    tx.commit();
-  });
-  if (absl::IsAlreadyExists(s)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("consumer group '", config.name,
-                     "' already exists; `sqlgroup group describe ", config.name,
-                     "` shows it"));
-  }
-  return s;
+  return store::InsertGroup(*impl_->conn, config);
 }
 
 absl::StatusOr<GroupConfig> Admin::GetGroup(const std::string& name) {
   RETURN_IF_ERROR(CheckSchema());
-  ASSIGN_OR_RETURN(store::GroupSettings settings,
-                   store::ReadGroup(*impl_->conn, name));
-  return ConfigOf(name, settings);
+  return store::ReadGroupConfig(*impl_->conn, name);
 }
 
 absl::Status Admin::AlterGroup(
@@ -198,19 +151,8 @@ absl::Status Admin::AlterGroup(
   if (session_ttl) config.session_ttl = *session_ttl;
   if (heartbeat_interval) config.heartbeat_interval = *heartbeat_interval;
   RETURN_IF_ERROR(config.Validate());
-  bool updated = false;
-  RETURN_IF_ERROR(Guard("alter group", [&] {
-    pqxx::work tx(*impl_->conn);
-    updated = tx.exec_params(
-                    "UPDATE sqlgroup.groups SET session_ttl = "
-                    "$2::interval, heartbeat_interval = $3::interval "
-                    "WHERE name = $1",
-                    name, ToInterval(config.session_ttl),
-                    ToInterval(config.heartbeat_interval))
-                  .affected_rows() == 1;
-    tx.commit();
-  }));
-  return updated ? absl::OkStatus() : store::GroupNotFound(name);
+  return store::UpdateGroupTiming(*impl_->conn, name, config.session_ttl,
+                                  config.heartbeat_interval);
 }
 
 absl::StatusOr<PartsChange> Admin::AlterParts(const std::string& name,
@@ -221,89 +163,23 @@ absl::StatusOr<PartsChange> Admin::AlterParts(const std::string& name,
                      "; nothing was changed"));
   }
   RETURN_IF_ERROR(CheckSchema());
-  std::optional<PartsChange> change;
-  int in_progress_from = 0, still_owned = 0;
-  RETURN_IF_ERROR(Guard("change the part count", [&] {
-    pqxx::work tx(*impl_->conn);
-    tx.exec("SET LOCAL lock_timeout = '10s'");
-    // Waits for every take and drop in flight and holds new ones until this
-    // commits: no take of the old count can commit after the change (see
-    // sql/009). Acks hold their takes FOR KEY SHARE, which this does not
-    // block.
-    tx.exec("LOCK TABLE sqlgroup.session_parts IN SHARE MODE");
-    const pqxx::result g = tx.exec_params(
-        "SELECT parts, (extract(epoch from clock_timestamp()) * 1000000)"
-        "::bigint FROM sqlgroup.groups WHERE name = $1 FOR UPDATE",
-        name);
-    if (g.empty()) return;
-    change.emplace();
-    change->from_parts = g[0][0].as<int>();
-    change->to_parts = parts;
-    change->at = absl::FromUnixMicros(g[0][1].as<int64_t>());
-    const pqxx::row old = tx.exec_params1(
-        "SELECT count(*), coalesce(min(parts_of), 0) "
-        "FROM sqlgroup.session_parts WHERE group_name = $1 AND parts_of <> $2",
-        name, change->from_parts);
-    still_owned = old[0].as<int>();
-    in_progress_from = old[1].as<int>();
-    if (still_owned > 0 || parts == change->from_parts) return;
-    tx.exec_params(
-        "UPDATE sqlgroup.groups SET parts = $2, previous_parts = parts, "
-        "parts_changed_at = clock_timestamp() WHERE name = $1",
-        name, parts);
-    store::Notify(tx, store::MembershipChanged(name));
-    tx.commit();
-  }));
-  if (!change) return store::GroupNotFound(name);
-  if (still_owned > 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "group ", name, " is still changing its part count from ",
-        in_progress_from, " to ", change->from_parts, ": ", still_owned,
-        " part(s) of the ", in_progress_from,
-        "-part layout are still owned while their members drain them (a dead "
-        "member's go when its session expires). Nothing was changed; run "
-        "this again once `sqlgroup group describe ",
-        name, "` no longer shows the change in progress"));
-  }
-  return *change;
+  return store::ChangePartCount(*impl_->conn, name, parts);
 }
 
 absl::Status Admin::DeleteGroup(const std::string& name) {
   RETURN_IF_ERROR(CheckSchema());
-  bool deleted = false;
-  RETURN_IF_ERROR(Guard("delete group", [&] {
-    pqxx::work tx(*impl_->conn);
-    // Items and dead items have no foreign key to the group: deleted here.
-    tx.exec_params("DELETE FROM sqlgroup.items WHERE group_name = $1", name);
-    tx.exec_params("DELETE FROM sqlgroup.dead_items WHERE group_name = $1",
-                   name);
-    tx.exec_params("DELETE FROM sqlgroup.ownership_log WHERE group_name = $1",
-                   name);
-    deleted =
-        tx.exec_params("DELETE FROM sqlgroup.groups WHERE name = $1", name)
-            .affected_rows() == 1;
-    tx.commit();
-  }));
-  return deleted ? absl::OkStatus() : store::GroupNotFound(name);
+  return store::DeleteGroup(*impl_->conn, name);
 }
 
 absl::Status Admin::LeaveGroup(const std::string& group,
                                const std::string& instance) {
   RETURN_IF_ERROR(CheckSchema());
-  ASSIGN_OR_RETURN(store::GroupSettings settings,
-                   store::ReadGroup(*impl_->conn, group));
-  (void)settings;  // the group exists: NOT_FOUND below names the instance
-  return store::LeaveInstance(*impl_->conn, group, instance, /*notify=*/true);
+  return store::RemoveStaticMember(*impl_->conn, group, instance);
 }
 
 absl::StatusOr<std::vector<GroupConfig>> Admin::ListGroups() {
   RETURN_IF_ERROR(CheckSchema());
-  ASSIGN_OR_RETURN(auto groups, store::ListGroups(*impl_->conn));
-  std::vector<GroupConfig> configs;
-  for (const auto& [name, settings] : groups) {
-    configs.push_back(ConfigOf(name, settings));
-  }
-  return configs;
+  return store::ListGroupConfigs(*impl_->conn);
 }
 
 absl::Status Admin::GrantRoles(const RoleGrants& roles) {
@@ -329,174 +205,15 @@ absl::Status Admin::GrantRoles(const RoleGrants& roles) {
     ASSIGN_OR_RETURN(std::string grant, internal::GrantSql(kind, role));
     absl::StrAppend(&sql, grant);
   }
-  std::string missing, not_owner;
-  RETURN_IF_ERROR(Guard("grant", [&] {
-    pqxx::work tx(*impl_->conn);
-    // A GRANT or REVOKE by a role without the right only warns: check.
-    const pqxx::row owner = tx.exec1(
-        "SELECT coalesce(bool_and(pg_has_role(c.relowner, 'USAGE')), false), "
-        "  current_user FROM pg_catalog.pg_class c "
-        "WHERE c.relnamespace = 'sqlgroup'::regnamespace "
-        "AND c.relkind IN ('r', 'S')");
-    if (!owner[0].as<bool>()) {
-      not_owner = owner[1].as<std::string>();
-      return;
-    }
-    for (const auto& [kind, role] : grants) {
-      if (tx.exec_params("SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = $1",
-                         role)
-              .empty()) {
-        missing = role;
-        return;
-      }
-    }
-    tx.exec(sql);
-    tx.commit();
-  }));
-  if (!not_owner.empty()) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "permission denied: role '", not_owner,
-        "' does not own the sqlgroup schema's tables; grant as the role that "
-        "ran `sqlgroup migrate`, or as a superuser"));
-  }
-  if (!missing.empty()) {
-    return absl::NotFoundError(absl::StrCat(
-        "role '", missing, "' does not exist; create it first (CREATE ROLE ",
-        internal::QuoteIdentifier(missing),
-        " LOGIN PASSWORD '...'), then grant again; nothing was changed"));
-  }
-  return absl::OkStatus();
+  std::vector<std::string> names;
+  for (const auto& [kind, role] : grants) names.push_back(role);
+  return store::GrantPrivileges(*impl_->conn, names, sql);
 }
 
 absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
                                                       bool count_lag) {
-  GroupDescription d;
-  ASSIGN_OR_RETURN(d.config, GetGroup(name));
-  const int parts = d.config.parts;
-  d.parts.resize(parts);
-  std::vector<int> numbers(parts);
-  for (int p = 0; p < parts; ++p) {
-    numbers[p] = p;
-    const KeyRange r = PartRange(p, parts);
-    d.parts[p].part = p;
-    d.parts[p].first_key = FormatUuid(r.first);
-    d.parts[p].last_key = FormatUuid(r.last);
-  }
-  RETURN_IF_ERROR(Guard("describe group", [&] {
-    // One snapshot, so members, owners and lag agree with each other.
-    pqxx::work tx(*impl_->conn, "describe");
-    tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY");
-    for (const pqxx::row& row : tx.exec_params(
-             "SELECT s.id::text, coalesce(s.instance, ''), s.host, s.pid, "
-             "  (extract(epoch from s.created_at) * 1000000)::bigint, " +
-                 MicrosOf("clock_timestamp() - s.heartbeated_at") +
-                 ", s.heartbeated_at <= clock_timestamp() - g.session_ttl "
-                 "  AND coalesce(s.away_until, '-infinity') <= "
-                 "clock_timestamp(), " +
-                 MicrosOf("s.static_timeout") + ", " +
-                 MicrosOf("s.away_until - clock_timestamp()") +
-                 ", s.connections, s.connection_budget, " +
-                 MicrosOf("clock_timestamp() - s.circuit_open_since") +
-                 ", coalesce(s.circuit_error, '')"
-                 " FROM sqlgroup.sessions s "
-                 "JOIN sqlgroup.groups g ON g.name = s.group_name "
-                 "WHERE s.group_name = $1 ORDER BY s.id",
-             name)) {
-      MemberInfo m;
-      m.session_id = row[0].as<std::string>();
-      m.instance = row[1].as<std::string>();
-      m.host = row[2].as<std::string>();
-      m.pid = row[3].as<int>();
-      m.created_at = absl::FromUnixMicros(row[4].as<int64_t>());
-      m.since_heartbeat = absl::Microseconds(row[5].as<int64_t>());
-      m.expired = row[6].as<bool>();
-      if (!row[7].is_null()) {
-        m.static_timeout = absl::Microseconds(row[7].as<int64_t>());
-      }
-      if (!row[8].is_null() && row[8].as<int64_t>() > 0) {
-        m.away_left = absl::Microseconds(row[8].as<int64_t>());
-      }
-      if (!row[9].is_null()) m.connections = row[9].as<int>();
-      if (!row[10].is_null()) m.connection_budget = row[10].as<int>();
-      if (!row[11].is_null()) {
-        m.circuit_open_for = absl::Microseconds(row[11].as<int64_t>());
-        m.circuit_error = row[12].as<std::string>();
-      }
-      d.members.push_back(std::move(m));
-    }
-    const pqxx::row change = tx.exec_params1(
-        "SELECT g.previous_parts, (extract(epoch from g.parts_changed_at) * "
-        "1000000)::bigint, (SELECT count(*) FROM sqlgroup.session_parts p "
-        "  WHERE p.group_name = g.name AND p.parts_of <> g.parts) "
-        "FROM sqlgroup.groups g WHERE g.name = $1",
-        name);
-    if (!change[0].is_null()) {
-      d.last_parts_change = PartsChange{
-          change[0].as<int>(), parts,
-          absl::FromUnixMicros(change[1].as<int64_t>()), change[2].as<int>()};
-    }
-    for (const pqxx::row& row : tx.exec_params(
-             "SELECT part, session_id::text, epoch, " +
-                 MicrosOf("clock_timestamp() - revoking_since") +
-                 " FROM sqlgroup.session_parts "
-                 "WHERE group_name = $1 AND parts_of = $2 ORDER BY part",
-             name, parts)) {
-      const int p = row[0].as<int>();
-      if (p < 0 || p >= parts) continue;
-      PartInfo& info = d.parts[p];
-      info.owner_session = row[1].as<std::string>();
-      info.epoch = row[2].as<int64_t>();
-      if (!row[3].is_null()) {
-        info.revoking_for = absl::Microseconds(row[3].as<int64_t>());
-      }
-      for (MemberInfo& m : d.members) {
-        if (m.session_id == info.owner_session) {
-          m.parts.push_back(p);
-          info.owner_instance = m.instance;
-        }
-      }
-    }
-    if (count_lag) {
-      const auto first =
-          ArrayLiteral(d.parts, [](const PartInfo& i) { return i.first_key; });
-      const auto last =
-          ArrayLiteral(d.parts, [](const PartInfo& i) { return i.last_key; });
-      const auto nums =
-          ArrayLiteral(numbers, [](int p) { return absl::StrCat(p); });
-      for (const pqxx::row& row : tx.exec_params(
-               "SELECT b.part, count(i.id), "
-               "  coalesce(" +
-                   MicrosOf("clock_timestamp() - min(i.enqueued_at)") +
-                   ", 0) "
-                   "FROM unnest($2::int[], $3::uuid[], $4::uuid[]) "
-                   "  AS b(part, lo, hi) "
-                   "LEFT JOIN sqlgroup.items i ON i.group_name = $1 "
-                   "  AND i.id BETWEEN b.lo AND b.hi "
-                   "GROUP BY b.part",
-               name, nums, first, last)) {
-        PartInfo& info = d.parts[row[0].as<int>()];
-        info.waiting_items = row[1].as<int64_t>();
-        info.oldest_age = absl::Microseconds(row[2].as<int64_t>());
-      }
-    }
-    if (d.config.ordering == Ordering::kKey) {
-      std::vector<KeyRange> ranges;
-      for (int p = 0; p < parts; ++p) ranges.push_back(PartRange(p, parts));
-      for (const store::PartBlockedRow& row :
-           store::CountBlocked(tx, name, numbers, ranges)) {
-        PartInfo& info = d.parts[row.part];
-        info.blocked_keys = row.keys;
-        info.oldest_blocked_age = row.oldest;
-      }
-    }
-    d.dead_items =
-        tx.exec_params1(
-              "SELECT count(*) FROM sqlgroup.dead_items WHERE group_name = $1",
-              name)[0]
-            .as<int64_t>();
-    tx.commit();
-  }));
-  return d;
+  ASSIGN_OR_RETURN(GroupConfig config, GetGroup(name));
+  return store::DescribeGroup(*impl_->conn, config, count_lag);
 }
 
 }  // namespace sqlgroup

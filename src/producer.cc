@@ -1,7 +1,6 @@
 #include "sqlgroup/producer.h"
 
 #include <optional>
-#include <pqxx/pqxx>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -9,11 +8,11 @@
 #include "member/backoff.h"
 #include "migrations.h"
 #include "status_macros.h"
-#include "store/connection.h"
-#include "store/errors.h"
-#include "store/item_store.h"
-#include "store/member_store.h"
-#include "store/migrator.h"
+#include "store/connect_options.h"
+#include "store/db_connection.h"
+#include "store/enqueue_store.h"
+#include "store/group_store.h"
+#include "store/schema_store.h"
 
 namespace sqlgroup {
 namespace {
@@ -42,7 +41,7 @@ std::string NewProducerId() {
 
 struct Producer::Impl {
   ProducerOptions options;
-  std::unique_ptr<pqxx::connection> conn;
+  std::optional<store::DbConnection> conn;  // none after a broken one
   // This producer's identity in its batches' idempotency keys.
   const std::string id = NewProducerId();
   int64_t batch = 1;    // the next batch's number; advances on success only
@@ -57,7 +56,7 @@ struct Producer::Impl {
     store::ConnectOptions connect =
         store::ProducerOptions("sqlgroup-producer", options.connect_timeout);
     connect.transaction_pooler = options.transaction_pooler;
-    ASSIGN_OR_RETURN(conn, store::Connect(options.dsn, connect));
+    ASSIGN_OR_RETURN(conn, store::DbConnection::Open(options.dsn, connect));
     return absl::OkStatus();
   }
 };
@@ -68,13 +67,8 @@ Producer::~Producer() {
   // The last batch's key is no longer needed by anyone: this producer
   // will not retry it. Best effort; expired keys go anyway.
   if (impl_->conn && impl_->batch > 1 && impl_->pending.empty()) {
-    (void)store::Guard("forget the last batch's key", [&] {
-      pqxx::work tx(*impl_->conn);
-      store::LocalLimits(tx);
-      tx.exec_params("SELECT sqlgroup.forget_enqueue_key($1, $2)",
-                     impl_->options.group, impl_->Key(impl_->batch - 1));
-      tx.commit();
-    });
+    (void)store::ForgetEnqueueKey(*impl_->conn, impl_->options.group,
+                                  impl_->Key(impl_->batch - 1));
   }
 }
 
@@ -84,8 +78,9 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
   impl->options = std::move(options);
   RETURN_IF_ERROR(impl->Connect());
   RETURN_IF_ERROR(
-      store::CheckSchemaVersion(*impl->conn, internal::LatestKnownVersion()));
-  RETURN_IF_ERROR(store::ReadGroup(*impl->conn, impl->options.group).status());
+      store::CheckSchema(*impl->conn, internal::LatestKnownVersion()));
+  RETURN_IF_ERROR(
+      store::ReadGroupConfig(*impl->conn, impl->options.group).status());
   return std::unique_ptr<Producer>(new Producer(std::move(impl)));
 }
 
@@ -113,25 +108,16 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
   int tries = 0;
   for (;;) {
     ++tries;
-    std::vector<std::string> ids;
-    absl::Status inner;
-    absl::Status s = p.conn ? absl::OkStatus() : p.Connect();
-    if (s.ok()) {
-      s = store::Guard("enqueue", [&] {
-        pqxx::work tx(*p.conn);
-        store::LocalLimits(tx);
-        auto got = EnqueueIn(tx, p.options.group, items, options);
-        if (!got.ok()) {
-          inner = got.status();
-          return;  // rolls back
-        }
-        tx.commit();
-        ids = std::move(*got);
-      });
+    absl::StatusOr<std::vector<std::string>> ids;
+    if (absl::Status s = p.conn ? absl::OkStatus() : p.Connect(); s.ok()) {
+      ids = store::EnqueueBatch(*p.conn, p.options.group, items, options);
+    } else {
+      ids = s;
     }
-    if (absl::IsUnknown(s)) in_doubt = true;
-    const absl::Status why = s.ok() ? inner : s;
-    if (s.ok() && inner.ok()) {
+    // UNKNOWN: lost during COMMIT.
+    if (absl::IsUnknown(ids.status())) in_doubt = true;
+    const absl::Status why = ids.status();
+    if (ids.ok()) {
       ++p.batch;
       p.pending.clear();
       if (tries > 1 && p.options.logger) {
@@ -194,22 +180,7 @@ absl::StatusOr<std::vector<std::string>> Producer::EnqueueIn(
 absl::StatusOr<std::vector<std::string>> Producer::EnqueueIn(
     pqxx::work& tx, const std::string& group, const std::vector<NewItem>& items,
     const EnqueueOptions& options) {
-  // The part count places the ids (item_ids.h).
-  std::optional<int> parts;
-  RETURN_IF_ERROR(store::Guard("read the group's part count", [&] {
-    const pqxx::result r = tx.exec_params(
-        "SELECT parts FROM sqlgroup.groups WHERE name = $1", group);
-    if (!r.empty()) parts = r[0][0].as<int>();
-  }));
-  if (!parts) {
-    return absl::NotFoundError(absl::StrCat("consumer group '", group,
-                                            "' does not exist; nothing was "
-                                            "enqueued"));
-  }
-  const store::EnqueueKey key{options.idempotency_key, options.forget_key};
-  return store::InsertItems(tx, group, *parts, items, options.notify,
-                            options.max_payload_bytes,
-                            options.idempotency_key.empty() ? nullptr : &key);
+  return store::EnqueueIn(tx, group, items, options);
 }
 
 }  // namespace sqlgroup

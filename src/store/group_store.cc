@@ -1,0 +1,191 @@
+#include "store/group_store.h"
+
+#include <optional>
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "store/connection.h"
+#include "store/errors.h"
+#include "store/interval.h"
+#include "store/member_store.h"
+
+namespace sqlgroup::store {
+namespace {
+
+// $1 name, $2 parts, $3 session TTL and $4 heartbeat interval (interval
+// literals, ToInterval), $5 ordering ('key' or 'none'), $6 assignor. A
+// name taken fails on the primary key (23505: ALREADY_EXISTS).
+constexpr char kInsertGroup[] =
+    "INSERT INTO sqlgroup.groups (name, parts, session_ttl, "
+    "heartbeat_interval, ordering, assignor) "
+    "VALUES ($1, $2, $3::interval, $4::interval, $5, $6)";
+
+// $1 name, $2 session TTL and $3 heartbeat interval (interval literals).
+// No row: no such group.
+constexpr char kUpdateTiming[] =
+    "UPDATE sqlgroup.groups SET session_ttl = "
+    "$2::interval, heartbeat_interval = $3::interval "
+    "WHERE name = $1";
+
+// A part count change waits this long for the takes and drops in flight.
+constexpr char kPartsChangeLockTimeout[] = "SET LOCAL lock_timeout = '10s'";
+
+// Waits for every take and drop in flight and holds new ones until the
+// transaction commits: no take of the old count can commit after the
+// change (see sql/009). Acks hold their takes FOR KEY SHARE, which this
+// does not block.
+constexpr char kHoldTakes[] = "LOCK TABLE sqlgroup.session_parts IN SHARE MODE";
+
+// $1 name. The group's part count and the database clock (microseconds
+// since the epoch), locking its row; no row: no such group.
+constexpr char kLockPartCount[] =
+    "SELECT parts, (extract(epoch from clock_timestamp()) * 1000000)"
+    "::bigint FROM sqlgroup.groups WHERE name = $1 FOR UPDATE";
+
+// $1 name, $2 its part count. How many parts of another count (an earlier
+// change still in progress) are still owned, and that count (0: none).
+constexpr char kOldCountOwned[] =
+    "SELECT count(*), coalesce(min(parts_of), 0) "
+    "FROM sqlgroup.session_parts WHERE group_name = $1 AND parts_of <> $2";
+
+// $1 name, $2 the new part count. Runs only in the transaction that holds
+// the group's row and every take (kLockPartCount, kHoldTakes) and found no
+// part of another count owned (kOldCountOwned): nothing can change what
+// those reads saw before it commits.
+constexpr char kSetPartCount[] =
+    "UPDATE sqlgroup.groups SET parts = $2, previous_parts = parts, "
+    "parts_changed_at = clock_timestamp() WHERE name = $1";
+
+// $1 name, each. Items, dead items and the ownership log have no foreign
+// key to the group: deleted first. Sessions and parts go with the group's
+// row, whose deletion (one row or none) says whether the group existed.
+constexpr char kDeleteItems[] =
+    "DELETE FROM sqlgroup.items WHERE group_name = $1";
+constexpr char kDeleteDeadItems[] =
+    "DELETE FROM sqlgroup.dead_items WHERE group_name = $1";
+constexpr char kDeleteOwnershipLog[] =
+    "DELETE FROM sqlgroup.ownership_log WHERE group_name = $1";
+constexpr char kDeleteGroup[] = "DELETE FROM sqlgroup.groups WHERE name = $1";
+
+GroupConfig ConfigOf(const std::string& name, const GroupSettings& settings) {
+  GroupConfig config{name, settings.parts, settings.ttl, settings.heartbeat};
+  config.ordering = settings.key_order ? Ordering::kKey : Ordering::kNone;
+  config.assignor = settings.assignor;
+  return config;
+}
+
+}  // namespace
+
+absl::Status InsertGroup(DbConnection& db, const GroupConfig& config) {
+  absl::Status s = Guard("create group", [&] {
+    pqxx::work tx(PqxxOf(db));
+    tx.exec_params(kInsertGroup, config.name, config.parts,
+                   ToInterval(config.session_ttl),
+                   ToInterval(config.heartbeat_interval),
+                   OrderingName(config.ordering), config.assignor);
+    tx.commit();
+  });
+  if (absl::IsAlreadyExists(s)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("consumer group '", config.name,
+                     "' already exists; `sqlgroup group describe ", config.name,
+                     "` shows it"));
+  }
+  return s;
+}
+
+absl::StatusOr<GroupConfig> ReadGroupConfig(DbConnection& db,
+                                            const std::string& name) {
+  absl::StatusOr<GroupSettings> settings = ReadGroup(PqxxOf(db), name);
+  if (!settings.ok()) return settings.status();
+  return ConfigOf(name, *settings);
+}
+
+absl::StatusOr<std::vector<GroupConfig>> ListGroupConfigs(DbConnection& db) {
+  auto groups = ListGroups(PqxxOf(db));
+  if (!groups.ok()) return groups.status();
+  std::vector<GroupConfig> configs;
+  for (const auto& [name, settings] : *groups) {
+    configs.push_back(ConfigOf(name, settings));
+  }
+  return configs;
+}
+
+absl::Status UpdateGroupTiming(DbConnection& db, const std::string& name,
+                               absl::Duration session_ttl,
+                               absl::Duration heartbeat_interval) {
+  bool updated = false;
+  absl::Status s = Guard("alter group", [&] {
+    pqxx::work tx(PqxxOf(db));
+    updated = tx.exec_params(kUpdateTiming, name, ToInterval(session_ttl),
+                             ToInterval(heartbeat_interval))
+                  .affected_rows() == 1;
+    tx.commit();
+  });
+  if (!s.ok()) return s;
+  return updated ? absl::OkStatus() : GroupNotFound(name);
+}
+
+absl::StatusOr<PartsChange> ChangePartCount(DbConnection& db,
+                                            const std::string& name,
+                                            int parts) {
+  std::optional<PartsChange> change;
+  int in_progress_from = 0, still_owned = 0;
+  absl::Status s = Guard("change the part count", [&] {
+    pqxx::work tx(PqxxOf(db));
+    tx.exec(kPartsChangeLockTimeout);
+    tx.exec(kHoldTakes);
+    const pqxx::result g = tx.exec_params(kLockPartCount, name);
+    if (g.empty()) return;
+    change.emplace();
+    change->from_parts = g[0][0].as<int>();
+    change->to_parts = parts;
+    change->at = absl::FromUnixMicros(g[0][1].as<int64_t>());
+    const pqxx::row old =
+        tx.exec_params1(kOldCountOwned, name, change->from_parts);
+    still_owned = old[0].as<int>();
+    in_progress_from = old[1].as<int>();
+    if (still_owned > 0 || parts == change->from_parts) return;
+    tx.exec_params(kSetPartCount, name, parts);
+    Notify(tx, MembershipChanged(name));
+    tx.commit();
+  });
+  if (!s.ok()) return s;
+  if (!change) return GroupNotFound(name);
+  if (still_owned > 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "group ", name, " is still changing its part count from ",
+        in_progress_from, " to ", change->from_parts, ": ", still_owned,
+        " part(s) of the ", in_progress_from,
+        "-part layout are still owned while their members drain them (a dead "
+        "member's go when its session expires). Nothing was changed; run "
+        "this again once `sqlgroup group describe ",
+        name, "` no longer shows the change in progress"));
+  }
+  return *change;
+}
+
+absl::Status DeleteGroup(DbConnection& db, const std::string& name) {
+  bool deleted = false;
+  absl::Status s = Guard("delete group", [&] {
+    pqxx::work tx(PqxxOf(db));
+    tx.exec_params(kDeleteItems, name);
+    tx.exec_params(kDeleteDeadItems, name);
+    tx.exec_params(kDeleteOwnershipLog, name);
+    deleted = tx.exec_params(kDeleteGroup, name).affected_rows() == 1;
+    tx.commit();
+  });
+  if (!s.ok()) return s;
+  return deleted ? absl::OkStatus() : GroupNotFound(name);
+}
+
+absl::Status RemoveStaticMember(DbConnection& db, const std::string& group,
+                                const std::string& instance) {
+  // The group exists first: NOT_FOUND from LeaveInstance names the
+  // instance.
+  absl::Status s = ReadGroup(PqxxOf(db), group).status();
+  if (!s.ok()) return s;
+  return LeaveInstance(PqxxOf(db), group, instance, /*notify=*/true);
+}
+
+}  // namespace sqlgroup::store

@@ -1,0 +1,57 @@
+// A consumer group's life cycle on a facade's connection: create, read,
+// list, alter its timing or its part count, delete, and remove a static
+// member for good. Each function is one transaction; a group that does not
+// exist is NOT_FOUND (GroupNotFound's message). Names no pqxx.
+#ifndef SQLGROUP_STORE_GROUP_STORE_H_
+#define SQLGROUP_STORE_GROUP_STORE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "sqlgroup/admin.h"
+#include "store/db_connection.h"
+
+namespace sqlgroup::store {
+
+// Inserts the group as `config` says (validated by the caller).
+// ALREADY_EXISTS when the name is taken, saying how to see that group.
+absl::Status InsertGroup(DbConnection& db, const GroupConfig& config);
+
+// The group's stored settings.
+absl::StatusOr<GroupConfig> ReadGroupConfig(DbConnection& db,
+                                            const std::string& name);
+
+// Every group's settings, by name.
+absl::StatusOr<std::vector<GroupConfig>> ListGroupConfigs(DbConnection& db);
+
+// Sets the group's session TTL and heartbeat interval (validated by the
+// caller); members pick them up on their next heartbeat.
+absl::Status UpdateGroupTiming(DbConnection& db, const std::string& name,
+                               absl::Duration session_ttl,
+                               absl::Duration heartbeat_interval);
+
+// Sets the group's part count to `parts` (1..4096, checked by the caller)
+// and announces it, unless it already is (then the change returned has
+// from == to) or an earlier change is still in progress: then
+// FAILED_PRECONDITION saying how many parts of the old count are still
+// owned, and nothing changed. Holds every take and drop while it runs
+// (waiting at most 10 s for those in flight: ABORTED after).
+absl::StatusOr<PartsChange> ChangePartCount(DbConnection& db,
+                                            const std::string& name, int parts);
+
+// Deletes the group with its sessions, parts, items, dead items and
+// ownership log.
+absl::Status DeleteGroup(DbConnection& db, const std::string& name);
+
+// Deletes the session of the group's static member `instance`, running or
+// away, and announces it: its parts move at once. NOT_FOUND names the
+// group when it does not exist, else the instance when it has no session.
+absl::Status RemoveStaticMember(DbConnection& db, const std::string& group,
+                                const std::string& instance);
+
+}  // namespace sqlgroup::store
+
+#endif  // SQLGROUP_STORE_GROUP_STORE_H_
