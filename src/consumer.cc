@@ -194,20 +194,13 @@ class Consumer::Impl {
     }
     metrics_.ConnectionBudget(budget_->limit());
     MemberConfig member;
-    member.dsn = options_.dsn;
     member.group = options_.group;
+    member.use_notify = options_.use_notify;
     member.session = {HostName(), static_cast<int>(getpid()), options_.instance,
                       options_.static_timeout};
     member.rebalance_poll = options_.rebalance_poll;
     member.rebalance_poll_listening = options_.rebalance_poll_listening;
-    member.drain_timeout = options_.drain_timeout;
-    member.cut_off = options_.cut_off;
-    member.connect_timeout = options_.connect_timeout;
-    member.use_notify = options_.use_notify;
-    member.transaction_pooler = options_.transaction_pooler;
-    member.listen_dsn = options_.listen_dsn;
     member.assignor = options_.assignor;
-    member.listener = options_.listener;
     member.shared_heartbeat =
         std::dynamic_pointer_cast<HeartbeatBatcher>(options_.shared_heartbeat);
     auto ttl_ns = std::make_shared<std::atomic<int64_t>>(
@@ -215,29 +208,46 @@ class Consumer::Impl {
     member.ttl_ns = ttl_ns;
     auto key_order = std::make_shared<std::atomic<bool>>(settings_.key_order);
     member.key_order = key_order;
-    member.lent = &lent_;
-    member.budget = budget_.get();
+    member.channel = {.dsn = options_.dsn,
+                      .group = options_.group,
+                      .connect_timeout = options_.connect_timeout,
+                      .use_notify = options_.use_notify,
+                      .transaction_pooler = options_.transaction_pooler,
+                      .listen_dsn = options_.listen_dsn,
+                      .lent = &lent_,
+                      .budget = budget_.get()};
+    member.rebalance = {.group = options_.group,
+                        .use_notify = options_.use_notify,
+                        .drain_timeout = options_.drain_timeout,
+                        .cut_off = options_.cut_off,
+                        .listener = options_.listener};
     loop_ = std::make_unique<MemberLoop>(member, settings_, scheduler_,
                                          metrics_, log_);
     WorkerConfig worker;
-    worker.dsn = options_.dsn;
-    worker.group = options_.group;
-    worker.handler = options_.handler;
-    worker.batch_handler = options_.batch_handler;
-    worker.sql_function = options_.sql_function;
-    worker.claim_batch = options_.claim_batch;
-    worker.max_attempts = options_.max_attempts;
-    worker.backoff_initial = options_.backoff_initial;
-    worker.backoff_max = options_.backoff_max;
-    worker.connect_timeout = options_.connect_timeout;
-    worker.transaction_pooler = options_.transaction_pooler;
-    worker.ttl_ns = ttl_ns;
-    worker.key_order = key_order;
-    worker.budget = budget_;
-    worker.lent = &lent_;
+    worker.connection = {.dsn = options_.dsn,
+                         .group = options_.group,
+                         .connect_timeout = options_.connect_timeout,
+                         .transaction_pooler = options_.transaction_pooler,
+                         .ttl_ns = ttl_ns,
+                         .key_order = key_order,
+                         .budget = budget_,
+                         .lent = &lent_};
+    worker.settle.group = options_.group;
+    worker.settle.handler = options_.handler;
+    worker.settle.batch_handler = options_.batch_handler;
+    worker.settle.kind = {.batched = options_.batch_handler ||
+                                     (!options_.sql_function.name.empty() &&
+                                      options_.sql_function.arrays),
+                          .sql_function = options_.sql_function};
+    worker.settle.claim_batch = options_.claim_batch;
+    worker.settle.max_attempts = options_.max_attempts;
+    worker.settle.backoff_initial = options_.backoff_initial;
+    worker.settle.backoff_max = options_.backoff_max;
+    worker.settle.transaction_pooler = options_.transaction_pooler;
+    worker.settle.key_order = key_order;
     worker.idle_connection_timeout = options_.idle_connection_timeout;
     // No claim while the handler's circuit is open or a probe is out.
-    scheduler_.SetGate([breaker = worker.breaker](absl::Time now) {
+    scheduler_.SetGate([breaker = worker.settle.breaker](absl::Time now) {
       return breaker->NoCallBefore(now);
     });
     for (int i = 0; i < options_.workers; ++i) {

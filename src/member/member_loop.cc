@@ -29,17 +29,6 @@ std::vector<int> Keys(const std::map<int, int64_t>& m) {
   return keys;
 }
 
-ControlChannelConfig ChannelConfig(const MemberConfig& c) {
-  return {.dsn = c.dsn,
-          .group = c.group,
-          .connect_timeout = c.connect_timeout,
-          .use_notify = c.use_notify,
-          .transaction_pooler = c.transaction_pooler,
-          .listen_dsn = c.listen_dsn,
-          .lent = c.lent,
-          .budget = c.budget};
-}
-
 // The control connection and its statements, over PostgreSQL.
 MemberSeamsFactory PostgresSeams(const MemberConfig& config,
                                  PartScheduler& scheduler,
@@ -48,7 +37,7 @@ MemberSeamsFactory PostgresSeams(const MemberConfig& config,
   return [=, &scheduler, &metrics](const NotificationRouter& router,
                                    const Wakeup& stop) {
     auto channel = std::make_unique<PgControlChannel>(
-        ChannelConfig(config), router, scheduler, metrics, logger, stop);
+        config.channel, router, scheduler, metrics, logger, stop);
     PgControlChannel* pg = channel.get();
     MemberSeams seams;
     seams.store = std::make_unique<store::PgMembershipStore>(
@@ -56,14 +45,6 @@ MemberSeamsFactory PostgresSeams(const MemberConfig& config,
     seams.channel = std::move(channel);
     return seams;
   };
-}
-
-RebalancerConfig RebalancerConfigOf(const MemberConfig& c) {
-  return {.group = c.group,
-          .use_notify = c.use_notify,
-          .drain_timeout = c.drain_timeout,
-          .cut_off = c.cut_off,
-          .listener = c.listener};
 }
 
 }  // namespace
@@ -108,8 +89,7 @@ MemberLoop::MemberLoop(MemberConfig config, store::GroupSettings settings,
               router_, stop_wakeup_)),
       channel_(*seams_.channel),
       store_(*seams_.store),
-      rebalancer_(RebalancerConfigOf(config_), store_, scheduler_, metrics_,
-                  log_),
+      rebalancer_(config_.rebalance, store_, scheduler_, metrics_, log_),
       keeper_({.group = config_.group,
                .use_notify = config_.use_notify,
                .shared_heartbeat = config_.shared_heartbeat},
@@ -486,7 +466,7 @@ void MemberLoop::LoseSession(const std::string& why) {
 
 void MemberLoop::ReportConnections() {
   const int held = static_cast<int>(metrics_.connections());
-  const int budget = config_.budget->limit();
+  const int budget = config_.channel.budget->limit();
   if (reported_session_ == session_ && held == reported_connections_ &&
       budget == reported_budget_) {
     return;
@@ -524,10 +504,11 @@ void MemberLoop::Leave() {
     log_->info(
         "group={} session={} leaving once the handler calls in flight "
         "return (cut off after {}, drain_timeout)",
-        config_.group, session_, absl::FormatDuration(config_.drain_timeout));
+        config_.group, session_,
+        absl::FormatDuration(config_.rebalance.drain_timeout));
   }
   while (scheduler_.AnyBusy()) {
-    if (absl::Now() >= since + config_.drain_timeout) {
+    if (absl::Now() >= since + config_.rebalance.drain_timeout) {
       rebalancer_.CutOffAll(session_, /*say=*/!cut);
       cut = true;
     }

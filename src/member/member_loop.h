@@ -28,6 +28,7 @@
 #include "member/lent_connection.h"
 #include "member/notification_router.h"
 #include "member/part_scheduler.h"
+#include "member/pg_control_channel.h"
 #include "member/rebalancer.h"
 #include "member/session_keeper.h"
 #include "metrics.h"
@@ -44,22 +45,13 @@ class logger;
 namespace sqlgroup {
 
 struct MemberConfig {
-  std::string dsn;
   std::string group;
+  bool use_notify = true;
   store::SessionInfo session;
   absl::Duration rebalance_poll;            // when not listening
   absl::Duration rebalance_poll_listening;  // while LISTEN works
-  // ConsumerOptions::drain_timeout and cut_off.
-  absl::Duration drain_timeout;
-  std::function<void(const std::string&, const std::vector<int>&)> cut_off;
-  absl::Duration connect_timeout;
-  bool use_notify = true;
-  // ConsumerOptions::transaction_pooler and listen_dsn.
-  bool transaction_pooler = false;
-  std::string listen_dsn;
   // Null: the group's (GroupSettings::assignor).
   std::shared_ptr<const Assignor> assignor;
-  RebalanceListener* listener = nullptr;
   // Heartbeats go through it, with those of the process's other members,
   // instead of over the control connection. Optional.
   std::shared_ptr<HeartbeatBatcher> shared_heartbeat;
@@ -69,11 +61,11 @@ struct MemberConfig {
   // The group's ordering as last read (GroupSettings::key_order), for the
   // workers. Optional.
   std::shared_ptr<std::atomic<bool>> key_order;
-  // The control connection as the workers borrow it, and the process's
-  // connection budget (a slot is kept for the control connection).
-  // Required.
-  LentConnection* lent = nullptr;
-  ConnectionBudget* budget = nullptr;
+  // The control connection and the LISTENs; its budget is also reported
+  // for describe.
+  ControlChannelConfig channel;
+  // Handovers: drain_timeout, cut_off, the RebalanceListener.
+  RebalancerConfig rebalance;
 };
 
 // What a member loop talks to the database through: its control channel

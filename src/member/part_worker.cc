@@ -77,12 +77,6 @@ int MaxBlocks(int claim_batch) { return std::max(256, 4 * claim_batch); }
 // Keys a probe walks per idle part at most before it calls the part due.
 constexpr int kProbeBlocks = 64;
 
-HandlerKind KindOf(const WorkerConfig& c) {
-  return {.batched = c.batch_handler ||
-                     (!c.sql_function.name.empty() && c.sql_function.arrays),
-          .sql_function = c.sql_function};
-}
-
 }  // namespace
 
 PartWorker::PartWorker(int index, WorkerConfig config, PartScheduler& scheduler,
@@ -93,31 +87,10 @@ PartWorker::PartWorker(int index, WorkerConfig config, PartScheduler& scheduler,
       scheduler_(scheduler),
       metrics_(metrics),
       log_(std::move(logger)),
-      connection_(index_,
-                  {.dsn = config_.dsn,
-                   .group = config_.group,
-                   .connect_timeout = config_.connect_timeout,
-                   .transaction_pooler = config_.transaction_pooler,
-                   .ttl_ns = config_.ttl_ns,
-                   .key_order = config_.key_order,
-                   .budget = config_.budget,
-                   .lent = config_.lent},
-                  KindOf(config_), metrics_, log_),
-      settler_(index_,
-               {.group = config_.group,
-                .handler = config_.handler,
-                .batch_handler = config_.batch_handler,
-                .kind = KindOf(config_),
-                .claim_batch = config_.claim_batch,
-                .max_attempts = config_.max_attempts,
-                .backoff_initial = config_.backoff_initial,
-                .backoff_max = config_.backoff_max,
-                .transaction_pooler = config_.transaction_pooler,
-                .key_order = config_.key_order,
-                .conflicts = config_.conflicts,
-                .failure_log = config_.failure_log,
-                .breaker = config_.breaker},
-               connection_, scheduler_, metrics_, log_) {}
+      connection_(index_, config_.connection, config_.settle.kind, metrics_,
+                  log_),
+      settler_(index_, config_.settle, connection_, scheduler_, metrics_,
+               log_) {}
 
 void PartWorker::Run() {
   while (true) {
@@ -152,7 +125,7 @@ void PartWorker::Run() {
           continue;
         }
         if (!connection_.own() || absl::Now() >= idle_at ||
-            config_.budget->contended()) {
+            config_.connection.budget->contended()) {
           connection_.CloseOwn();
         }
         continue;
@@ -177,7 +150,7 @@ void PartWorker::Run() {
       // a slot: one held for a while goes, so that slots take turns.
       if (connection_.own() &&
           last_work_ - connection_.own_since() >= kShareAfter &&
-          config_.budget->contended()) {
+          config_.connection.budget->contended()) {
         connection_.CloseOwn();
       }
     }
@@ -191,9 +164,9 @@ void PartWorker::RunProbe(const PartTask& task) {
   }
   auto probe =
       KeyOrder()
-          ? store::ProbeHeads(*connection_.get(), config_.group,
+          ? store::ProbeHeads(*connection_.get(), config_.settle.group,
                               task.probe_parts, task.probe_ranges, kProbeBlocks)
-          : store::ProbeParts(*connection_.get(), config_.group,
+          : store::ProbeParts(*connection_.get(), config_.settle.group,
                               task.probe_parts, task.probe_ranges);
   if (!probe.ok()) {
     if (absl::IsUnavailable(probe.status()))
@@ -222,10 +195,10 @@ void PartWorker::RunMeasureLag(const PartTask& task) {
   const int cap = std::clamp(
       100000 / std::max<int>(1, static_cast<int>(task.probe_parts.size())), 100,
       1000);
-  auto lag = store::MeasureLag(*connection_.get(), config_.group,
+  auto lag = store::MeasureLag(*connection_.get(), config_.settle.group,
                                task.probe_parts, task.probe_ranges, cap);
   if (!lag.ok()) {
-    log_->warn("group={} measuring lag failed: {}", config_.group,
+    log_->warn("group={} measuring lag failed: {}", config_.settle.group,
                std::string(lag.status().message()));
     if (absl::IsUnavailable(lag.status())) connection_.Disconnect(lag.status());
   } else {
@@ -242,11 +215,11 @@ void PartWorker::RunMeasureLag(const PartTask& task) {
     }
   } else if (connection_.get()) {  // else the lag's read broke the connection
     auto blocked =
-        store::MeasureBlocked(*connection_.get(), config_.group,
+        store::MeasureBlocked(*connection_.get(), config_.settle.group,
                               task.probe_parts, task.probe_ranges, cap);
     if (!blocked.ok()) {
-      log_->warn("group={} counting blocked keys failed: {}", config_.group,
-                 std::string(blocked.status().message()));
+      log_->warn("group={} counting blocked keys failed: {}",
+                 config_.settle.group, std::string(blocked.status().message()));
       if (absl::IsUnavailable(blocked.status()))
         connection_.Disconnect(blocked.status());
     } else {
@@ -292,11 +265,11 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
     items = ClaimKeyHeads(task, &from);
   } else {
     items = store::ClaimItems(*connection_.get(), ref, from, task.range.last,
-                              config_.claim_batch);
+                              config_.settle.claim_batch);
     if (items.ok() && items->empty() && from != task.range.first) {
       from = task.range.first;
       items = store::ClaimItems(*connection_.get(), ref, from, task.range.last,
-                                config_.claim_batch);
+                                config_.settle.claim_batch);
     }
   }
   if (!items.ok()) {
@@ -370,16 +343,17 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
     // after the whole batch was acknowledged: a batch that failed and was
     // tried singly can leave a key's item behind for a retry, and its
     // later items must wait behind it.
-    const Resume run =
-        key_order ? AfterRun(batch, read_at, task.range, config_.claim_batch)
-                  : Resume{after};
+    const Resume run = key_order ? AfterRun(batch, read_at, task.range,
+                                            config_.settle.claim_batch)
+                                 : Resume{after};
     // A batch handler's ack carries the part's next claim (unless the sweep
     // wraps there): under per-key order, the read along the range that
     // ClaimRuns makes. Not when the part yields, nor on a borrowed control
     // connection that the control thread waits for: its heartbeats come
     // first. (A SQL function on arrays: its ack's statement carries no
     // claim.)
-    const bool chain = config_.batch_handler && !connection_.YieldControl() &&
+    const bool chain = config_.settle.batch_handler &&
+                       !connection_.YieldControl() &&
                        !scheduler_.ShouldYield(ref.part, epoch) &&
                        run.cursor != task.range.first;
     if (chain) {
@@ -438,14 +412,14 @@ absl::StatusOr<std::vector<Item>> PartWorker::ClaimKeyHeads(
   bool wrapped = start == task.range.first;
   while (true) {
     auto claim =
-        Batched()
-            ? store::ClaimRuns(*connection_.get(), task.ref, *from,
-                               task.range.last, config_.claim_batch,
-                               task.busy_keys,
-                               task.turn > 0 && *from == task.cursor)
-            : store::ClaimHeads(*connection_.get(), task.ref, *from,
-                                task.range.last, config_.claim_batch,
-                                MaxBlocks(config_.claim_batch), task.busy_keys);
+        Batched() ? store::ClaimRuns(*connection_.get(), task.ref, *from,
+                                     task.range.last,
+                                     config_.settle.claim_batch, task.busy_keys,
+                                     task.turn > 0 && *from == task.cursor)
+                  : store::ClaimHeads(
+                        *connection_.get(), task.ref, *from, task.range.last,
+                        config_.settle.claim_batch,
+                        MaxBlocks(config_.settle.claim_batch), task.busy_keys);
     if (!claim.ok()) return claim.status();
     if (!claim->items.empty()) return std::move(claim->items);
     if (scheduler_.ShouldYield(task.ref.part, task.ref.epoch)) {

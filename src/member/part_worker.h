@@ -31,36 +31,11 @@ class logger;
 namespace sqlgroup {
 
 struct WorkerConfig {
-  std::string dsn;
-  std::string group;
-  Handler handler;
-  BatchHandler batch_handler;
-  SqlFunction sql_function;  // ConsumerOptions::sql_function
-  int claim_batch = 64;
-  int max_attempts = 5;
-  absl::Duration backoff_initial;
-  absl::Duration backoff_max;
-  absl::Duration connect_timeout;
-  bool transaction_pooler = false;  // ConsumerOptions::transaction_pooler
-  // Ends a transaction left idle for half of it (a paused process): the
-  // group's TTL, which can be altered while the worker runs.
-  std::shared_ptr<std::atomic<int64_t>> ttl_ns;
-  // The group's ordering (true: 'key'), as the control loop last read it
-  // with the settings: a change made in the database reaches running
-  // members. Null: 'none'.
-  std::shared_ptr<std::atomic<bool>> key_order;
-  // Shared by the member's workers.
-  std::shared_ptr<ConflictTally> conflicts = std::make_shared<ConflictTally>();
-  std::shared_ptr<FailureLogLimiter> failure_log =
-      std::make_shared<FailureLogLimiter>();
-  // Opens when the handler fails every item (an outage of what it calls);
-  // the part scheduler's gate (PartScheduler::SetGate) reads it.
-  std::shared_ptr<CircuitBreaker> breaker =
-      std::make_shared<CircuitBreaker>(CircuitBreaker::Options{});
-  // The process's connection budget, and the member's control connection
-  // to borrow. Required.
-  std::shared_ptr<ConnectionBudget> budget;
-  LentConnection* lent = nullptr;
+  // Its connection: the worker's own, or the control connection borrowed.
+  WorkerConnectionConfig connection;
+  // Its handler, retry policy and circuit breaker; `settle.group`,
+  // `settle.key_order` and `settle.claim_batch` serve the sweep too.
+  SettlerConfig settle;
   // A connection of the worker's own is closed after this long idle.
   absl::Duration idle_connection_timeout = absl::Seconds(10);
 };
@@ -102,12 +77,9 @@ class PartWorker {
   void RunMeasureLag(const PartTask& task);
   // The handler takes batches (a BatchHandler, or a SQL function on
   // arrays).
-  bool Batched() const {
-    return config_.batch_handler ||
-           (!config_.sql_function.name.empty() && config_.sql_function.arrays);
-  }
+  bool Batched() const { return config_.settle.kind.batched; }
   bool KeyOrder() const {
-    return config_.key_order && config_.key_order->load();
+    return config_.settle.key_order && config_.settle.key_order->load();
   }
 
   // After a task went back for want of a slot, how long a worker waits

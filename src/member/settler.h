@@ -45,9 +45,13 @@ struct SettlerConfig {
   // The group's ordering (true: 'key'). Null: 'none'.
   std::shared_ptr<std::atomic<bool>> key_order;
   // Shared by the member's workers.
-  std::shared_ptr<ConflictTally> conflicts;
-  std::shared_ptr<FailureLogLimiter> failure_log;
-  std::shared_ptr<CircuitBreaker> breaker;
+  std::shared_ptr<ConflictTally> conflicts = std::make_shared<ConflictTally>();
+  std::shared_ptr<FailureLogLimiter> failure_log =
+      std::make_shared<FailureLogLimiter>();
+  // Opens when the handler fails every item (an outage of what it calls);
+  // the part scheduler's gate (PartScheduler::SetGate) reads it.
+  std::shared_ptr<CircuitBreaker> breaker =
+      std::make_shared<CircuitBreaker>(CircuitBreaker::Options{});
 };
 
 class Settler {

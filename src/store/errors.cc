@@ -141,7 +141,7 @@ absl::Status StatusFromCurrentException(std::string_view context) {
                       "; the connection's role lacks this privilege: schema "
                       "and group changes need the role that owns the "
                       "sqlgroup schema, members the grants of `sqlgroup "
-                      "grant` (README, Security)");
+                      "grant` (docs/SECURITY.md)");
     }
     // Our own statements, prepared on this connection, gone or there
     // already: the connection's transactions run on server connections

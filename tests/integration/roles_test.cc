@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -264,7 +265,10 @@ TEST_F(RolesTest, TheMemberRoleCanChangeNothingButItsOwnWork) {
   int count = 0;
   for (const auto& e : std::filesystem::directory_iterator(
            absl::StrCat(std::getenv("SQLGROUP_SOURCE_DIR"), "/sql"))) {
-    if (e.is_regular_file()) {
+    // The numbered migrations only (not schema.sql, their dump).
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && name.size() > 4 && std::isdigit(name[0]) &&
+        name[3] == '_') {
       std::filesystem::copy_file(e.path(),
                                  dir + "/" + e.path().filename().string());
       ++count;

@@ -48,8 +48,8 @@ class MemberLoopTest : public ::testing::Test {
     config.group = "g";
     config.rebalance_poll = absl::Milliseconds(20);
     config.rebalance_poll_listening = absl::Milliseconds(20);
-    config.drain_timeout = absl::Hours(1);
-    config.budget = &budget_;
+    config.rebalance = {.group = "g", .drain_timeout = absl::Hours(1)};
+    config.channel.budget = &budget_;
     loop_ = std::make_unique<MemberLoop>(
         config, store_.settings, scheduler_, metrics_,
         spdlog::null_logger_mt("member_loop_test" + std::to_string(++n_)),
