@@ -11,6 +11,8 @@ packages=(
   libfmt-dev libcurl4-openssl-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   postgresql-15 postgresql-client-15 pgbouncer prometheus python3 python3-yaml
   curl ca-certificates
+  # .ci/run's checks: lock annotations, sanitizer runtimes, formatting.
+  clang libclang-rt-14-dev clang-format
 )
 
 missing=()

@@ -20,7 +20,8 @@ int FloorLog2(Uuid128 v) {
 Uuid128 ItemId(int part, int parts, uint64_t unix_micros, Uuid128 noise) {
   const KeyRange range = PartRange(part, parts);
   // offset < 2^width <= last - first: the id never leaves the range. At
-  // kMaxParts a range spans 2^116 keys (width 115), which leaves 63 bits of noise.
+  // kMaxParts a range spans 2^116 keys (width 115), which leaves 63 bits
+  // of noise.
   const int width = FloorLog2(range.last - range.first);
   const int noise_bits = width - kItemTimeBits;
   assert(noise_bits >= 63);

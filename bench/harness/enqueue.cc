@@ -30,7 +30,8 @@ void RunEnqueue(const EnqueueConfig& c) {
     items[i].key = absl::StrCat("k", i % 100);
     items[i].payload = "0123456789abcdef";
   }
-  const std::string run = absl::StrCat("bench:", absl::ToUnixNanos(absl::Now()));
+  const std::string run =
+      absl::StrCat("bench:", absl::ToUnixNanos(absl::Now()));
   int64_t batches = 0;
   const absl::Time start = absl::Now();
   const absl::Time end = start + absl::Seconds(c.seconds);
@@ -44,7 +45,9 @@ void RunEnqueue(const EnqueueConfig& c) {
     }
     pqxx::work tx(*conn);
     auto ids = Producer::EnqueueIn(tx, c.group, items, options);
-    if (!ids.ok()) throw std::runtime_error(std::string(ids.status().message()));
+    if (!ids.ok()) {
+      throw std::runtime_error(std::string(ids.status().message()));
+    }
     tx.commit();
     ++batches;
   }

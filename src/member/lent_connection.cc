@@ -18,8 +18,8 @@ std::optional<bool> LentConnection::Hold(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
   wanted_ = true;
   if (!mu_.AwaitWithDeadline(
-          absl::Condition(+[](bool* borrowed) { return !*borrowed; },
-                          &borrowed_),
+          absl::Condition(
+              +[](bool* borrowed) { return !*borrowed; }, &borrowed_),
           deadline)) {
     return std::nullopt;
   }
@@ -57,8 +57,8 @@ void LentConnection::Lend() {
   lent_ = conn_ != nullptr;
 }
 
-pqxx::connection* LentConnection::Borrow(absl::Duration wait,
-                                         bool with_slot, Session** session) {
+pqxx::connection* LentConnection::Borrow(absl::Duration wait, bool with_slot,
+                                         Session** session) {
   absl::MutexLock lock(&mu_);
   if (!mu_.AwaitWithTimeout(absl::Condition(this, &LentConnection::Free),
                             wait)) {

@@ -20,8 +20,8 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <vector>
 #include <pqxx/connection>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"

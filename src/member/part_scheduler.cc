@@ -249,11 +249,16 @@ bool PartScheduler::ProbeDue(absl::Time now) const {
   return false;
 }
 
+// Loops rather than std::any_of with a lambda: clang's lock analysis does
+// not see that a lambda runs under mu_.
 bool PartScheduler::Rotating() const {
-  return std::any_of(run_queue_.begin(), run_queue_.end(), [&](int part) {
+  for (int part : run_queue_) {
     auto it = parts_.find(part);
-    return it != parts_.end() && it->second.queued && !it->second.revoked;
-  });
+    if (it != parts_.end() && it->second.queued && !it->second.revoked) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool PartScheduler::LagDue(absl::Time now) const {
@@ -268,9 +273,13 @@ absl::Time PartScheduler::NextTimedTask() const {
   absl::Time next = absl::InfiniteFuture();
   const absl::Time now = absl::Now();
   // Stops at the first idle part: in an idle member, the first one.
-  const bool any_idle =
-      std::any_of(parts_.begin(), parts_.end(),
-                  [&](const auto& p) { return Idle(p.first, p.second, now); });
+  bool any_idle = false;
+  for (const auto& [part, e] : parts_) {
+    if (Idle(part, e, now)) {
+      any_idle = true;
+      break;
+    }
+  }
   // Warm or cold: a part going cold only delays the probe (Next() then
   // waits again), never brings it forward.
   if (any_idle && !probing_) {

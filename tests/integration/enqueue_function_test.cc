@@ -30,10 +30,10 @@
 namespace sqlgroup {
 namespace {
 
+using testing::Announcements;
 using ::testing::HasSubstr;
 using testing::TestDatabase;
 using testing::TestRole;
-using testing::Announcements;
 
 constexpr char kGroup[] = "g";
 constexpr int kParts = 16;
@@ -635,7 +635,8 @@ TEST_F(EnqueueFunctionTest, ACallSaysWhereItsItemsAre) {
   }
   {
     pqxx::work tx(*conn_);
-    for (Uuid128 id : EnqueueBulk(tx, kGroup, {"b", std::nullopt}, {"1", "2"})) {
+    for (Uuid128 id :
+         EnqueueBulk(tx, kGroup, {"b", std::nullopt}, {"1", "2"})) {
       ids.push_back(FormatUuid(id));
     }
     tx.commit();

@@ -356,9 +356,10 @@ TEST_F(ProducerTest, EnqueueInAnnouncesWhereItsItemsAreBoundedPerTransaction) {
   std::vector<std::string> expected;
   {
     pqxx::work tx(*conn_);
-    auto three = Producer::EnqueueIn(
-        tx, "g", {{.key = "a", .payload = "1"}, {.payload = "2"},
-                  {.key = "b", .payload = "3"}});
+    auto three = Producer::EnqueueIn(tx, "g",
+                                     {{.key = "a", .payload = "1"},
+                                      {.payload = "2"},
+                                      {.key = "b", .payload = "3"}});
     ASSERT_TRUE(three.ok()) << three.status();
     expected.push_back(store::ItemsArrivedIn("g", *three));
     // More prefixes than one announcement names (40 keys, spread over the
@@ -378,8 +379,8 @@ TEST_F(ProducerTest, EnqueueInAnnouncesWhereItsItemsAreBoundedPerTransaction) {
       expected.push_back(store::ItemsArrivedIn("g", {id}));
     }
     for (int i = 0; i < 5; ++i) {
-      ASSERT_TRUE(Producer::EnqueueIn(tx, "g", {{.key = "c", .payload = "y"}})
-                      .ok());
+      ASSERT_TRUE(
+          Producer::EnqueueIn(tx, "g", {{.key = "c", .payload = "y"}}).ok());
     }
     tx.commit();
   }

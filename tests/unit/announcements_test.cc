@@ -38,8 +38,7 @@ TEST(Announcements, AMemberReadsTheKeyRangesOfThePrefixes) {
   EXPECT_EQ((*ranges)[1].last, ~Uuid128(0));
   // Every id of the announcement lies in its ranges.
   const std::string id = "0a1b2c3d-0000-4000-8000-000000000001";
-  const auto back = ParseItemsArrivedIn(
-      "g", ItemsArrivedIn("g", {id}));
+  const auto back = ParseItemsArrivedIn("g", ItemsArrivedIn("g", {id}));
   ASSERT_TRUE(back.has_value());
   ASSERT_EQ(back->size(), 1u);
   EXPECT_LE((*back)[0].first, *ParseUuid(id));
@@ -48,9 +47,9 @@ TEST(Announcements, AMemberReadsTheKeyRangesOfThePrefixes) {
 
 TEST(Announcements, OtherPayloadsAreNotTargetedAnnouncements) {
   for (const std::string payload :
-       {"items:g", "items:g@2500000", "items:gg#0a1b", "items:g#", "items:g#0a1",
-        "items:g#0a1b,", "items:g#0x1b", "items:g#+a1b", "items:g#0a1b0",
-        "rebalance:g", "items:h#0a1b"}) {
+       {"items:g", "items:g@2500000", "items:gg#0a1b", "items:g#",
+        "items:g#0a1", "items:g#0a1b,", "items:g#0x1b", "items:g#+a1b",
+        "items:g#0a1b0", "rebalance:g", "items:h#0a1b"}) {
     EXPECT_FALSE(ParseItemsArrivedIn("g", payload).has_value()) << payload;
   }
 }

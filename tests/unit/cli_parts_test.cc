@@ -153,8 +153,9 @@ TEST(DescribeFormat, AMemberWhoseCircuitIsOpenIsShownWithItsLastError) {
   EXPECT_THAT(text, HasSubstr("(last error: the endpoint answered 503)"));
   EXPECT_THAT(text, Not(HasSubstr("CIRCUIT OPEN a")));
   const std::string json = DescriptionJson(d);
-  EXPECT_THAT(json, HasSubstr(R"("circuit_open_seconds":12.000,)"
-                              R"("circuit_error":"the endpoint answered 503")"));
+  EXPECT_THAT(json,
+              HasSubstr(R"("circuit_open_seconds":12.000,)"
+                        R"("circuit_error":"the endpoint answered 503")"));
   EXPECT_THAT(json, HasSubstr(R"("circuit_open_seconds":null,)"
                               R"("circuit_error":null)"));
 }
