@@ -268,17 +268,10 @@ std::vector<int> Rebalancer::RevokeRunning(const std::string& session,
 }
 
 const char* PartStateName(Rebalancer::PartState state) {
-  switch (state) {
-    case Rebalancer::PartState::kGone:
-      return "gone";
-    case Rebalancer::PartState::kRunning:
-      return "running";
-    case Rebalancer::PartState::kRevoking:
-      return "revoking";
-    case Rebalancer::PartState::kCuttingOff:
-      return "cutting-off";
-  }
-  return "?";
+  // In the enum's order.
+  static constexpr const char* kNames[] = {"gone", "running", "revoking",
+                                           "cutting-off"};
+  return kNames[static_cast<int>(state)];
 }
 
 void Rebalancer::Move(const std::string& session, const std::vector<int>& parts,
