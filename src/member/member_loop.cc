@@ -265,6 +265,25 @@ void MemberLoop::Handle(const absl::Status& s) {
 }
 
 bool MemberLoop::Join() {
+  // The calls of a lost session were cut off, but may take a moment to
+  // end (an exec child dies after its kill): a member is live again only
+  // once none runs, else its old call on an item would overlap the item's
+  // next owner's while both members are live (invariant 10; chaos seed 1
+  // of the slow profile: a new session 7 ms after the cut, the cut call's
+  // last line 10 ms after that). Meanwhile the workers may use the
+  // control connection to settle.
+  if (scheduler_.AnyBusy()) {
+    if (!waiting_for_calls_) {
+      log_->info(
+          "group={} handler calls of the lost session still run on parts "
+          "{}: joining again once they return",
+          config_.group, absl::StrJoin(scheduler_.BusyParts(), ","));
+    }
+    waiting_for_calls_ = true;
+    channel_.LendForDrain(kDrainCheck);
+    return true;
+  }
+  waiting_for_calls_ = false;
   if (IsStatic() && rejoined_after_loss_) {
     // A static member whose session is gone was replaced by a newer process
     // with its instance name, or expired. Replaced, it must not take the

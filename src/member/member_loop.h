@@ -178,6 +178,8 @@ class MemberLoop {
   // A static member whose session was lost checks, before it joins again,
   // that no newer process took its instance.
   bool rejoined_after_loss_ = false;
+  // Join waits for the calls of a lost session to return (said once).
+  bool waiting_for_calls_ = false;
 
   std::atomic<bool> leave_for_good_{false};
   mutable absl::Mutex mu_;

@@ -7,6 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -49,6 +50,10 @@ class MemberLoopTest : public ::testing::Test {
     config.rebalance_poll = absl::Milliseconds(20);
     config.rebalance_poll_listening = absl::Milliseconds(20);
     config.rebalance = {.group = "g", .drain_timeout = absl::Hours(1)};
+    config.rebalance.cut_off = [this](const std::string&,
+                                      const std::vector<int>& parts) {
+      cut_offs_ += static_cast<int>(parts.size());
+    };
     config.channel.budget = &budget_;
     loop_ = std::make_unique<MemberLoop>(
         config, store_.settings, scheduler_, metrics_,
@@ -79,6 +84,7 @@ class MemberLoopTest : public ::testing::Test {
   MemberMetrics metrics_{nullptr, "g", "test"};
   ConnectionBudget budget_{10};
   testing::FakeControlChannel* channel_ = nullptr;
+  std::atomic<int> cut_offs_{0};
   std::unique_ptr<MemberLoop> loop_;
   std::thread thread_;
 };
@@ -163,6 +169,33 @@ TEST_F(MemberLoopTest, AHandoverWaitsForTheCallOnABusyPart) {
   ASSERT_TRUE(WaitFor([&] { return Owns({0, 1}); }));
   std::lock_guard<std::mutex> lock(store_.mu);
   EXPECT_EQ(store_.owners.count(3), 0u);
+}
+
+TEST_F(MemberLoopTest, ALostSessionJoinsAgainOnlyOnceItsCallsReturned) {
+  Start();
+  ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
+  PartTask task;
+  ASSERT_TRUE(WaitFor([&] {
+    task = scheduler_.Next(absl::Now() + absl::Milliseconds(5));
+    if (task.kind == PartTask::Kind::kProbe) scheduler_.FinishProbe({1});
+    return task.kind == PartTask::Kind::kClaim;
+  }));
+  {
+    std::lock_guard<std::mutex> lock(store_.mu);
+    store_.live.erase("s1");  // reaped while a call runs on part 1
+    store_.owners.clear();
+  }
+  ASSERT_TRUE(WaitFor([&] { return cut_offs_ > 0; }));
+  // The cut call has not returned: no new session yet.
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(loop_->phase(), MemberLoop::Phase::kJoining);
+  {
+    std::lock_guard<std::mutex> lock(store_.mu);
+    EXPECT_EQ(store_.registered, 1);
+  }
+  scheduler_.FinishClaim(1, task.ref.epoch, false, task.cursor);
+  ASSERT_TRUE(WaitFor([&] { return loop_->session_id() == "s2"; }));
+  ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
 }
 
 TEST_F(MemberLoopTest, ADatabaseOutageLongerThanTheTtlLosesTheSession) {
