@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "metrics_families.h"
+#include "sqlgroup/version.h"
 
 namespace sqlgroup {
 namespace {
@@ -44,6 +45,13 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
     l["outcome"] = outcome;
     return l;
   };
+  // One series per process (every member adds the same one), kept when a
+  // member goes.
+  f.build_info
+      .Add({{"version", kVersion},
+            {"schema", absl::StrCat(kSchemaVersion)},
+            {"oldest_schema", absl::StrCat(kOldestServedSchema)}})
+      .Set(1);
   f.members_gauge = &f.members.Add(base);
   f.parts_gauge = &f.group_parts.Add(base);
   f.away_gauge = &f.static_away.Add(base);

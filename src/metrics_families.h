@@ -24,7 +24,13 @@ struct MemberMetrics::Families {
   using Histogram = prometheus::Histogram;
 
   explicit Families(prometheus::Registry& r)
-      : members(prometheus::BuildGauge()
+      : build_info(prometheus::BuildGauge()
+                       .Name("sqlgroup_build_info")
+                       .Help("1, labelled with this process's sqlgroup "
+                             "release, the newest schema it knows and the "
+                             "oldest it runs against (docs/UPGRADING.md)")
+                       .Register(r)),
+        members(prometheus::BuildGauge()
                     .Name("sqlgroup_group_members")
                     .Help("Live sessions in the group, as this member last "
                           "read them")
@@ -204,6 +210,7 @@ struct MemberMetrics::Families {
                               "it, the function's time included)")
                         .Register(r)) {}
 
+  Family<Gauge>& build_info;
   Family<Gauge>& members;
   Family<Gauge>& group_parts;
   Family<Gauge>& owned_parts;

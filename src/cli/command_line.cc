@@ -67,6 +67,10 @@ absl::StatusOr<CommandLine> ReadCommandLine(
         cl.help = true;
         continue;
       }
+      if (cl.words.empty() && token == "version") {
+        cl.version = true;
+        continue;
+      }
       cl.words.push_back(token);
       cl.args.push_back(token);
       continue;
@@ -78,6 +82,10 @@ absl::StatusOr<CommandLine> ReadCommandLine(
     std::string name = absl::StrReplaceAll(spelt, {{"-", "_"}});
     if (name == "help" || name == "h" || name == "helpshort") {
       cl.help = true;
+      continue;
+    }
+    if (name == "version") {
+      cl.version = true;
       continue;
     }
     // --nonotify, --no-notify: a bool flag's negation, as Abseil spells it.

@@ -21,6 +21,7 @@ struct CommandLine {
   std::vector<std::string> args;   // argv[1..], for Abseil to parse
   std::vector<std::string> words;  // the words that are not flags
   bool help = false;               // --help, -h, --helpshort or `help`
+  bool version = false;            // --version or `version`
 };
 
 // INVALID_ARGUMENT for a flag no command knows, with the closest of

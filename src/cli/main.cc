@@ -13,6 +13,7 @@
 #include "cli/flags.h"
 #include "cli/handlers/http_handler.h"
 #include "spdlog/spdlog.h"
+#include "sqlgroup/version.h"
 
 int main(int argc, char** argv) {
   // A handler process that exits or an endpoint that hangs up is an error
@@ -31,6 +32,13 @@ int main(int argc, char** argv) {
   }
   if (cl->help) {
     std::fputs(sqlgroup::cli::CommandHelp(cl->words).c_str(), stdout);
+    return 0;
+  }
+  if (cl->version) {
+    // "sqlgroup 0.15.0 (schema 15; runs against schemas 13 to 15)"
+    std::printf("sqlgroup %s (schema %d; runs against schemas %d to %d)\n",
+                sqlgroup::kVersion, sqlgroup::kSchemaVersion,
+                sqlgroup::kOldestServedSchema, sqlgroup::kSchemaVersion);
     return 0;
   }
   // --dsn is read from SQLGROUP_DSN by ResolveDsn, which says where a
