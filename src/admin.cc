@@ -5,6 +5,7 @@
 #include "keyspace.h"
 #include "migrations.h"
 #include "sqlgroup/assignor.h"
+#include "sqlgroup/version.h"
 #include "status_macros.h"
 #include "store/db_connection.h"
 #include "store/describe_store.h"
@@ -112,7 +113,7 @@ absl::StatusOr<std::unique_ptr<Admin>> Admin::Connect(AdminOptions options) {
   return admin;
 }
 
-absl::StatusOr<MigrateResult> Admin::Migrate() {
+absl::StatusOr<MigrateResult> Admin::Migrate(const MigrateOptions& options) {
   std::vector<internal::MigrationSource> sources;
   if (options_.migrations_dir.empty()) {
     sources = internal::EmbeddedMigrations();
@@ -122,7 +123,7 @@ absl::StatusOr<MigrateResult> Admin::Migrate() {
   }
   ASSIGN_OR_RETURN(std::vector<internal::Migration> migrations,
                    internal::ParseMigrations(sources));
-  return store::MigrateSchema(*impl_->conn, migrations);
+  return store::MigrateSchema(*impl_->conn, migrations, options);
 }
 
 absl::StatusOr<int> Admin::SchemaVersion() {
@@ -130,7 +131,7 @@ absl::StatusOr<int> Admin::SchemaVersion() {
 }
 
 absl::Status Admin::CheckSchema() {
-  return store::CheckSchema(*impl_->conn, SchemaVersionKnown());
+  return store::CheckSchema(*impl_->conn).status();
 }
 
 absl::Status Admin::CreateGroup(const GroupConfig& config) {
@@ -187,7 +188,18 @@ absl::Status Admin::GrantRoles(const RoleGrants& roles) {
     return absl::InvalidArgumentError(
         "grant needs a member role and/or a producer role");
   }
-  RETURN_IF_ERROR(CheckSchema());
+  ASSIGN_OR_RETURN(const internal::SchemaState schema,
+                   store::CheckSchema(*impl_->conn));
+  if (schema.version != kSchemaVersion) {
+    // The grants name the columns of this release's schema.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sqlgroup grant gives the privileges of schema ", kSchemaVersion,
+        " and the database is at schema ", schema.version, ": ",
+        schema.version < kSchemaVersion
+            ? "run `sqlgroup migrate` first"
+            : "grant with the sqlgroup release that migrated it",
+        " (docs/UPGRADING.md); nothing was changed"));
+  }
   std::vector<std::pair<std::string, std::string>> grants;  // kind, role
   if (!roles.member_role.empty()) {
     grants.emplace_back("member", roles.member_role);
@@ -213,7 +225,9 @@ absl::Status Admin::GrantRoles(const RoleGrants& roles) {
 absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
                                                       bool count_lag) {
   ASSIGN_OR_RETURN(GroupConfig config, GetGroup(name));
-  return store::DescribeGroup(*impl_->conn, config, count_lag);
+  ASSIGN_OR_RETURN(const internal::SchemaState schema,
+                   store::CheckSchema(*impl_->conn));
+  return store::DescribeGroup(*impl_->conn, config, count_lag, schema);
 }
 
 }  // namespace sqlgroup

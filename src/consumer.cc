@@ -17,7 +17,6 @@
 #include "member/part_scheduler.h"
 #include "member/part_worker.h"
 #include "metrics.h"
-#include "migrations.h"
 #include "spdlog/sinks/null_sink.h"
 #include "spdlog/spdlog.h"
 #include "status_macros.h"
@@ -166,9 +165,11 @@ std::string DefaultInstance() {
 
 class Consumer::Impl {
  public:
-  Impl(ConsumerOptions options, store::GroupSettings settings)
+  Impl(ConsumerOptions options, store::GroupSettings settings,
+       internal::SchemaState schema)
       : options_(std::move(options)),
         settings_(settings),
+        schema_(schema),
         metrics_(
             options_.metrics, options_.group,
             options_.instance.empty() ? DefaultInstance() : options_.instance),
@@ -193,6 +194,11 @@ class Consumer::Impl {
       return absl::FailedPreconditionError("Consumer::Start called twice");
     }
     metrics_.ConnectionBudget(budget_->limit());
+    const internal::BinarySchemas binary = internal::ThisBinary();
+    const std::string skew = internal::SkewNote(
+        internal::CheckSkew(schema_, binary).value_or(internal::Skew::kSame),
+        schema_, binary);
+    if (!skew.empty()) log_->warn("group={} {}", options_.group, skew);
     MemberConfig member;
     member.group = options_.group;
     member.use_notify = options_.use_notify;
@@ -216,6 +222,7 @@ class Consumer::Impl {
                       .listen_dsn = options_.listen_dsn,
                       .lent = &lent_,
                       .budget = budget_.get()};
+    member.schema = schema_;
     member.rebalance = {.group = options_.group,
                         .use_notify = options_.use_notify,
                         .drain_timeout = options_.drain_timeout,
@@ -335,6 +342,8 @@ class Consumer::Impl {
  private:
   ConsumerOptions options_;
   const store::GroupSettings settings_;
+  // The database's schema when Create checked that it may run against it.
+  const internal::SchemaState schema_;
   std::shared_ptr<spdlog::logger> log_;
   MemberMetrics metrics_;
   std::shared_ptr<ConnectionBudget> budget_;
@@ -367,8 +376,8 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
   connect.application_name = "sqlgroup-consumer";
   connect.transaction_pooler = options.transaction_pooler;
   ASSIGN_OR_RETURN(auto conn, store::Connect(options.dsn, connect));
-  RETURN_IF_ERROR(
-      store::CheckSchemaVersion(*conn, internal::LatestKnownVersion()));
+  ASSIGN_OR_RETURN(const internal::SchemaState schema,
+                   store::CheckSchemaServed(*conn));
   ASSIGN_OR_RETURN(store::GroupSettings settings,
                    store::ReadGroup(*conn, options.group));
   if (!options.sql_function.name.empty()) {
@@ -384,7 +393,7 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
         "): a restart could never come back in time; use at least the "
         "interval, typically the time a restart takes plus a margin"));
   }
-  auto impl = std::make_unique<Impl>(std::move(options), settings);
+  auto impl = std::make_unique<Impl>(std::move(options), settings, schema);
   RETURN_IF_ERROR(impl->Reserve());
   return std::unique_ptr<Consumer>(new Consumer(std::move(impl)));
 }

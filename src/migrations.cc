@@ -4,10 +4,12 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "schema_skew.h"
 
 namespace sqlgroup::internal {
 namespace {
@@ -16,6 +18,56 @@ bool LooksLikeMigration(const std::string& name) {
   return name.size() > 8 && std::isdigit(name[0]) && std::isdigit(name[1]) &&
          std::isdigit(name[2]) && name[3] == '_' &&
          name.substr(name.size() - 4) == ".sql";
+}
+
+constexpr char kMembersFrom[] = "-- members-from:";
+
+// The N of a "-- members-from: N" line; nullopt when there is none, -1
+// when the line does not hold a number.
+std::optional<int> MembersFromLine(const std::string& sql) {
+  const size_t at = sql.find(kMembersFrom);
+  if (at == std::string::npos || (at > 0 && sql[at - 1] != '\n')) {
+    return std::nullopt;
+  }
+  const size_t start = at + sizeof(kMembersFrom) - 1;
+  const size_t end = sql.find('\n', start);
+  int n = 0;
+  if (!absl::SimpleAtoi(
+          sql.substr(start, end == std::string::npos ? end : end - start),
+          &n)) {
+    return -1;
+  }
+  return n;
+}
+
+// Fills members_from and checks it (see ParseMigrations).
+absl::Status ReadMembersFrom(std::vector<Migration>& migrations) {
+  int previous = 0;
+  for (Migration& m : migrations) {
+    const std::optional<int> line = MembersFromLine(m.sql);
+    if (!line) {
+      if (m.version >= kVersionsRecordedFrom) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "migration '", m.name, "' has no \"-- members-from: N\" line: ",
+            "say which members may run against it (N = ", m.version - 1,
+            " if members of the release before still work, ", m.version,
+            " if they must stop; docs/UPGRADING.md)"));
+      }
+      m.members_from = m.version;
+    } else if (*line < previous || *line > m.version) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("migration '", m.name, "' says \"-- members-from\" ",
+                       *line < 0 ? "without a number" : absl::StrCat(*line),
+                       ": it must be a schema version from ", previous,
+                       " (the previous "
+                       "migration's) to ",
+                       m.version));
+    } else {
+      m.members_from = *line;
+    }
+    previous = m.members_from;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -43,6 +95,7 @@ absl::StatusOr<std::vector<Migration>> ParseMigrations(
           "or duplicates"));
     }
   }
+  if (absl::Status s = ReadMembersFrom(out); !s.ok()) return s;
   return out;
 }
 

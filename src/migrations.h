@@ -20,13 +20,19 @@ struct Migration {
   int version = 0;  // 1 for 001_init.sql
   std::string name;
   std::string sql;
+  // The oldest schema a member may know and still run against this one
+  // (schema_skew.h): the file's "-- members-from: N" line, which every
+  // migration from schema 14 on must have; its own version before.
+  int members_from = 0;
 };
 
 // The files of sql/ at build time, in order (generated code).
 const std::vector<MigrationSource>& EmbeddedMigrations();
 
 // Checks names and numbering: versions must run 1, 2, 3... with no gap or
-// duplicate. INVALID_ARGUMENT names the offending file.
+// duplicate. From schema 14 on, each file must say "-- members-from: N",
+// N no newer than the file and no older than the previous file's.
+// INVALID_ARGUMENT names the offending file.
 absl::StatusOr<std::vector<Migration>> ParseMigrations(
     const std::vector<MigrationSource>& sources);
 

@@ -6,7 +6,6 @@
 #include "absl/strings/str_cat.h"
 #include "md5.h"
 #include "member/backoff.h"
-#include "migrations.h"
 #include "status_macros.h"
 #include "store/connect_options.h"
 #include "store/db_connection.h"
@@ -77,8 +76,7 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   RETURN_IF_ERROR(impl->Connect());
-  RETURN_IF_ERROR(
-      store::CheckSchema(*impl->conn, internal::LatestKnownVersion()));
+  RETURN_IF_ERROR(store::CheckSchema(*impl->conn).status());
   RETURN_IF_ERROR(
       store::ReadGroupConfig(*impl->conn, impl->options.group).status());
   return std::unique_ptr<Producer>(new Producer(std::move(impl)));

@@ -82,10 +82,21 @@ struct AdminOptions {
   std::string migrations_dir;
 };
 
+struct MigrateOptions {
+  // Migrate even when live members could not run against the new schema
+  // (docs/UPGRADING.md): their sessions end in the migration's
+  // transaction, their parts move to the others, and they stop taking
+  // items. Without it, Migrate refuses and names them.
+  bool force = false;
+};
+
 struct MigrateResult {
   int from_version = 0;
   int to_version = 0;
   std::vector<std::string> applied;  // file names; empty when up to date
+  // The live members that MigrateOptions::force fenced, one line each
+  // ("group G: host H pid P, sqlgroup 0.14.0 (knows schema 14)").
+  std::vector<std::string> fenced;
 };
 
 // One live (or expired, not yet reaped) session of a group.
@@ -115,6 +126,11 @@ struct MemberInfo {
   // nullopt and empty while the handler works.
   std::optional<absl::Duration> circuit_open_for;
   std::string circuit_error;
+  // The sqlgroup release the member runs and the newest schema it knows,
+  // as it recorded them (schema 14 on); empty and 0 for a member built
+  // before 0.14, or on an older schema.
+  std::string version;
+  int schema = 0;
 };
 
 struct PartInfo {
@@ -166,6 +182,10 @@ struct GroupDescription {
   std::vector<MemberInfo> members;  // lexical order of session id
   std::vector<PartInfo> parts;      // part order
   int64_t dead_items = 0;
+  // The database's schema version, and the oldest schema a member may
+  // know to run against it (docs/UPGRADING.md).
+  int schema_version = 0;
+  int members_from = 0;
 };
 
 class Admin {
@@ -178,13 +198,17 @@ class Admin {
 
   // Brings the schema to the newest version this library knows. Idempotent;
   // safe to run from several processes at once. FAILED_PRECONDITION when
-  // the database is newer than this library; NOT_FOUND for a missing
-  // migrations_dir; nothing is changed on error.
-  absl::StatusOr<MigrateResult> Migrate();
+  // the database is newer than this library, or when live members know a
+  // schema too old to run against the next migration (each named; the
+  // migrations before it are applied) unless options.force; NOT_FOUND for
+  // a missing migrations_dir; a failed migration changes nothing.
+  absl::StatusOr<MigrateResult> Migrate(const MigrateOptions& options = {});
   // The recorded schema version, 0 when there is no sqlgroup schema.
   absl::StatusOr<int> SchemaVersion();
-  // OK when the schema is exactly the version this library needs;
-  // FAILED_PRECONDITION saying what to run otherwise.
+  // OK when this library may run against the database's schema: its own
+  // (kSchemaVersion), an older one it serves (kOldestServedSchema on), or a
+  // newer one that accepts it (docs/UPGRADING.md); FAILED_PRECONDITION
+  // saying what to do otherwise.
   absl::Status CheckSchema();
 
   // ALREADY_EXISTS when the name is taken; INVALID_ARGUMENT from Validate().
@@ -239,7 +263,8 @@ class Admin {
   std::unique_ptr<Impl> impl_;
 };
 
-// The schema version this library was built for.
+// The newest schema version this library knows (kSchemaVersion of
+// sqlgroup/version.h).
 int SchemaVersionKnown();
 
 }  // namespace sqlgroup

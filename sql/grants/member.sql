@@ -18,7 +18,7 @@ GRANT USAGE ON SCHEMA sqlgroup TO :"role";
 GRANT SELECT ON sqlgroup.schema_migrations, sqlgroup.groups TO :"role";
 GRANT SELECT, INSERT, DELETE,
   UPDATE (heartbeated_at, away_until, connections, connection_budget,
-          circuit_open_since, circuit_error)
+          circuit_open_since, circuit_error, member_version, member_schema)
   ON sqlgroup.sessions TO :"role";
 -- UPDATE (acquired_at) is never used to update: acks hold their take FOR
 -- KEY SHARE (schema 5), which PostgreSQL allows only with UPDATE on some

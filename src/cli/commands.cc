@@ -43,7 +43,12 @@ void Print(const std::string& text) {
 
 absl::Status Migrate(const Args&) {
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
-  ASSIGN_OR_RETURN(MigrateResult r, admin->Migrate());
+  MigrateOptions options;
+  options.force = absl::GetFlag(FLAGS_force);
+  ASSIGN_OR_RETURN(MigrateResult r, admin->Migrate(options));
+  for (const std::string& member : r.fenced) {
+    Print(absl::StrCat("fenced (--force): ", member, "\n"));
+  }
   if (r.applied.empty()) {
     Print(absl::StrCat("schema is up to date at version ", r.to_version, "\n"));
   } else {
@@ -180,7 +185,10 @@ absl::Status Grant(const Args&) {
 const std::map<std::string, Command>& Commands() {
   static const auto* const kCommands = new std::map<std::string, Command>{
       {"migrate",
-       {"migrate [--migrations_dir DIR]", {"migrations_dir"}, 0, Migrate}},
+       {"migrate [--force] [--migrations_dir DIR]",
+        {"force", "migrations_dir"},
+        0,
+        Migrate}},
       {"grant",
        {"grant [--member_role ROLE] [--producer_role ROLE]  (least "
         "privileges; again after each migrate)",

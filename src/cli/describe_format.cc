@@ -91,11 +91,11 @@ std::string JsonString(const std::string& s) {
 std::string DescriptionText(const GroupDescription& d) {
   std::string out = absl::StrFormat(
       "GROUP %s  parts=%d  ordering=%s  assignor=%s  ttl=%s  heartbeat=%s  "
-      "members=%d  dead_items=%d\n",
+      "members=%d  dead_items=%d  schema=%d\n",
       d.config.name, d.config.parts, OrderingName(d.config.ordering),
       d.config.assignor, absl::FormatDuration(d.config.session_ttl),
       absl::FormatDuration(d.config.heartbeat_interval), d.members.size(),
-      d.dead_items);
+      d.dead_items, d.schema_version);
   if (const auto& c = d.last_parts_change) {
     const std::string at =
         absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", c->at, absl::UTCTimeZone());
@@ -111,10 +111,12 @@ std::string DescriptionText(const GroupDescription& d) {
   out += "\nMEMBERS\n";
   // STATE: see StateName; "away 12.5s" says how long the parts still wait.
   // CONNS: connections held now / the process's budget, as the member
-  // last reported them ("-": not yet).
-  out += absl::StrFormat("%-36s  %-16s  %-20s  %7s  %9s  %-13s  %6s  %s\n",
-                         "SESSION", "INSTANCE", "HOST", "PID", "HEARTBEAT",
-                         "STATE", "CONNS", "PARTS");
+  // last reported them ("-": not yet). VERSION: the member's release and
+  // newest schema ("-": built before 0.14, or the schema is older than 14).
+  out +=
+      absl::StrFormat("%-36s  %-16s  %-20s  %7s  %9s  %-13s  %6s  %-11s  %s\n",
+                      "SESSION", "INSTANCE", "HOST", "PID", "HEARTBEAT",
+                      "STATE", "CONNS", "VERSION", "PARTS");
   if (d.members.empty()) out += "(none)\n";
   int held = 0;
   for (const MemberInfo& m : d.members) {
@@ -125,10 +127,13 @@ std::string DescriptionText(const GroupDescription& d) {
             ? absl::StrCat(*m.connections, "/", m.connection_budget.value_or(0))
             : "-";
     held += m.connections.value_or(0);
-    out += absl::StrFormat("%-36s  %-16s  %-20s  %7d  %8ss  %-13s  %6s  %s\n",
-                           m.session_id, m.instance.empty() ? "-" : m.instance,
-                           m.host, m.pid, Seconds(m.since_heartbeat),
-                           MemberState(m), conns, absl::StrJoin(parts, ","));
+    const std::string version =
+        m.version.empty() ? "-" : absl::StrCat(m.version, "/", m.schema);
+    out += absl::StrFormat(
+        "%-36s  %-16s  %-20s  %7d  %8ss  %-13s  %6s  %-11s  %s\n", m.session_id,
+        m.instance.empty() ? "-" : m.instance, m.host, m.pid,
+        Seconds(m.since_heartbeat), MemberState(m), conns, version,
+        absl::StrJoin(parts, ","));
   }
   out += absl::StrFormat("CONNECTIONS %d held by the members\n", held);
   for (const MemberInfo& m : d.members) {
@@ -185,6 +190,8 @@ std::string DescriptionJson(const GroupDescription& d) {
         m.circuit_open_for ? Seconds(*m.circuit_open_for) : "null",
         ",\"circuit_error\":",
         m.circuit_open_for ? JsonString(m.circuit_error) : "null",
+        ",\"version\":", m.version.empty() ? "null" : JsonString(m.version),
+        ",\"schema\":", m.schema > 0 ? absl::StrCat(m.schema) : "null",
         ",\"parts\":[", absl::StrJoin(m.parts, ","), "]}"));
   }
   std::vector<std::string> parts;
@@ -211,8 +218,10 @@ std::string DescriptionJson(const GroupDescription& d) {
       ",\"heartbeat_seconds\":", Seconds(d.config.heartbeat_interval),
       ",\"dead_items\":", d.dead_items, ",\"blocked_keys\":", BlockedKeys(d),
       ",\"oldest_blocked_seconds\":", Seconds(OldestBlocked(d)),
-      ",\"members\":[", absl::StrJoin(members, ","), "],\"parts\":[",
-      absl::StrJoin(parts, ","), "]}\n");
+      ",\"schema_version\":", d.schema_version,
+      ",\"members_from\":", d.members_from, ",\"members\":[",
+      absl::StrJoin(members, ","), "],\"parts\":[", absl::StrJoin(parts, ","),
+      "]}\n");
 }
 
 std::string GroupListText(const std::vector<GroupConfig>& groups) {

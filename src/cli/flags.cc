@@ -15,6 +15,10 @@ ABSL_FLAG(std::string, dsn, "",
 ABSL_FLAG(std::string, migrations_dir, "",
           "migrate: read NNN_name.sql files from this folder instead of the "
           "migrations built into the binary");
+ABSL_FLAG(bool, force, false,
+          "migrate: apply the migrations even when live members could not "
+          "run against the new schema; their sessions end and they stop "
+          "taking items (docs/UPGRADING.md)");
 ABSL_FLAG(int32_t, parts, 16, "group create: number of parts P (1..4096)");
 ABSL_FLAG(std::string, ordering, "key",
           "group create: key (the items of a key are handled one at a time, "

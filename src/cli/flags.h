@@ -15,6 +15,7 @@
 
 ABSL_DECLARE_FLAG(std::string, dsn);
 ABSL_DECLARE_FLAG(std::string, migrations_dir);
+ABSL_DECLARE_FLAG(bool, force);
 ABSL_DECLARE_FLAG(int32_t, parts);
 ABSL_DECLARE_FLAG(std::string, ordering);
 ABSL_DECLARE_FLAG(std::string, assignor);

@@ -83,7 +83,8 @@ MemberLoop::MemberLoop(MemberConfig config, store::GroupSettings settings,
                .items_due_in =
                    [this](absl::Duration delay) {
                      scheduler_.ExpectAt(absl::Now() + delay);
-                   }}),
+                   },
+               .schema_changed = [this] { schema_changed_ = true; }}),
       seams_(
           (seams ? seams : PostgresSeams(config_, scheduler_, metrics_, log_))(
               router_, stop_wakeup_)),
@@ -96,7 +97,8 @@ MemberLoop::MemberLoop(MemberConfig config, store::GroupSettings settings,
               store_, metrics_, log_),
       keep_alive_{.replace_at = [this] { return keeper_.ReplaceControlAt(); },
                   .keep_alive = [this] { keeper_.BeatWhileHeld(); }},
-      settings_(settings) {
+      settings_(settings),
+      schema_(config_.schema) {
   channel_.SetTtl(settings_.ttl);
 }
 
@@ -164,6 +166,11 @@ void MemberLoop::Run() {
     if (!EnsureConnected()) continue;
     channel_.StartListening();  // when it failed before (cheap when listening)
     if (!channel_.connected()) continue;
+    if (schema_changed_.exchange(false)) {
+      CheckSchema();
+      if (phase() == Phase::kFailed) break;
+      if (!channel_.connected()) continue;
+    }
     if (session_.empty()) {
       if (!Join()) break;  // fatal: phase() is kFailed
       continue;
@@ -220,7 +227,7 @@ bool MemberLoop::TakeBack() {
 void MemberLoop::WaitForWork(absl::Time until) {
   const absl::StatusOr<bool> replaced = channel_.WaitForWork(
       until, keep_alive_, phase() != Phase::kFailed && !session_.empty(),
-      [this] { return StopRequested() || rebalance_now_; });
+      [this] { return StopRequested() || rebalance_now_ || schema_changed_; });
   if (!replaced.ok()) {
     Handle(replaced.status());
   } else if (*replaced) {
@@ -262,6 +269,55 @@ void MemberLoop::Handle(const absl::Status& s) {
   }
   log_->warn("group={} session={} {}", config_.group, session_,
              std::string(s.message()));
+}
+
+void MemberLoop::CheckSchema() {
+  const absl::StatusOr<internal::SchemaState> state = store_.ReadSchema();
+  if (!state.ok()) {
+    // Read it again once the connection is back.
+    if (absl::IsUnavailable(state.status())) schema_changed_ = true;
+    Handle(state.status());
+    return;
+  }
+  const internal::BinarySchemas binary = internal::ThisBinary();
+  const absl::StatusOr<internal::Skew> skew =
+      internal::CheckSkew(*state, binary);
+  if (!skew.ok()) {
+    // It may no longer know what an item means (a pause, a new order):
+    // no further item is handed to its handler.
+    Handle(absl::FailedPreconditionError(
+        absl::StrCat(skew.status().message(),
+                     ". This member takes no more items and stops")));
+    return;
+  }
+  if (state->version != schema_.version) {
+    const std::string note = internal::SkewNote(*skew, *state, binary);
+    log_->info("group={} {}", config_.group,
+               note.empty() ? absl::StrCat("the database's sqlgroup schema is "
+                                           "now version ",
+                                           state->version)
+                            : note);
+  }
+  schema_ = *state;
+  if (session_.empty() || version_recorded_ ||
+      schema_.version < internal::kVersionsRecordedFrom) {
+    return;
+  }
+  const absl::Status recorded = store_.RecordVersion(session_);
+  if (absl::IsPermissionDenied(recorded)) {
+    // Bookkeeping: not worth stopping a member that consumes.
+    log_->warn(
+        "group={} session={} its version is not recorded ({}): run "
+        "`sqlgroup grant` again after `sqlgroup migrate`",
+        config_.group, session_, std::string(recorded.message()));
+    return;
+  }
+  if (!recorded.ok()) {
+    if (absl::IsUnavailable(recorded)) schema_changed_ = true;
+    Handle(recorded);
+    return;
+  }
+  version_recorded_ = true;
 }
 
 bool MemberLoop::Join() {
@@ -306,8 +362,9 @@ bool MemberLoop::Join() {
       return false;
     }
   }
-  auto id = store_.RegisterSession(config_.group, config_.session,
-                                   config_.use_notify);
+  store::SessionInfo info = config_.session;
+  info.record_version = schema_.version >= internal::kVersionsRecordedFrom;
+  auto id = store_.RegisterSession(config_.group, info, config_.use_notify);
   if (!id.ok()) {
     Handle(id.status());
     if (phase() == Phase::kFailed) return false;
@@ -317,6 +374,7 @@ bool MemberLoop::Join() {
   }
   join_failures_ = 0;
   session_ = id->session;
+  version_recorded_ = info.record_version;
   channel_.SetSession(session_);
   rebalancer_.NoteJoined(id->replaced);
   keeper_.Started(session_, settings_);

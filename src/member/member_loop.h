@@ -66,6 +66,9 @@ struct MemberConfig {
   ControlChannelConfig channel;
   // Handovers: drain_timeout, cut_off, the RebalanceListener.
   RebalancerConfig rebalance;
+  // The database's schema as the consumer found it when it was created
+  // (one this binary serves): whether sessions record versions.
+  internal::SchemaState schema;
 };
 
 // What a member loop talks to the database through: its control channel
@@ -142,6 +145,10 @@ class MemberLoop {
   // its current session (lost, disconnected or failed).
   bool HeartbeatIfDue();
   void PublishSession();
+  // After `sqlgroup migrate` said the schema changed: stops the member
+  // (fatal) if this binary may not run against it, else records the
+  // member's version once the schema can hold it.
+  void CheckSchema();
   // UNAVAILABLE drops the connection; NOT_FOUND of the group, a wrong
   // schema and a missing privilege are fatal.
   void Handle(const absl::Status& s);
@@ -155,6 +162,7 @@ class MemberLoop {
   // Set by NOTIFYs, which a worker that borrowed the control connection
   // may dispatch.
   std::atomic<bool> rebalance_now_{true};
+  std::atomic<bool> schema_changed_{false};
   const NotificationRouter router_;
   MemberSeams seams_;
   ControlChannel& channel_;
@@ -180,6 +188,8 @@ class MemberLoop {
   bool rejoined_after_loss_ = false;
   // Join waits for the calls of a lost session to return (said once).
   bool waiting_for_calls_ = false;
+  internal::SchemaState schema_;   // as last read
+  bool version_recorded_ = false;  // in session_
 
   std::atomic<bool> leave_for_good_{false};
   mutable absl::Mutex mu_;

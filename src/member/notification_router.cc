@@ -15,6 +15,8 @@ void NotificationRouter::Route(const std::string& payload) const {
     sinks_.items_arrived_in(*ranges);
   } else if (const auto delay = store::ParseItemsDueIn(group_, payload)) {
     sinks_.items_due_in(*delay);
+  } else if (store::IsSchemaChanged(payload)) {
+    if (sinks_.schema_changed) sinks_.schema_changed();
   } else if (absl::StartsWith(payload, store::ItemsArrived(group_) + "#")) {
     // A form of announcement this version does not read (a newer
     // producer's): items came, somewhere.

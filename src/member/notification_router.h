@@ -1,8 +1,9 @@
 // Reads the NOTIFY payloads a member hears (store/notifications.h) and says
 // what each means for it: the membership changed (rebalance), items arrived
-// somewhere or in given key ranges, or items fall due later. Payloads of
-// other groups, and forms this version does not know, are ignored, except
-// a newer producer's form of "items arrived", which still wakes idle parts.
+// somewhere or in given key ranges, items fall due later, or `sqlgroup
+// migrate` changed the schema. Payloads of other groups, and forms this
+// version does not know, are ignored, except a newer producer's form of
+// "items arrived", which still wakes idle parts.
 //
 // Thread safety: Route() may run on any thread (a worker that borrowed the
 // control connection dispatches what it reads); the sinks must allow that.
@@ -23,6 +24,8 @@ struct NotificationSinks {
   std::function<void()> items_arrived;       // somewhere in the group
   std::function<void(const std::vector<KeyRange>&)> items_arrived_in;
   std::function<void(absl::Duration)> items_due_in;
+  // `sqlgroup migrate` changed the schema. Optional.
+  std::function<void()> schema_changed;
 };
 
 class NotificationRouter {

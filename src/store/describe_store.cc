@@ -23,10 +23,11 @@ constexpr char kSnapshot[] =
 // $1 group. Its sessions in id order: id, instance ('' for none), host,
 // pid, created_at (microseconds since the epoch), time since the last
 // heartbeat, expired, static timeout, time left away, connections and
-// budget, how long the circuit has been open and its error. Durations in
+// budget, how long the circuit has been open and its error, and with
+// `versions` (schema 14 on) the member's release and schema. Durations in
 // microseconds; NULL where the session has none.
-const std::string& MembersSql() {
-  static const std::string* const kSql = new std::string(absl::StrCat(
+std::string MembersSql(bool versions) {
+  return absl::StrCat(
       "SELECT s.id::text, coalesce(s.instance, ''), s.host, s.pid, "
       "  (extract(epoch from s.created_at) * 1000000)::bigint, ",
       MicrosOf("clock_timestamp() - s.heartbeated_at"),
@@ -36,11 +37,12 @@ const std::string& MembersSql() {
       MicrosOf("s.away_until - clock_timestamp()"),
       ", s.connections, s.connection_budget, ",
       MicrosOf("clock_timestamp() - s.circuit_open_since"),
-      ", coalesce(s.circuit_error, '')"
+      ", coalesce(s.circuit_error, ''), ",
+      versions ? "coalesce(s.member_version, ''), coalesce(s.member_schema, 0)"
+               : "'', 0",
       " FROM sqlgroup.sessions s "
       "JOIN sqlgroup.groups g ON g.name = s.group_name "
-      "WHERE s.group_name = $1 ORDER BY s.id"));
-  return *kSql;
+      "WHERE s.group_name = $1 ORDER BY s.id");
 }
 
 // $1 group. Its last part count change: the count before (NULL: never
@@ -114,16 +116,20 @@ MemberInfo MemberFrom(const pqxx::row& row) {
     m.circuit_open_for = absl::Microseconds(row[11].as<int64_t>());
     m.circuit_error = row[12].as<std::string>();
   }
+  m.version = row[13].as<std::string>();
+  m.schema = row[14].as<int>();
   return m;
 }
 
 }  // namespace
 
-absl::StatusOr<GroupDescription> DescribeGroup(DbConnection& db,
-                                               const GroupConfig& config,
-                                               bool count_lag) {
+absl::StatusOr<GroupDescription> DescribeGroup(
+    DbConnection& db, const GroupConfig& config, bool count_lag,
+    const internal::SchemaState& schema) {
   GroupDescription d;
   d.config = config;
+  d.schema_version = schema.version;
+  d.members_from = schema.members_from;
   const std::string& name = config.name;
   const int parts = config.parts;
   d.parts.resize(parts);
@@ -138,7 +144,9 @@ absl::StatusOr<GroupDescription> DescribeGroup(DbConnection& db,
   absl::Status s = Guard("describe group", [&] {
     pqxx::work tx(PqxxOf(db), "describe");
     tx.exec(kSnapshot);
-    for (const pqxx::row& row : tx.exec_params(MembersSql(), name)) {
+    for (const pqxx::row& row : tx.exec_params(
+             MembersSql(schema.version >= internal::kVersionsRecordedFrom),
+             name)) {
       d.members.push_back(MemberFrom(row));
     }
     const pqxx::row change = tx.exec_params1(kLastPartsChange, name);

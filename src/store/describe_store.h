@@ -5,6 +5,7 @@
 #define SQLGROUP_STORE_DESCRIBE_STORE_H_
 
 #include "absl/status/statusor.h"
+#include "schema_skew.h"
 #include "sqlgroup/admin.h"
 #include "store/db_connection.h"
 
@@ -15,9 +16,10 @@ namespace sqlgroup::store {
 // hand-over, its blocked keys (key-ordered groups), its dead items, and,
 // with `count_lag`, each part's waiting items and the oldest one's age
 // (O(items): it reads the group's items index).
-absl::StatusOr<GroupDescription> DescribeGroup(DbConnection& db,
-                                               const GroupConfig& config,
-                                               bool count_lag);
+// `schema` is the database's (members' versions are read from schema 14).
+absl::StatusOr<GroupDescription> DescribeGroup(
+    DbConnection& db, const GroupConfig& config, bool count_lag,
+    const internal::SchemaState& schema);
 
 }  // namespace sqlgroup::store
 

@@ -13,6 +13,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "sqlgroup/version.h"
 #include "store/connection.h"
 #include "store/errors.h"
 #include "store/interval.h"
@@ -237,14 +238,26 @@ absl::StatusOr<Registered> RegisterSession(pqxx::connection& conn,
       }
       replaced = !old.empty();
     }
-    const pqxx::result r = tx.exec_params(
-        "INSERT INTO sqlgroup.sessions (group_name, host, pid, instance, "
-        "static_timeout) "
-        "SELECT name, $2, $3, nullif($4, ''), $5::interval "
-        "FROM sqlgroup.groups WHERE name = $1 RETURNING id::text",
-        group, info.host, info.pid, info.instance,
+    // Schema 14's trigger refuses a member that knows too old a schema
+    // (SQLSTATE 3F000: FAILED_PRECONDITION, the member stops).
+    const std::optional<std::string> static_timeout =
         is_static ? std::optional<std::string>(ToInterval(info.static_timeout))
-                  : std::nullopt);
+                  : std::nullopt;
+    const pqxx::result r =
+        info.record_version
+            ? tx.exec_params(
+                  "INSERT INTO sqlgroup.sessions (group_name, host, pid, "
+                  "instance, static_timeout, member_version, member_schema) "
+                  "SELECT name, $2, $3, nullif($4, ''), $5::interval, $6, $7 "
+                  "FROM sqlgroup.groups WHERE name = $1 RETURNING id::text",
+                  group, info.host, info.pid, info.instance, static_timeout,
+                  std::string(kVersion), kSchemaVersion)
+            : tx.exec_params(
+                  "INSERT INTO sqlgroup.sessions (group_name, host, pid, "
+                  "instance, static_timeout) "
+                  "SELECT name, $2, $3, nullif($4, ''), $5::interval "
+                  "FROM sqlgroup.groups WHERE name = $1 RETURNING id::text",
+                  group, info.host, info.pid, info.instance, static_timeout);
     if (r.empty()) return;
     id = r[0][0].as<std::string>();
     if (notify) Notify(tx, MembershipChanged(group));

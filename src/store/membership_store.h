@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "schema_skew.h"
 #include "store/model.h"
 
 namespace sqlgroup::store {
@@ -61,6 +62,11 @@ class MembershipStore {
   virtual absl::StatusOr<int64_t> PruneOwnershipLog(const std::string& group,
                                                     absl::Duration retention,
                                                     int limit) = 0;
+  // The database's schema version and which members it accepts
+  // (schema_skew.h), read again when `sqlgroup migrate` says it changed.
+  virtual absl::StatusOr<internal::SchemaState> ReadSchema() = 0;
+  // Records this binary's version in `session` (schema 14 on).
+  virtual absl::Status RecordVersion(const std::string& session) = 0;
 };
 
 }  // namespace sqlgroup::store

@@ -1,9 +1,15 @@
 #include "store/migrator.h"
 
+#include <algorithm>
+#include <optional>
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "store/errors.h"
+#include "store/member_store.h"
+#include "store/member_versions.h"
+#include "store/notifications.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -27,6 +33,66 @@ constexpr char kRecordVersion[] =
     "INSERT INTO sqlgroup.schema_migrations (version, name) VALUES ($1, $2) "
     "ON CONFLICT (version) DO NOTHING RETURNING version";
 
+// The members `m` would leave behind on a database at `db_version`, after
+// giving those that joined before schema 14, and may record their version
+// now, `wait` to do so.
+absl::StatusOr<std::vector<MemberVersion>> MembersLeftBehind(
+    pqxx::connection& conn, int db_version, const internal::Migration& m,
+    absl::Duration wait) {
+  auto older = MembersOlderThan(conn, db_version, m.members_from);
+  if (!older.ok() || db_version < internal::kVersionsRecordedFrom) {
+    return older;
+  }
+  const absl::Time deadline = absl::Now() + wait;
+  auto unrecorded = [&] {
+    return std::any_of(older->begin(), older->end(),
+                       [](const MemberVersion& v) { return v.schema == 0; });
+  };
+  bool told = false;
+  while (unrecorded() && absl::Now() < deadline) {
+    if (!told) {
+      // Members told before may have missed it (a reconnect): again.
+      absl::Status s = Guard("tell members of the schema", [&] {
+        pqxx::work tx(conn);
+        Notify(tx, SchemaChanged(db_version));
+        tx.commit();
+      });
+      if (!s.ok()) return s;
+      told = true;
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+    older = MembersOlderThan(conn, db_version, m.members_from);
+    if (!older.ok()) return older;
+  }
+  return older;
+}
+
+std::string LeftBehindError(const internal::Migration& m,
+                            const MigrateOutcome& out,
+                            const std::vector<MemberVersion>& members) {
+  std::string text =
+      absl::StrCat("not applying ", m.name, ": schema ", m.version,
+                   " accepts only members that know schema ", m.members_from,
+                   " or newer, and ", members.size(), " live member",
+                   members.size() == 1 ? " does" : "s do", " not:");
+  for (const MemberVersion& v : members) {
+    absl::StrAppend(&text, "\n  ", v.Describe());
+  }
+  absl::StrAppend(
+      &text, "\nStop or upgrade ", members.size() == 1 ? "it" : "them",
+      " (docs/UPGRADING.md), then run `sqlgroup migrate` again; or run "
+      "`sqlgroup migrate --force` to end the sessions named now (their "
+      "parts move to the others, and those members take no more items).");
+  if (!out.applied.empty()) {
+    absl::StrAppend(
+        &text, " Applied before stopping: ", absl::StrJoin(out.applied, ", "),
+        " (schema ", out.to_version, "), which they can run against.");
+  } else {
+    absl::StrAppend(&text, " Nothing was changed.");
+  }
+  return text;
+}
+
 }  // namespace
 
 absl::StatusOr<int> ReadSchemaVersion(pqxx::connection& conn) {
@@ -42,8 +108,8 @@ absl::StatusOr<int> ReadSchemaVersion(pqxx::connection& conn) {
 }
 
 absl::StatusOr<MigrateOutcome> ApplyMigrations(
-    pqxx::connection& conn,
-    const std::vector<internal::Migration>& migrations) {
+    pqxx::connection& conn, const std::vector<internal::Migration>& migrations,
+    const MigrateOptions& options) {
   // Before anything is created: an old server gets no half a schema.
   if (absl::Status s = CheckServerVersion(conn); !s.ok()) return s;
   MigrateOutcome out;
@@ -72,17 +138,55 @@ absl::StatusOr<MigrateOutcome> ApplyMigrations(
   }
   for (const internal::Migration& m : migrations) {
     if (m.version <= out.to_version) continue;
+    auto behind =
+        MembersLeftBehind(conn, out.to_version, m, options.wait_for_versions);
+    if (!behind.ok()) return behind.status();
+    if (!behind->empty() && !options.force) {
+      return absl::FailedPreconditionError(LeftBehindError(m, out, *behind));
+    }
     bool applied = false;
+    std::vector<MemberVersion> fenced;
+    std::optional<std::vector<MemberVersion>> joined;  // since the look
     s = Guard(absl::StrCat("apply migration ", m.name), [&] {
       pqxx::work tx(conn);
+      // One migrator at a time, from before its version row: a second one
+      // waits here, then finds the row and skips (a migration that alters
+      // schema_migrations, as 14 does, would otherwise deadlock with a
+      // second migrator's insert waiting on the row).
+      tx.exec(
+          "LOCK TABLE sqlgroup.schema_migrations IN SHARE ROW EXCLUSIVE MODE");
       if (tx.exec_params(kRecordVersion, m.version, m.name).empty()) return;
       tx.exec(m.sql);
+      if (m.version >= internal::kVersionsRecordedFrom) {
+        tx.exec_params(
+            "UPDATE sqlgroup.schema_migrations SET members_from = $2 "
+            "WHERE version = $1",
+            m.version, m.members_from);
+      }
+      if (out.to_version > 0) {
+        // The last look, with sessions held still until the commit: no
+        // older member registers between it and the new schema.
+        tx.exec("LOCK TABLE sqlgroup.sessions IN SHARE ROW EXCLUSIVE MODE");
+        fenced = MembersOlderThan(tx, out.to_version, m.members_from);
+        if (!fenced.empty() && !options.force) {
+          joined = fenced;
+          return;  // rolled back
+        }
+        FenceMembers(tx, out.to_version, fenced);
+      }
+      Notify(tx, SchemaChanged(m.version));
       tx.commit();
       applied = true;
     });
     if (!s.ok()) return s;
+    if (joined) {
+      return absl::FailedPreconditionError(LeftBehindError(m, out, *joined));
+    }
     out.to_version = m.version;
-    if (applied) out.applied.push_back(m.name);
+    if (applied) {
+      out.applied.push_back(m.name);
+      for (const MemberVersion& v : fenced) out.fenced.push_back(v.Describe());
+    }
   }
   return out;
 }
@@ -106,26 +210,14 @@ absl::Status CheckServerVersion(pqxx::connection& conn) {
   return CheckServerVersionNumber(conn.server_version());
 }
 
-absl::Status CheckSchemaVersion(pqxx::connection& conn, int expected) {
+absl::StatusOr<internal::SchemaState> CheckSchemaServed(
+    pqxx::connection& conn) {
   if (absl::Status s = CheckServerVersion(conn); !s.ok()) return s;
-  auto version = ReadSchemaVersion(conn);
-  if (!version.ok()) return version.status();
-  if (*version == expected) return absl::OkStatus();
-  if (*version == 0) {
-    return absl::FailedPreconditionError(
-        "this database has no sqlgroup schema: run `sqlgroup migrate` "
-        "(with the same --dsn) first");
-  }
-  if (*version < expected) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the database's sqlgroup schema is version ", *version,
-                     ", older than this sqlgroup needs (", expected,
-                     "): run `sqlgroup migrate`"));
-  }
-  return absl::FailedPreconditionError(
-      absl::StrCat("the database's sqlgroup schema is version ", *version,
-                   ", newer than this sqlgroup knows (", expected,
-                   "): upgrade the sqlgroup binary"));
+  auto state = ReadSchemaState(conn);
+  if (!state.ok()) return state.status();
+  auto skew = internal::CheckSkew(*state, internal::ThisBinary());
+  if (!skew.ok()) return skew.status();
+  return *state;
 }
 
 }  // namespace sqlgroup::store

@@ -88,6 +88,9 @@ struct SessionInfo {
   // session of its instance when it registers and, when it stops, stays
   // away for this long with its parts instead of leaving.
   absl::Duration static_timeout = absl::ZeroDuration();
+  // Record this binary's version in the session (a schema of 14 or newer,
+  // which has the columns).
+  bool record_version = false;
 };
 
 struct Registered {

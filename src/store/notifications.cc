@@ -19,6 +19,14 @@ std::string SessionChannel(const std::string& session) {
 std::string MembershipChanged(const std::string& group) {
   return absl::StrCat("rebalance:", group);
 }
+std::string SchemaChanged(int version) {
+  return absl::StrCat("schema:", version);
+}
+
+bool IsSchemaChanged(const std::string& payload) {
+  return absl::StartsWith(payload, "schema:");
+}
+
 std::string ItemsArrived(const std::string& group) {
   return absl::StrCat("items:", group);
 }

@@ -37,6 +37,11 @@ std::string ItemsArrivedIn(const std::string& group,
 // anything else (a malformed list included).
 std::optional<std::vector<KeyRange>> ParseItemsArrivedIn(
     const std::string& group, const std::string& payload);
+// `sqlgroup migrate` applied schema `version`: "schema:15". Members check
+// again that they may run against it, and record their version once the
+// schema can hold it (schema 14). Older members ignore it.
+std::string SchemaChanged(int version);
+bool IsSchemaChanged(const std::string& payload);
 inline constexpr size_t kMaxAnnouncedPrefixes = 16;
 inline constexpr int kMaxTargetedAnnouncements = 8;
 inline constexpr char kChannel[] = "sqlgroup";

@@ -78,7 +78,7 @@ absl::StatusOr<std::vector<Owner>> TakeParts(pqxx::connection& conn,
                    "  FROM sqlgroup.ownership_log l WHERE l.group_name = $1 "
                    "  AND l.part = t.part AND l.epoch < t.epoch AND "
                    "  l.parts_of = $4 ORDER BY l.epoch DESC LIMIT 1) l "
-                   "WHERE l.released_by IN ('reap', 'replaced')"),
+                   "WHERE l.released_by IN ('reap', 'replaced', 'fenced')"),
                group, SqlArray(taken_parts), SqlArray(taken_epochs),
                parts_of)) {
         by_part.at(row[0].as<int>())->predecessor_died_at =

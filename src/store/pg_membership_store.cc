@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "store/member_store.h"
+#include "store/member_versions.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -118,6 +119,17 @@ absl::StatusOr<int64_t> PgMembershipStore::PruneOwnershipLog(
     const std::string& group, absl::Duration retention, int limit) {
   return OnConnection(connection_, [&](pqxx::connection& c) {
     return store::PruneOwnershipLog(c, group, retention, limit);
+  });
+}
+
+absl::StatusOr<internal::SchemaState> PgMembershipStore::ReadSchema() {
+  return OnConnection(connection_,
+                      [&](pqxx::connection& c) { return ReadSchemaState(c); });
+}
+
+absl::Status PgMembershipStore::RecordVersion(const std::string& session) {
+  return OnConnection(connection_, [&](pqxx::connection& c) {
+    return RecordMemberVersion(c, session);
   });
 }
 

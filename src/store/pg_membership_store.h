@@ -50,6 +50,8 @@ class PgMembershipStore : public MembershipStore {
   absl::StatusOr<int64_t> PruneOwnershipLog(const std::string& group,
                                             absl::Duration retention,
                                             int limit) override;
+  absl::StatusOr<internal::SchemaState> ReadSchema() override;
+  absl::Status RecordVersion(const std::string& session) override;
 
  private:
   const std::function<pqxx::connection*()> connection_;

@@ -30,17 +30,20 @@ absl::StatusOr<int> SchemaVersion(DbConnection& db) {
   return ReadSchemaVersion(PqxxOf(db));
 }
 
-absl::Status CheckSchema(DbConnection& db, int expected) {
-  return CheckSchemaVersion(PqxxOf(db), expected);
+absl::StatusOr<internal::SchemaState> CheckSchema(DbConnection& db) {
+  return CheckSchemaServed(PqxxOf(db));
 }
 
 absl::StatusOr<MigrateResult> MigrateSchema(
-    DbConnection& db, const std::vector<internal::Migration>& migrations) {
+    DbConnection& db, const std::vector<internal::Migration>& migrations,
+    const sqlgroup::MigrateOptions& options) {
+  store::MigrateOptions apply;
+  apply.force = options.force;
   absl::StatusOr<MigrateOutcome> outcome =
-      ApplyMigrations(PqxxOf(db), migrations);
+      ApplyMigrations(PqxxOf(db), migrations, apply);
   if (!outcome.ok()) return outcome.status();
   return MigrateResult{outcome->from_version, outcome->to_version,
-                       outcome->applied};
+                       outcome->applied, outcome->fenced};
 }
 
 absl::Status GrantPrivileges(DbConnection& db,

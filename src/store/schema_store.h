@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "migrations.h"
+#include "schema_skew.h"
 #include "sqlgroup/admin.h"
 #include "store/db_connection.h"
 
@@ -18,15 +19,18 @@ namespace sqlgroup::store {
 // The newest recorded version; 0 when the database has no sqlgroup schema.
 absl::StatusOr<int> SchemaVersion(DbConnection& db);
 
-// OK when the server is supported and the recorded version is exactly
-// `expected`; FAILED_PRECONDITION saying what to run otherwise.
-absl::Status CheckSchema(DbConnection& db, int expected);
+// The schema's state when the server is supported and this binary may run
+// against the schema (schema_skew.h); FAILED_PRECONDITION saying what to
+// do otherwise.
+absl::StatusOr<internal::SchemaState> CheckSchema(DbConnection& db);
 
 // Applies every migration newer than the recorded version (see
 // store::ApplyMigrations). FAILED_PRECONDITION when the database is newer
-// than `migrations`.
+// than `migrations`, or live members could not run against a migration
+// (unless options.force).
 absl::StatusOr<MigrateResult> MigrateSchema(
-    DbConnection& db, const std::vector<internal::Migration>& migrations);
+    DbConnection& db, const std::vector<internal::Migration>& migrations,
+    const sqlgroup::MigrateOptions& options);
 
 // Runs `sql` (REVOKE and GRANT statements, grants.h) in one transaction,
 // once it has checked that the connection's role owns every table and

@@ -27,7 +27,8 @@ HIGH = "f0000000-0000-4000-8000-000000000000"
 DEAD = "cccccccc-0000-4000-8000-000000000000"
 
 CLEAN = f"""
-INSERT INTO sqlgroup.sessions (id, group_name) VALUES ('{A}', 'chaos');
+INSERT INTO sqlgroup.sessions (id, group_name, member_schema) VALUES
+  ('{A}', 'chaos', (SELECT max(version) FROM sqlgroup.schema_migrations));
 INSERT INTO sqlgroup.session_parts (group_name, part, session_id, epoch,
   parts_of) VALUES ('chaos', 0, '{A}', 1, 2);
 INSERT INTO sqlgroup.ownership_log (group_name, part, epoch, session_id,
@@ -95,8 +96,9 @@ VIOLATIONS = [
     # The same, still owned now: both the history and the current owners
     # show it.
     ("overlapping_ownership+overlapping_ranges_now",
-     f"INSERT INTO sqlgroup.sessions (id, group_name) VALUES ('{B}', "
-     f"'chaos'); INSERT INTO sqlgroup.session_parts (group_name, part, "
+     f"INSERT INTO sqlgroup.sessions (id, group_name, member_schema) "
+     f"VALUES ('{B}', 'chaos', (SELECT max(version) FROM "
+     f"sqlgroup.schema_migrations)); INSERT INTO sqlgroup.session_parts (group_name, part, "
      f"session_id, epoch, parts_of) VALUES ('chaos', 1, '{B}', 3, 4); "
      f"INSERT INTO sqlgroup.ownership_log (group_name, part, epoch, "
      f"session_id, acquired_at, parts_of) VALUES ('chaos', 1, 3, '{B}', "

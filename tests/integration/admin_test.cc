@@ -122,8 +122,9 @@ TEST_F(AdminTest, DescribeShowsMembersOwnersAndLagPerPart) {
     pqxx::work tx(conn);
     tx.exec(
         "INSERT INTO sqlgroup.sessions (id, group_name, host, pid, "
-        "instance) VALUES ('11111111-0000-4000-8000-000000000000', 'g', "
-        "'h1', 42, 'worker-1')");
+        "instance, member_schema) VALUES ('11111111-0000-4000-8000-"
+        "000000000000', 'g', 'h1', 42, 'worker-1', (SELECT max(version) "
+        "FROM sqlgroup.schema_migrations))");
     tx.exec(
         "INSERT INTO sqlgroup.session_parts (group_name, part, "
         "session_id, parts_of) SELECT 'g', 2, "

@@ -71,7 +71,9 @@ class ClaimFenceTest : public ::testing::Test {
     store::PrepareItemStatements(*conn_);
     pqxx::work tx(*conn_);
     tx.exec_params(
-        "INSERT INTO sqlgroup.sessions (id, group_name) VALUES ($1, $2)",
+        "INSERT INTO sqlgroup.sessions (id, group_name, member_schema) "
+        "VALUES ($1, $2, (SELECT max(version) FROM "
+        "sqlgroup.schema_migrations))",
         kSession, kGroup);
     tx.exec_params(
         "INSERT INTO sqlgroup.items (group_name, id) VALUES ($1, $2), "

@@ -94,9 +94,11 @@ class PartsChangeTest : public testing::ConsumerFixture {
     pqxx::work tx(*conn_);
     const std::string session =
         tx.exec_params1(
-              "INSERT INTO sqlgroup.sessions (id, group_name, heartbeated_at) "
-              "VALUES ('ffffffff-ffff-4fff-bfff-ffffffffffff', $1, "
-              "clock_timestamp() + interval '1 hour') RETURNING id::text",
+              "INSERT INTO sqlgroup.sessions (id, group_name, heartbeated_at, "
+              "member_schema) VALUES ('ffffffff-ffff-4fff-bfff-ffffffffffff', "
+              "$1, clock_timestamp() + interval '1 hour', (SELECT "
+              "max(version) FROM sqlgroup.schema_migrations)) RETURNING "
+              "id::text",
               group)[0]
             .as<std::string>();
     tx.exec_params(

@@ -92,8 +92,10 @@ TEST_F(RebalanceWakeupTest, ALeaveAndAJoinTogetherShowInAWatchedHeartbeat) {
   const std::string last = "ffffffff-ffff-4fff-bfff-ffffffffffff";
   auto insert = [&](pqxx::work& tx, const std::string& id) {
     tx.exec_params(
-        "INSERT INTO sqlgroup.sessions (id, group_name, heartbeated_at) "
-        "VALUES ($1::uuid, 'g', clock_timestamp() + interval '1 hour')",
+        "INSERT INTO sqlgroup.sessions (id, group_name, heartbeated_at, "
+        "member_schema) VALUES ($1::uuid, 'g', clock_timestamp() + "
+        "interval '1 hour', (SELECT max(version) FROM "
+        "sqlgroup.schema_migrations))",
         id);
   };
   {

@@ -141,6 +141,8 @@ TEST_F(RolesTest, TheMemberRoleHasExactlyTheGrantedPrivileges) {
       "sessions.connection_budget UPDATE",
       "sessions.connections UPDATE",
       "sessions.heartbeated_at UPDATE",
+      "sessions.member_schema UPDATE",
+      "sessions.member_version UPDATE",
   };
   EXPECT_EQ(Privileges(member_.name()), want);
   EXPECT_EQ(
@@ -172,8 +174,9 @@ TEST_F(RolesTest, GrantingAgainIsIdempotentAndTakesExtraPrivilegesAway) {
 TEST_F(RolesTest, AConsumerUnderTheMemberRoleJoinsClaimsAcksDeadLettersLeaves) {
   // An expired session of a vanished member, for this one to reap.
   ExecSql(db_.dsn(),
-          "INSERT INTO sqlgroup.sessions (group_name, heartbeated_at) "
-          "VALUES ('g', clock_timestamp() - interval '1 hour')");
+          "INSERT INTO sqlgroup.sessions (group_name, heartbeated_at, "
+          "member_schema) VALUES ('g', clock_timestamp() - interval '1 hour', "
+          "(SELECT max(version) FROM sqlgroup.schema_migrations))");
   {
     auto p = Producer::Create({.dsn = producer_.Dsn(db_.name()), .group = "g"});
     ASSERT_TRUE(p.ok()) << p.status();
@@ -275,7 +278,8 @@ TEST_F(RolesTest, TheMemberRoleCanChangeNothingButItsOwnWork) {
     }
   }
   std::ofstream(absl::StrFormat("%s/%03d_extra.sql", dir, count + 1))
-      << "CREATE TABLE sqlgroup.extra (a int);";
+      << "-- members-from: " << count
+      << "\nCREATE TABLE sqlgroup.extra (a int);";
   const std::vector<std::vector<std::string>> commands = {
       {"migrate", "--migrations_dir", dir},       {"group", "create", "h"},
       {"group", "alter", "g", "--ttl", "9s"},     {"group", "delete", "g"},

@@ -9,6 +9,7 @@
 #include <pqxx/pqxx>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "sqlgroup/admin.h"
 #include "support/pg_fixture.h"
 
@@ -61,7 +62,8 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
                   "006_keyed_items.sql", "007_group_assignor.sql",
                   "008_static_members.sql", "009_part_count_change.sql",
                   "010_idempotent_enqueue.sql", "011_member_connections.sql",
-                  "012_targeted_wakeups.sql", "013_revoking_parts.sql"));
+                  "012_targeted_wakeups.sql", "013_revoking_parts.sql",
+                  "014_member_versions.sql", "015_members_know_versions.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :
@@ -206,9 +208,12 @@ TEST(Schema, UpgradeFromThePreviousVersionKeepsGroupsItemsAndTakes) {
     tx.exec(
         "SELECT sqlgroup.enqueue('g', 'k' || (i % 5), convert_to(i::text, "
         "'UTF8')) FROM generate_series(1, 50) i");
-    tx.exec(
-        "INSERT INTO sqlgroup.sessions (id, group_name) VALUES "
-        "('aaaaaaaa-0000-4000-8000-000000000000', 'g')");
+    // A member of the release before, which the new schema accepts.
+    tx.exec_params(
+        "INSERT INTO sqlgroup.sessions (id, group_name, member_version, "
+        "member_schema) VALUES ('aaaaaaaa-0000-4000-8000-000000000000', 'g', "
+        "$1, $2)",
+        absl::StrCat("0.", last - 1, ".0"), last - 1);
     tx.exec(
         "INSERT INTO sqlgroup.session_parts (group_name, part, session_id, "
         "parts_of) VALUES ('g', 3, 'aaaaaaaa-0000-4000-8000-000000000000', "
@@ -265,9 +270,9 @@ class OwnershipTest : public ::testing::Test {
     conn_ = std::make_unique<pqxx::connection>(db_.dsn());
     pqxx::work tx(*conn_);
     tx.exec_params(
-        "INSERT INTO sqlgroup.sessions (id, group_name) VALUES "
-        "($1, 'g'), ($2, 'g')",
-        kA, kB);
+        "INSERT INTO sqlgroup.sessions (id, group_name, member_schema) "
+        "VALUES ($1, 'g', $3), ($2, 'g', $3)",
+        kA, kB, SchemaVersionKnown());
     epoch_ = tx.exec_params1(
                    "INSERT INTO sqlgroup.session_parts (group_name, "
                    "part, session_id, parts_of) VALUES ('g', 0, $1, 8) "

@@ -52,10 +52,11 @@ class FakeMembershipStore : public store::MembershipStore {
     std::lock_guard<std::mutex> lock(mu);
     return settings;
   }
-  absl::StatusOr<store::Registered> RegisterSession(const std::string&,
-                                                    const store::SessionInfo&,
-                                                    bool) override {
+  absl::StatusOr<store::Registered> RegisterSession(
+      const std::string&, const store::SessionInfo& info, bool) override {
     std::lock_guard<std::mutex> lock(mu);
+    if (!fail_register.ok()) return fail_register;
+    registered_infos.push_back(info);
     const std::string id = "s" + std::to_string(++registered);
     live.insert(id);
     return store::Registered{id, false};
@@ -149,10 +150,23 @@ class FakeMembershipStore : public store::MembershipStore {
     std::lock_guard<std::mutex> lock(mu);
     return 0;
   }
+  absl::StatusOr<internal::SchemaState> ReadSchema() override {
+    std::lock_guard<std::mutex> lock(mu);
+    return schema;
+  }
+  absl::Status RecordVersion(const std::string& session) override {
+    std::lock_guard<std::mutex> lock(mu);
+    versions_recorded.insert(session);
+    return absl::OkStatus();
+  }
 
   mutable std::mutex mu;
   store::GroupSettings settings;
   std::set<std::string> live;
+  internal::SchemaState schema{kSchemaVersion, kSchemaVersion};
+  std::set<std::string> versions_recorded;           // RecordVersion's sessions
+  std::vector<store::SessionInfo> registered_infos;  // each registration's
+  absl::Status fail_register;  // every registration fails with it
   std::map<int, store::Owner> owners;
   std::set<int> revoking;        // marked for describe
   std::vector<int> takes_under;  // each take's parts_of

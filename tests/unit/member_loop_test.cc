@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "spdlog/sinks/null_sink.h"
 #include "spdlog/spdlog.h"
+#include "store/notifications.h"
 #include "support/fake_control_channel.h"
 #include "support/fake_membership_store.h"
 
@@ -44,9 +45,11 @@ class MemberLoopTest : public ::testing::Test {
   // keeps a reference.
   ~MemberLoopTest() override { Stop(); }
 
-  void Start() {
+  void Start(internal::SchemaState schema = {kSchemaVersion,
+                                             kSchemaVersion - 1}) {
     MemberConfig config;
     config.group = "g";
+    config.schema = schema;
     config.rebalance_poll = absl::Milliseconds(20);
     config.rebalance_poll_listening = absl::Milliseconds(20);
     config.rebalance = {.group = "g", .drain_timeout = absl::Hours(1)};
@@ -58,7 +61,8 @@ class MemberLoopTest : public ::testing::Test {
     loop_ = std::make_unique<MemberLoop>(
         config, store_.settings, scheduler_, metrics_,
         spdlog::null_logger_mt("member_loop_test" + std::to_string(++n_)),
-        [this](const NotificationRouter&, const Wakeup& stop) {
+        [this](const NotificationRouter& router, const Wakeup& stop) {
+          router_ = &router;
           auto channel = std::make_unique<testing::FakeControlChannel>(stop);
           channel_ = channel.get();
           MemberSeams seams;
@@ -84,6 +88,7 @@ class MemberLoopTest : public ::testing::Test {
   MemberMetrics metrics_{nullptr, "g", "test"};
   ConnectionBudget budget_{10};
   testing::FakeControlChannel* channel_ = nullptr;
+  const NotificationRouter* router_ = nullptr;  // the loop's
   std::atomic<int> cut_offs_{0};
   std::unique_ptr<MemberLoop> loop_;
   std::thread thread_;
@@ -213,6 +218,93 @@ TEST_F(MemberLoopTest, ADatabaseOutageLongerThanTheTtlLosesTheSession) {
   channel_->down = false;
   ASSERT_TRUE(WaitFor([&] { return loop_->session_id() == "s2"; }));
   ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
+}
+
+// A member records its version when it registers, on a schema that has
+// the columns (14 on).
+TEST_F(MemberLoopTest, RegistersWithItsVersionOnASchemaThatRecordsIt) {
+  Start();
+  ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
+  std::lock_guard<std::mutex> lock(store_.mu);
+  ASSERT_EQ(store_.registered_infos.size(), 1u);
+  EXPECT_TRUE(store_.registered_infos[0].record_version);
+}
+
+// Joined on schema 13 (no columns), it records its version once `migrate`
+// says the schema is 14: `migrate` waits for that before it weighs the
+// members against the next migration.
+TEST_F(MemberLoopTest, RecordsItsVersionWhenTheSchemaCanHoldIt) {
+  {
+    std::lock_guard<std::mutex> lock(store_.mu);
+    store_.schema = {13, 13};
+  }
+  Start({13, 13});
+  ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
+  {
+    std::lock_guard<std::mutex> lock(store_.mu);
+    EXPECT_FALSE(store_.registered_infos.at(0).record_version);
+    EXPECT_THAT(store_.versions_recorded, IsEmpty());
+    store_.schema = {14, 13};
+  }
+  router_->Route(store::SchemaChanged(14));
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(store_.mu);
+    return store_.versions_recorded.count("s1") == 1;
+  }));
+  EXPECT_EQ(loop_->phase(), MemberLoop::Phase::kActive);
+  EXPECT_THAT(Owned(), ElementsAre(0, 1, 2, 3));
+}
+
+// A schema that no longer accepts this binary (a forced migration, or the
+// binary rolled back): the member takes no more items and stops, saying
+// both versions.
+TEST_F(MemberLoopTest, StopsWhenTheSchemaNoLongerAcceptsIt) {
+  Start();
+  ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
+  {
+    std::lock_guard<std::mutex> lock(store_.mu);
+    store_.schema = {kSchemaVersion + 1, kSchemaVersion + 1};
+  }
+  router_->Route(store::SchemaChanged(kSchemaVersion + 1));
+  ASSERT_TRUE(
+      WaitFor([&] { return loop_->phase() == MemberLoop::Phase::kFailed; }));
+  EXPECT_EQ(loop_->fatal().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(loop_->fatal().message(),
+              HasSubstr("only members that know schema " +
+                        std::to_string(kSchemaVersion + 1)));
+  EXPECT_THAT(loop_->fatal().message(), HasSubstr("takes no more items"));
+  // No worker gets another task.
+  EXPECT_EQ(scheduler_.Next(absl::Now()).kind, PartTask::Kind::kStop);
+}
+
+// A newer schema that still accepts it (an expand migration): it runs on.
+TEST_F(MemberLoopTest, RunsOnWhenANewerSchemaAcceptsIt) {
+  Start();
+  ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
+  {
+    std::lock_guard<std::mutex> lock(store_.mu);
+    store_.schema = {kSchemaVersion + 1, kSchemaVersion};
+  }
+  router_->Route(store::SchemaChanged(kSchemaVersion + 1));
+  absl::SleepFor(absl::Milliseconds(100));
+  EXPECT_EQ(loop_->phase(), MemberLoop::Phase::kActive);
+  EXPECT_THAT(Owned(), ElementsAre(0, 1, 2, 3));
+}
+
+// Registering, it meets the schema's own fence (a session of a member that
+// knows too old a schema is refused by the database): it stops.
+TEST_F(MemberLoopTest, StopsWhenTheDatabaseRefusesItsSession) {
+  {
+    std::lock_guard<std::mutex> lock(store_.mu);
+    store_.fail_register = absl::FailedPreconditionError(
+        "register session: the database's sqlgroup schema accepts only "
+        "members that know schema 99 or newer");
+  }
+  Start();
+  ASSERT_TRUE(
+      WaitFor([&] { return loop_->phase() == MemberLoop::Phase::kFailed; }));
+  EXPECT_THAT(loop_->fatal().message(), HasSubstr("schema 99"));
+  EXPECT_THAT(Owned(), IsEmpty());
 }
 
 }  // namespace

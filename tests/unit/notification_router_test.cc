@@ -13,18 +13,19 @@ struct Heard {
   int anywhere = 0;
   std::vector<KeyRange> ranges;
   std::vector<absl::Duration> due;
+  int schema = 0;
 };
 
 NotificationRouter RouterFor(const std::string& group, Heard& heard) {
   return NotificationRouter(
-      group,
-      {.membership_changed = [&] { ++heard.membership; },
-       .items_arrived = [&] { ++heard.anywhere; },
-       .items_arrived_in =
-           [&](const std::vector<KeyRange>& r) {
-             heard.ranges.insert(heard.ranges.end(), r.begin(), r.end());
-           },
-       .items_due_in = [&](absl::Duration d) { heard.due.push_back(d); }});
+      group, {.membership_changed = [&] { ++heard.membership; },
+              .items_arrived = [&] { ++heard.anywhere; },
+              .items_arrived_in =
+                  [&](const std::vector<KeyRange>& r) {
+                    heard.ranges.insert(heard.ranges.end(), r.begin(), r.end());
+                  },
+              .items_due_in = [&](absl::Duration d) { heard.due.push_back(d); },
+              .schema_changed = [&] { ++heard.schema; }});
 }
 
 TEST(NotificationRouter, AMembershipChangeOrAFreedPartRebalances) {
@@ -67,6 +68,21 @@ TEST(NotificationRouter, ANewerProducersFormStillWakesIdleParts) {
   router.Route("items:g#not-a-prefix-list");
   EXPECT_EQ(heard.anywhere, 1);
   EXPECT_TRUE(heard.ranges.empty());
+}
+
+// `sqlgroup migrate` tells every member of every group; a router without
+// a schema sink (an older wiring) ignores it.
+TEST(NotificationRouter, ASchemaChangeReachesEveryGroup) {
+  Heard heard;
+  RouterFor("g", heard).Route(store::SchemaChanged(15));
+  RouterFor("h", heard).Route(store::SchemaChanged(16));
+  EXPECT_EQ(heard.schema, 2);
+  EXPECT_EQ(heard.membership + heard.anywhere, 0);
+  NotificationRouter("g", {.membership_changed = [] {},
+                           .items_arrived = [] {},
+                           .items_arrived_in = [](const auto&) {},
+                           .items_due_in = [](absl::Duration) {}})
+      .Route(store::SchemaChanged(15));
 }
 
 }  // namespace
