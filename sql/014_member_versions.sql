@@ -7,7 +7,7 @@
 -- Each session records the release its member runs and the newest schema
 -- it knows, for `group describe` and for `sqlgroup migrate`, which
 -- refuses a schema that a live member could not run against. NULL for
--- members built before 0.14, which count as knowing schema 13.
+-- members a release before 0.15, which count as knowing schema 13.
 --
 -- Each migration records the oldest schema a member may know and still
 -- run against the schema it leaves (its "-- members-from:" line, as the
@@ -53,7 +53,7 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- The database's own fence: a member that knows too old a schema cannot
--- register a session, whatever its code checks (members before 0.14
+-- register a session, whatever its code checks (members before 0.15
 -- check the schema only when they start). SQLSTATE 3F000
 -- (invalid_schema_name) because members of every release stop on it, and
 -- say this sentence, instead of trying again.
@@ -66,13 +66,15 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = '3F000', MESSAGE = format(
       'the database''s sqlgroup schema accepts only members that know '
       'schema %s or newer, and this member %s: run a sqlgroup release that '
-      'knows schema %s (0.%s or newer; docs/UPGRADING.md)',
+      'knows schema %s (`sqlgroup --version` says which schemas a binary '
+      'knows; docs/UPGRADING.md)',
       needed,
       CASE WHEN NEW.member_schema IS NULL
-        THEN 'was built before 0.14 (it knows schema 13 or older)'
+        THEN 'records no version (a release before 0.15, which knows '
+             'schema 13 or older)'
         ELSE format('is sqlgroup %s (it knows schema %s)',
                     NEW.member_version, NEW.member_schema) END,
-      needed, needed);
+      needed);
   END IF;
   RETURN NEW;
 END

@@ -155,13 +155,15 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = '3F000', MESSAGE = format(
       'the database''s sqlgroup schema accepts only members that know '
       'schema %s or newer, and this member %s: run a sqlgroup release that '
-      'knows schema %s (0.%s or newer; docs/UPGRADING.md)',
+      'knows schema %s (`sqlgroup --version` says which schemas a binary '
+      'knows; docs/UPGRADING.md)',
       needed,
       CASE WHEN NEW.member_schema IS NULL
-        THEN 'was built before 0.14 (it knows schema 13 or older)'
+        THEN 'records no version (a release before 0.15, which knows '
+             'schema 13 or older)'
         ELSE format('is sqlgroup %s (it knows schema %s)',
                     NEW.member_version, NEW.member_schema) END,
-      needed, needed);
+      needed);
   END IF;
   RETURN NEW;
 END
@@ -746,7 +748,7 @@ WITH (fillfactor='50');
 -- Name: COLUMN sessions.member_schema; Type: COMMENT; Schema: sqlgroup; Owner: -
 --
 
-COMMENT ON COLUMN sqlgroup.sessions.member_schema IS 'The newest schema the member knows; NULL only for members built before 0.14, which schema 15 and later refuse.';
+COMMENT ON COLUMN sqlgroup.sessions.member_schema IS 'The newest schema the member knows; NULL only for members of releases before 0.15, which schema 15 and later refuse.';
 
 --
 -- Name: dead_items dead_items_pkey; Type: CONSTRAINT; Schema: sqlgroup; Owner: -

@@ -190,16 +190,6 @@ absl::Status Admin::GrantRoles(const RoleGrants& roles) {
   }
   ASSIGN_OR_RETURN(const internal::SchemaState schema,
                    store::CheckSchema(*impl_->conn));
-  if (schema.version != kSchemaVersion) {
-    // The grants name the columns of this release's schema.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sqlgroup grant gives the privileges of schema ", kSchemaVersion,
-        " and the database is at schema ", schema.version, ": ",
-        schema.version < kSchemaVersion
-            ? "run `sqlgroup migrate` first"
-            : "grant with the sqlgroup release that migrated it",
-        " (docs/UPGRADING.md); nothing was changed"));
-  }
   std::vector<std::pair<std::string, std::string>> grants;  // kind, role
   if (!roles.member_role.empty()) {
     grants.emplace_back("member", roles.member_role);
@@ -219,7 +209,17 @@ absl::Status Admin::GrantRoles(const RoleGrants& roles) {
   }
   std::vector<std::string> names;
   for (const auto& [kind, role] : grants) names.push_back(role);
-  return store::GrantPrivileges(*impl_->conn, names, sql);
+  const absl::Status granted = store::GrantPrivileges(*impl_->conn, names, sql);
+  if (absl::IsFailedPrecondition(granted) && schema.version < kSchemaVersion) {
+    // The grants name the columns of this release's schema.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sqlgroup grant gives the privileges of schema ", kSchemaVersion,
+        ", and the database's schema ", schema.version,
+        " lacks what they name (", granted.message(),
+        "): run `sqlgroup migrate` first (docs/UPGRADING.md); nothing was "
+        "changed"));
+  }
+  return granted;
 }
 
 absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,

@@ -31,8 +31,9 @@ absl::StatusOr<Skew> CheckSkew(const SchemaState& db,
       "the database's sqlgroup schema is version ", db.version,
       ", which accepts only members that know schema ", db.members_from,
       " or newer; ", Binary(binary),
-      ": run a sqlgroup release that knows schema ", db.members_from, " (0.",
-      db.members_from, " or newer; docs/UPGRADING.md)"));
+      ": run a sqlgroup release that knows schema ", db.members_from,
+      " (`sqlgroup --version` says which schemas a binary knows; "
+      "docs/UPGRADING.md)"));
 }
 
 std::string SkewNote(Skew skew, const SchemaState& db,

@@ -95,7 +95,7 @@ struct MigrateResult {
   int to_version = 0;
   std::vector<std::string> applied;  // file names; empty when up to date
   // The live members that MigrateOptions::force fenced, one line each
-  // ("group G: host H pid P, sqlgroup 0.14.0 (knows schema 14)").
+  // ("group G: host H pid P, sqlgroup 0.15.0 (knows schema 15)").
   std::vector<std::string> fenced;
 };
 
@@ -128,7 +128,7 @@ struct MemberInfo {
   std::string circuit_error;
   // The sqlgroup release the member runs and the newest schema it knows,
   // as it recorded them (schema 14 on); empty and 0 for a member built
-  // before 0.14, or on an older schema.
+  // before 0.15, or on an older schema.
   std::string version;
   int schema = 0;
 };

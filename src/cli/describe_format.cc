@@ -112,7 +112,7 @@ std::string DescriptionText(const GroupDescription& d) {
   // STATE: see StateName; "away 12.5s" says how long the parts still wait.
   // CONNS: connections held now / the process's budget, as the member
   // last reported them ("-": not yet). VERSION: the member's release and
-  // newest schema ("-": built before 0.14, or the schema is older than 14).
+  // newest schema ("-": a release before 0.15, or the schema is older than 14).
   out +=
       absl::StrFormat("%-36s  %-16s  %-20s  %7s  %9s  %-13s  %6s  %-11s  %s\n",
                       "SESSION", "INSTANCE", "HOST", "PID", "HEARTBEAT",

@@ -16,6 +16,10 @@ namespace sqlgroup {
 namespace {
 
 constexpr absl::Duration kDrainCheck = absl::Milliseconds(10);
+// The schema is read again at least this often, besides each join, each
+// reconnect and each `schema:N` notice (which a member without LISTEN, or
+// one reconnecting, does not hear).
+constexpr absl::Duration kSchemaCheck = absl::Seconds(5);
 // A member's connections are recorded for describe at most this often.
 constexpr absl::Duration kConnectionsReport = absl::Seconds(1);
 // The ownership log keeps a day of history. It grows only when membership
@@ -166,7 +170,7 @@ void MemberLoop::Run() {
     if (!EnsureConnected()) continue;
     channel_.StartListening();  // when it failed before (cheap when listening)
     if (!channel_.connected()) continue;
-    if (schema_changed_.exchange(false)) {
+    if (schema_changed_.exchange(false) || absl::Now() >= next_schema_check_) {
       CheckSchema();
       if (phase() == Phase::kFailed) break;
       if (!channel_.connected()) continue;
@@ -184,7 +188,8 @@ void MemberLoop::Run() {
     if (rebalance_now_ || absl::Now() >= next_rebalance_) Rebalance();
     if (!connected()) continue;
     FinishDrains();
-    absl::Time until = std::min(keeper_.next_heartbeat(), next_rebalance_);
+    absl::Time until = std::min(
+        {keeper_.next_heartbeat(), next_rebalance_, next_schema_check_});
     // Seen in a view read: reap at once.
     if (keeper_.reap_due()) until = absl::Now();
     if (rebalancer_.draining()) {
@@ -210,6 +215,7 @@ bool MemberLoop::EnsureConnected() {
     return false;
   }
   rebalance_now_ = true;
+  schema_changed_ = true;  // a notice may have gone unheard meanwhile
   return true;
 }
 
@@ -272,6 +278,7 @@ void MemberLoop::Handle(const absl::Status& s) {
 }
 
 void MemberLoop::CheckSchema() {
+  next_schema_check_ = absl::Now() + kSchemaCheck;
   const absl::StatusOr<internal::SchemaState> state = store_.ReadSchema();
   if (!state.ok()) {
     // Read it again once the connection is back.
@@ -308,7 +315,7 @@ void MemberLoop::CheckSchema() {
     // Bookkeeping: not worth stopping a member that consumes.
     log_->warn(
         "group={} session={} its version is not recorded ({}): run "
-        "`sqlgroup grant` again after `sqlgroup migrate`",
+        "`sqlgroup grant` again with this release",
         config_.group, session_, std::string(recorded.message()));
     return;
   }
@@ -340,6 +347,12 @@ bool MemberLoop::Join() {
     return true;
   }
   waiting_for_calls_ = false;
+  // The schema as it is now, not as when the member started or last heard
+  // (a forced migration may have ended the session): whether it may join,
+  // and whether its session records its version.
+  CheckSchema();
+  if (phase() == Phase::kFailed) return false;
+  if (!channel_.connected()) return true;
   if (IsStatic() && rejoined_after_loss_) {
     // A static member whose session is gone was replaced by a newer process
     // with its instance name, or expired. Replaced, it must not take the

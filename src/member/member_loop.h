@@ -145,7 +145,8 @@ class MemberLoop {
   // its current session (lost, disconnected or failed).
   bool HeartbeatIfDue();
   void PublishSession();
-  // After `sqlgroup migrate` said the schema changed: stops the member
+  // Reads the schema (at each join, after `sqlgroup migrate` said it
+  // changed, on a reconnect, and every kSchemaCheck): stops the member
   // (fatal) if this binary may not run against it, else records the
   // member's version once the schema can hold it.
   void CheckSchema();
@@ -188,7 +189,8 @@ class MemberLoop {
   bool rejoined_after_loss_ = false;
   // Join waits for the calls of a lost session to return (said once).
   bool waiting_for_calls_ = false;
-  internal::SchemaState schema_;   // as last read
+  internal::SchemaState schema_;  // as last read
+  absl::Time next_schema_check_ = absl::InfinitePast();
   bool version_recorded_ = false;  // in session_
 
   std::atomic<bool> leave_for_good_{false};

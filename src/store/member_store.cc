@@ -150,9 +150,8 @@ std::string GroupViewSql() {
       "FROM sqlgroup.groups g WHERE g.name = $1");
 }
 
-// Stamps the end of every open take of `session` in the ownership log. Run
-// after the statement that removed the session (and, by cascade, its parts)
-// in the same transaction, so the stamp is later than the removal itself.
+}  // namespace
+
 void ReleaseSessionHistory(pqxx::work& tx, const std::string& session,
                            const char* released_by) {
   tx.exec_params(
@@ -160,8 +159,6 @@ void ReleaseSessionHistory(pqxx::work& tx, const std::string& session,
       "released_by = $2 WHERE session_id = $1::uuid AND released_at IS NULL",
       session, released_by);
 }
-
-}  // namespace
 
 void Notify(pqxx::work& tx, const std::string& payload) {
   tx.exec_params("SELECT pg_notify($1, $2)", kChannel, payload);

@@ -27,6 +27,14 @@ namespace sqlgroup::store {
 // Sends `payload` on kChannel when `tx` commits.
 void Notify(pqxx::work& tx, const std::string& payload);
 
+// Stamps the end of every open take of `session` in the ownership log,
+// `released_by` saying how (a reap and a fence end it uncleanly: the next
+// owner counts an attempt). Run after the statement that removed the
+// session (and, by cascade, its parts) in the same transaction, so the
+// stamp is later than the removal itself.
+void ReleaseSessionHistory(pqxx::work& tx, const std::string& session,
+                           const char* released_by);
+
 // Registers the statements a member's control connection runs most often
 // (heartbeat, membership read) as prepared statements on `conn`.
 void PrepareMemberStatements(pqxx::connection& conn);

@@ -25,8 +25,9 @@ std::string MemberVersion::Describe() const {
                                   host.empty() ? "?" : host, " pid ", pid);
   if (!instance.empty()) absl::StrAppend(&text, " (instance ", instance, ")");
   if (version.empty()) {
-    absl::StrAppend(&text, ", built before 0.14 (knows schema ", knows,
-                    " at most)");
+    absl::StrAppend(
+        &text, ", no version recorded: a release before 0.15 (knows schema ",
+        knows, " at most)");
   } else {
     absl::StrAppend(&text, ", sqlgroup ", version, " (knows schema ", schema,
                     ")");
@@ -67,6 +68,10 @@ std::vector<MemberVersion> MembersOlderThan(pqxx::transaction_base& tx,
       "coalesce(s.instance, ''), ",
       recorded ? "coalesce(s.member_version, ''), coalesce(s.member_schema, 0)"
                : "'', 0",
+      ", ",
+      db_version >= kAwayFrom ? "coalesce(s.away_until > clock_timestamp(), "
+                                "false)"
+                              : "false",
       " FROM sqlgroup.sessions s JOIN sqlgroup.groups g "
       "ON g.name = s.group_name WHERE ",
       db_version >= kAwayFrom
@@ -82,6 +87,7 @@ std::vector<MemberVersion> MembersOlderThan(pqxx::transaction_base& tx,
     m.instance = row[4].as<std::string>();
     m.version = row[5].as<std::string>();
     m.schema = row[6].as<int>();
+    m.away = row[7].as<bool>();
     m.knows = m.schema > 0 ? m.schema : unrecorded_knows;
     if (m.knows < needed) out.push_back(std::move(m));
   }
@@ -105,13 +111,10 @@ void FenceMembers(pqxx::work& tx, int db_version,
             .affected_rows() == 0) {
       continue;  // gone meanwhile
     }
-    // The ownership history exists from schema 3.
+    // The ownership history exists from schema 3. A static member away
+    // drained its parts before it stopped: its takes end clean.
     if (db_version >= 3) {
-      tx.exec_params(
-          "UPDATE sqlgroup.ownership_log SET released_at = "
-          "clock_timestamp(), released_by = 'fenced' "
-          "WHERE session_id = $1::uuid AND released_at IS NULL",
-          m.session);
+      ReleaseSessionHistory(tx, m.session, m.away ? "away" : "fenced");
     }
     groups[m.group] = true;
   }

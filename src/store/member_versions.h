@@ -27,8 +27,9 @@ struct MemberVersion {
   std::string host;
   int pid = 0;
   std::string instance;  // empty: none
-  std::string version;   // empty: not recorded (built before 0.14)
+  std::string version;   // empty: not recorded (a release before 0.15)
   int schema = 0;        // the newest schema it knows; 0: not recorded
+  bool away = false;     // a static member stopped, keeping its place
   // The schema it counts as knowing: `schema`, or for one that records
   // nothing, 13 (the last schema before versions were recorded) or the
   // database's version if that is older (it ran only against its own).

@@ -93,23 +93,73 @@ std::string LeftBehindError(const internal::Migration& m,
   return text;
 }
 
+// What one migration's transaction did.
+struct OneMigration {
+  bool applied = false;  // false: another migrator had applied it
+  std::vector<MemberVersion> fenced;
+  // Older members found at the last look (without force): rolled back.
+  std::optional<std::vector<MemberVersion>> refused;
+};
+
+// Each lock the migration waits for, at most this long (heartbeats queue
+// behind a waiting ALTER or LOCK), and how often it is tried.
+constexpr absl::Duration kLockWait = absl::Seconds(2);
+constexpr int kLockAttempts = 15;
+
+// Migration `m` in one transaction over a database at `from_version`.
+absl::StatusOr<OneMigration> ApplyOne(pqxx::connection& conn,
+                                      const internal::Migration& m,
+                                      int from_version, bool force) {
+  OneMigration one;
+  absl::Status s = Guard(absl::StrCat("apply migration ", m.name), [&] {
+    pqxx::work tx(conn);
+    tx.exec(absl::StrCat("SET LOCAL lock_timeout = ",
+                         absl::ToInt64Milliseconds(kLockWait)));
+    // One migrator at a time, from before its version row: a second one
+    // waits here, then finds the row and skips (a migration that alters
+    // schema_migrations, as 14 does, would otherwise deadlock with a
+    // second migrator's insert waiting on the row).
+    tx.exec(
+        "LOCK TABLE sqlgroup.schema_migrations IN SHARE ROW EXCLUSIVE MODE");
+    if (tx.exec_params(kRecordVersion, m.version, m.name).empty()) return;
+    tx.exec(m.sql);
+    if (m.version >= internal::kVersionsRecordedFrom) {
+      tx.exec_params(
+          "UPDATE sqlgroup.schema_migrations SET members_from = $2 "
+          "WHERE version = $1",
+          m.version, m.members_from);
+    }
+    if (from_version > 0) {
+      // The last look, with sessions held still until the commit: no
+      // older member registers between it and the new schema.
+      tx.exec("LOCK TABLE sqlgroup.sessions IN SHARE ROW EXCLUSIVE MODE");
+      one.fenced = MembersOlderThan(tx, from_version, m.members_from);
+      if (!one.fenced.empty() && !force) {
+        one.refused = std::move(one.fenced);
+        one.fenced.clear();
+        return;  // rolled back
+      }
+      FenceMembers(tx, from_version, one.fenced);
+    }
+    Notify(tx, SchemaChanged(m.version));
+    tx.commit();
+    one.applied = true;
+  });
+  if (!s.ok()) return s;
+  return one;
+}
+
 }  // namespace
 
 absl::StatusOr<int> ReadSchemaVersion(pqxx::connection& conn) {
-  return GuardOr<int>("read schema version", [&] {
-    pqxx::nontransaction tx(conn);
-    if (tx.exec1(kHasVersionTable)[0].as<int>() == 0) return 0;
-    return tx
-        .exec1(
-            "SELECT coalesce(max(version), 0) FROM "
-            "sqlgroup.schema_migrations")[0]
-        .as<int>();
-  });
+  auto state = ReadSchemaState(conn);
+  if (!state.ok()) return state.status();
+  return state->version;
 }
 
 absl::StatusOr<MigrateOutcome> ApplyMigrations(
     pqxx::connection& conn, const std::vector<internal::Migration>& migrations,
-    const MigrateOptions& options) {
+    const ApplyOptions& options) {
   // Before anything is created: an old server gets no half a schema.
   if (absl::Status s = CheckServerVersion(conn); !s.ok()) return s;
   MigrateOutcome out;
@@ -144,44 +194,34 @@ absl::StatusOr<MigrateOutcome> ApplyMigrations(
     if (!behind->empty() && !options.force) {
       return absl::FailedPreconditionError(LeftBehindError(m, out, *behind));
     }
-    bool applied = false;
-    std::vector<MemberVersion> fenced;
-    std::optional<std::vector<MemberVersion>> joined;  // since the look
-    s = Guard(absl::StrCat("apply migration ", m.name), [&] {
-      pqxx::work tx(conn);
-      // One migrator at a time, from before its version row: a second one
-      // waits here, then finds the row and skips (a migration that alters
-      // schema_migrations, as 14 does, would otherwise deadlock with a
-      // second migrator's insert waiting on the row).
-      tx.exec(
-          "LOCK TABLE sqlgroup.schema_migrations IN SHARE ROW EXCLUSIVE MODE");
-      if (tx.exec_params(kRecordVersion, m.version, m.name).empty()) return;
-      tx.exec(m.sql);
-      if (m.version >= internal::kVersionsRecordedFrom) {
-        tx.exec_params(
-            "UPDATE sqlgroup.schema_migrations SET members_from = $2 "
-            "WHERE version = $1",
-            m.version, m.members_from);
+    absl::StatusOr<OneMigration> one;
+    for (int attempt = 1;; ++attempt) {
+      one = ApplyOne(conn, m, out.to_version, options.force);
+      if (one.ok() || !absl::IsAborted(one.status()) ||
+          attempt == kLockAttempts) {
+        break;
       }
-      if (out.to_version > 0) {
-        // The last look, with sessions held still until the commit: no
-        // older member registers between it and the new schema.
-        tx.exec("LOCK TABLE sqlgroup.sessions IN SHARE ROW EXCLUSIVE MODE");
-        fenced = MembersOlderThan(tx, out.to_version, m.members_from);
-        if (!fenced.empty() && !options.force) {
-          joined = fenced;
-          return;  // rolled back
-        }
-        FenceMembers(tx, out.to_version, fenced);
-      }
-      Notify(tx, SchemaChanged(m.version));
-      tx.commit();
-      applied = true;
-    });
-    if (!s.ok()) return s;
-    if (joined) {
-      return absl::FailedPreconditionError(LeftBehindError(m, out, *joined));
+      // A lock wait that timed out, a deadlock: the transaction rolled
+      // back whole; try again.
+      absl::SleepFor(
+          std::min(absl::Milliseconds(100) * attempt, absl::Seconds(1)));
     }
+    if (absl::IsAborted(one.status())) {
+      return absl::AbortedError(absl::StrCat(
+          one.status().message(), " (tried ", kLockAttempts,
+          " times: running members' transactions kept the locks it needs, "
+          "and each wait is cut at ",
+          absl::FormatDuration(kLockWait),
+          " so that their heartbeats never queue behind it; run `sqlgroup "
+          "migrate` again)"));
+    }
+    if (!one.ok()) return one.status();
+    if (one->refused) {
+      return absl::FailedPreconditionError(
+          LeftBehindError(m, out, *one->refused));
+    }
+    const bool applied = one->applied;
+    const std::vector<MemberVersion>& fenced = one->fenced;
     out.to_version = m.version;
     if (applied) {
       out.applied.push_back(m.name);

@@ -21,14 +21,14 @@ struct MigrateOutcome {
   std::vector<std::string> fenced;
 };
 
-struct MigrateOptions {
+struct ApplyOptions {
   // Apply a migration even when live members know too old a schema to
   // run against it: their sessions end in its transaction (FenceMembers).
   bool force = false;
   // How long to wait for live members that joined before schema 14 to
   // record their version (they do when told of the new schema) before
   // counting them as older members.
-  absl::Duration wait_for_versions = absl::Seconds(5);
+  absl::Duration wait_for_versions = absl::Seconds(7);
 };
 
 // The newest recorded version; 0 when the database has no sqlgroup schema.
@@ -44,7 +44,7 @@ absl::StatusOr<int> ReadSchemaVersion(pqxx::connection& conn);
 // database is newer than `migrations`.
 absl::StatusOr<MigrateOutcome> ApplyMigrations(
     pqxx::connection& conn, const std::vector<internal::Migration>& migrations,
-    const MigrateOptions& options = {});
+    const ApplyOptions& options = {});
 
 // The database's schema state when this binary may run against it
 // (internal::CheckSkew with ThisBinary()); FAILED_PRECONDITION saying what

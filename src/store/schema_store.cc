@@ -37,7 +37,7 @@ absl::StatusOr<internal::SchemaState> CheckSchema(DbConnection& db) {
 absl::StatusOr<MigrateResult> MigrateSchema(
     DbConnection& db, const std::vector<internal::Migration>& migrations,
     const sqlgroup::MigrateOptions& options) {
-  store::MigrateOptions apply;
+  ApplyOptions apply;
   apply.force = options.force;
   absl::StatusOr<MigrateOutcome> outcome =
       ApplyMigrations(PqxxOf(db), migrations, apply);

@@ -78,7 +78,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import checker  # noqa: E402
 from pgnode import BIN, PgNode, make_root, psql  # noqa: E402
-from workload import Member, Producer, SlowProducer  # noqa: E402
+from workload import (DEMO_ROLES_SQL, Member, Producer,  # noqa: E402
+                      SlowProducer)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "support"))
@@ -220,13 +221,7 @@ class ChaosRun:
         should: what `sqlgroup grant` gives, plus the workload's tables."""
         self.run_cli("produce", "--dsn", self.node_dsn(), "--group", "chaos",
                      "--count", "0", "--keys", "1")  # creates sqlgroup_demo
-        self.query(
-            "CREATE ROLE chaos_member LOGIN; CREATE ROLE chaos_producer LOGIN;"
-            "GRANT USAGE ON SCHEMA sqlgroup_demo TO chaos_member, "
-            "  chaos_producer;"
-            "GRANT INSERT ON sqlgroup_demo.results TO chaos_member;"
-            "GRANT SELECT, INSERT, UPDATE ON sqlgroup_demo.produced "
-            "  TO chaos_producer")
+        self.query(DEMO_ROLES_SQL)
         self.run_cli("grant", "--member_role", "chaos_member",
                      "--producer_role", "chaos_producer", "--dsn",
                      self.node_dsn())

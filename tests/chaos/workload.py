@@ -10,6 +10,17 @@ import threading
 
 from tcp_proxy import StallableProxy
 
+# The roles members and producers run under (least privilege: what
+# `sqlgroup grant --member_role chaos_member --producer_role
+# chaos_producer` gives, plus the demo handlers' tables, which `sqlgroup
+# produce --count 0 --keys 1` creates).
+DEMO_ROLES_SQL = (
+    "CREATE ROLE chaos_member LOGIN; CREATE ROLE chaos_producer LOGIN;"
+    "GRANT USAGE ON SCHEMA sqlgroup_demo TO chaos_member, chaos_producer;"
+    "GRANT INSERT ON sqlgroup_demo.results TO chaos_member;"
+    "GRANT SELECT, INSERT, UPDATE ON sqlgroup_demo.produced "
+    "  TO chaos_producer")
+
 
 class Member:
     """One `sqlgroup consume` process under a stable instance name. Its

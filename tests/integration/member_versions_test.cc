@@ -115,7 +115,7 @@ class MemberVersionsTest : public ::testing::Test {
     EXPECT_TRUE((*c)->Start().ok());
     return std::move(*c);
   }
-  // A member of a release before 0.14, as its session looks: no version.
+  // A member of a release before 0.15, as its session looks: no version.
   void OldMemberSession() {
     ExecSql(db_.dsn(),
             absl::StrCat("INSERT INTO sqlgroup.sessions (id, group_name, host, "
@@ -196,7 +196,7 @@ TEST_F(MemberVersionsTest,
   const std::string message(refused.status().message());
   EXPECT_THAT(message, HasSubstr("015_members_know_versions.sql"));
   EXPECT_THAT(message, HasSubstr("host oldhost pid 4242"));
-  EXPECT_THAT(message, HasSubstr("built before 0.14"));
+  EXPECT_THAT(message, HasSubstr("a release before 0.15"));
   EXPECT_THAT(message, Not(HasSubstr(absl::StrCat("pid ", getpid()))));
   EXPECT_THAT(message, HasSubstr("--force"));
   EXPECT_EQ(*admin->SchemaVersion(), 14);
@@ -232,8 +232,8 @@ TEST_F(MemberVersionsTest,
     ADD_FAILURE() << "a session without a version was registered";
   } catch (const pqxx::sql_error& e) {
     EXPECT_EQ(e.sqlstate(), "3F000");
-    EXPECT_THAT(e.what(), HasSubstr("built before 0.14"));
-    EXPECT_THAT(e.what(), HasSubstr("knows schema 14 (0.14 or newer"));
+    EXPECT_THAT(e.what(), HasSubstr("a release before 0.15"));
+    EXPECT_THAT(e.what(), HasSubstr("knows schema 14 (`sqlgroup --version`"));
   }
 }
 

@@ -152,6 +152,7 @@ class FakeMembershipStore : public store::MembershipStore {
   }
   absl::StatusOr<internal::SchemaState> ReadSchema() override {
     std::lock_guard<std::mutex> lock(mu);
+    ++schema_reads;
     return schema;
   }
   absl::Status RecordVersion(const std::string& session) override {
@@ -164,7 +165,8 @@ class FakeMembershipStore : public store::MembershipStore {
   store::GroupSettings settings;
   std::set<std::string> live;
   internal::SchemaState schema{kSchemaVersion, kSchemaVersion};
-  std::set<std::string> versions_recorded;           // RecordVersion's sessions
+  std::set<std::string> versions_recorded;  // RecordVersion's sessions
+  int schema_reads = 0;
   std::vector<store::SessionInfo> registered_infos;  // each registration's
   absl::Status fail_register;  // every registration fails with it
   std::map<int, store::Owner> owners;

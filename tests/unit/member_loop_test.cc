@@ -281,12 +281,17 @@ TEST_F(MemberLoopTest, StopsWhenTheSchemaNoLongerAcceptsIt) {
 TEST_F(MemberLoopTest, RunsOnWhenANewerSchemaAcceptsIt) {
   Start();
   ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
+  int reads = 0;
   {
     std::lock_guard<std::mutex> lock(store_.mu);
     store_.schema = {kSchemaVersion + 1, kSchemaVersion};
+    reads = store_.schema_reads;
   }
   router_->Route(store::SchemaChanged(kSchemaVersion + 1));
-  absl::SleepFor(absl::Milliseconds(100));
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> lock(store_.mu);
+    return store_.schema_reads > reads;
+  }));
   EXPECT_EQ(loop_->phase(), MemberLoop::Phase::kActive);
   EXPECT_THAT(Owned(), ElementsAre(0, 1, 2, 3));
 }
@@ -305,6 +310,20 @@ TEST_F(MemberLoopTest, StopsWhenTheDatabaseRefusesItsSession) {
       WaitFor([&] { return loop_->phase() == MemberLoop::Phase::kFailed; }));
   EXPECT_THAT(loop_->fatal().message(), HasSubstr("schema 99"));
   EXPECT_THAT(Owned(), IsEmpty());
+}
+
+// Without a notice (no LISTEN, or one missed while reconnecting), the
+// member still finds the schema changed: it reads it every few seconds.
+TEST_F(MemberLoopTest, FindsAChangedSchemaWithoutANotice) {
+  Start();
+  ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
+  {
+    std::lock_guard<std::mutex> lock(store_.mu);
+    store_.schema = {kSchemaVersion + 1, kSchemaVersion + 1};
+  }
+  ASSERT_TRUE(
+      WaitFor([&] { return loop_->phase() == MemberLoop::Phase::kFailed; }));
+  EXPECT_THAT(loop_->fatal().message(), HasSubstr("takes no more items"));
 }
 
 }  // namespace

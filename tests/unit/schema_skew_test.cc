@@ -48,7 +48,8 @@ TEST(SchemaSkew, ANewerSchemaServesOnlyWhenItAcceptsTheBinary) {
   EXPECT_THAT(skew.status().message(),
               HasSubstr("only members that know schema 16 or newer"));
   EXPECT_THAT(skew.status().message(), HasSubstr("sqlgroup (0.15.0)"));
-  EXPECT_THAT(skew.status().message(), HasSubstr("0.16 or newer"));
+  EXPECT_THAT(skew.status().message(),
+              HasSubstr("run a sqlgroup release that knows schema 16"));
 }
 
 TEST(SchemaSkew, TheNoteSaysWhichFeaturesAreOff) {

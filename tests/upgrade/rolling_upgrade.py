@@ -22,9 +22,15 @@ this build's. On a private PostgreSQL 15, with the chaos suite's members
     acknowledgement of it commits after the migration;
  6. rollback: the old binary started against schema 15 refuses at once
     and never registers, while the new members go on;
- 7. the producer stops, the queue drains, the members leave, and the
-    chaos checker's invariants hold over the whole run: every item
-    acknowledged exactly once, in key order, only by the part's owner.
+ 7. a later contract migration (a 16th that accepts members from 16,
+    applied from a copy of sql/ with --migrations_dir) is refused naming
+    the new members with their release, then forced while they are busy
+    with a burst: they stop at once on the newer schema, none of their
+    acknowledgements after the fence; the schema is restored and two
+    fresh members drain the rest;
+ 8. the queue drains, the members leave, and the chaos checker's
+    invariants hold over the whole run: every item acknowledged exactly
+    once, in key order, only by the part's owner.
 
 Usage: rolling_upgrade.py --cli build/sqlgroup --source . --work DIR
 (DIR keeps the old binary's build between runs). Needs the git history of
@@ -34,6 +40,7 @@ Usage: rolling_upgrade.py --cli build/sqlgroup --source . --work DIR
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -43,7 +50,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "chaos"))
 
 import checker  # noqa: E402
 from pgnode import PgNode, make_root, psql  # noqa: E402
-from workload import Member, Producer  # noqa: E402
+from workload import DEMO_ROLES_SQL, Member, Producer  # noqa: E402
 
 # The last commit of 0.13 (schema 13): members that record no version. When
 # a release adds the next contract migration, move this to the last commit
@@ -52,6 +59,7 @@ OLD_COMMIT = "7ef2841c004868a14c671588431b2ed964d42fef"
 OLD_SCHEMA = 13
 RATE = 150  # items/s
 KEYS = 60
+BURST = 3000  # enqueued at once before the schema changes under the members
 
 
 def log(msg):
@@ -110,8 +118,8 @@ def run(cli, *argv, check=True):
 
 
 class Upgrade:
-    def __init__(self, new_cli, old_cli):
-        self.new, self.old = new_cli, old_cli
+    def __init__(self, new_cli, old_cli, source):
+        self.new, self.old, self.source = new_cli, old_cli, source
         self.root = make_root()
         self.logs = os.path.join(self.root, "logs")
         os.makedirs(self.logs)
@@ -165,6 +173,39 @@ class Upgrade:
         before = self.acked()
         self.wait(what, lambda: self.acked() > before + RATE // 2)
 
+    def check_fenced(self, sessions, who):
+        """The fence stamped the end of the sessions' takes in the
+        migration's transaction, after any acknowledgement of theirs that
+        was under way (the deletion of their takes waits for those): none
+        is later."""
+        ins = ",".join(f"'{s}'" for s in sessions)
+        fenced = int(self.scalar(
+            "SELECT count(*) FROM sqlgroup.ownership_log WHERE "
+            f"released_by = 'fenced' AND session_id::text IN ({ins})"))
+        if fenced == 0:
+            fail(f"the ownership log shows no take of {who} ended by a fence")
+        late = int(self.scalar(
+            "SELECT count(*) FROM sqlgroup_demo.results r JOIN "
+            "sqlgroup.ownership_log l ON l.session_id = r.session_id AND "
+            "l.released_by = 'fenced' WHERE r.acked_at >= l.released_at "
+            f"AND r.session_id::text IN ({ins})"))
+        if late:
+            fail(f"{who} acknowledged {late} items after the fence")
+
+    def future_migrations(self):
+        """This release's migrations and a 16th, a contract one that
+        changes nothing but the members it accepts."""
+        out = os.path.join(self.root, "sql-16")
+        os.makedirs(out)
+        sql = os.path.join(self.source, "sql")
+        for name in sorted(os.listdir(sql)):
+            if re.match(r"^[0-9]{3}_.*\.sql$", name):
+                shutil.copy(os.path.join(sql, name), out)
+        with open(os.path.join(out, "016_future.sql"), "w") as f:
+            f.write("-- A test's contract migration.\n-- members-from: 16\n"
+                    "SELECT 1;\n")
+        return out
+
     def member_log(self, name):
         with open(self.members[name].log_path) as f:
             return f.read()
@@ -178,13 +219,7 @@ class Upgrade:
             "2s", "--heartbeat", "400ms", "--dsn", self.dsn)
         run(self.old, "produce", "--dsn", self.dsn, "--group", "chaos",
             "--count", "0", "--keys", "1")  # creates sqlgroup_demo
-        self.query(
-            "CREATE ROLE chaos_member LOGIN; CREATE ROLE chaos_producer LOGIN;"
-            "GRANT USAGE ON SCHEMA sqlgroup_demo TO chaos_member, "
-            "  chaos_producer;"
-            "GRANT INSERT ON sqlgroup_demo.results TO chaos_member;"
-            "GRANT SELECT, INSERT, UPDATE ON sqlgroup_demo.produced "
-            "  TO chaos_producer")
+        self.query(DEMO_ROLES_SQL)
         run(self.old, "grant", "--member_role", "chaos_member",
             "--producer_role", "chaos_producer", "--dsn", self.dsn)
 
@@ -254,23 +289,9 @@ class Upgrade:
             code = self.members["o0"].proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             fail("o0 still runs 20 s after it was fenced")
-        if code == 0 or "built before 0.14" not in self.member_log("o0"):
+        if code == 0 or "a release before 0.15" not in self.member_log("o0"):
             fail(f"o0 should exit with the database's sentence (code {code})")
-        # The fence stamps the end of o0's takes in the migration's
-        # transaction, after any acknowledgement of o0 that was under way
-        # (the deletion of its takes waits for those): none is later.
-        ins = ",".join(f"'{s}'" for s in o0_sessions)
-        fenced = int(self.scalar(
-            "SELECT count(*) FROM sqlgroup.ownership_log WHERE "
-            f"released_by = 'fenced' AND session_id::text IN ({ins})"))
-        if fenced == 0:
-            fail("the ownership log shows no take of o0 ended by the fence")
-        late = int(self.scalar(
-            "SELECT count(*) FROM sqlgroup_demo.results r JOIN "
-            "sqlgroup.ownership_log l ON l.session_id = r.session_id AND "
-            "l.released_by = 'fenced' WHERE r.acked_at >= l.released_at"))
-        if late:
-            fail(f"o0 acknowledged {late} items after it was fenced")
+        self.check_fenced(o0_sessions, "o0")
         self.wait("n0 owning every part", lambda: self.owners() == {"n0": 8})
         self.member(self.new, "n1")
         self.wait("n0 and n1 sharing the parts",
@@ -291,14 +312,49 @@ class Upgrade:
             fail("the old binary registered against schema 15")
         self.progress("items acknowledged after the rollback was refused")
 
-        log("7. drain and check")
+        log("7. a newer contract schema: the running new members stop")
         producer.stop()
         if producer.failures:
             fail(f"{producer.failures} runs of the new producer failed")
         asked += producer.asked
+        # A burst, so that the members are busy when the schema changes.
+        run(self.new, "produce", "--dsn", self.dsn, "--group", "chaos",
+            "--count", str(BURST), "--keys", str(KEYS))
+        asked += BURST
+        future = self.future_migrations()
+        r = run(self.new, "migrate", "--migrations_dir", future, "--dsn",
+                self.dsn, check=False)
+        for name in ("n0", "n1"):
+            if f"(instance {name}), sqlgroup " not in r.stderr:
+                fail(f"migrate to 16 should name {name} with its release: "
+                     f"{r.stderr}")
+        n_sessions = [row[0] for row in self.query(
+            "SELECT id FROM sqlgroup.sessions WHERE instance IN "
+            "('n0', 'n1')")]
+        run(self.new, "migrate", "--force", "--migrations_dir", future,
+            "--dsn", self.dsn)
+        for name in ("n0", "n1"):
+            try:
+                code = self.members[name].proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                fail(f"{name} still runs 20 s after schema 16")
+            if code == 0 or "accepts only members that know schema 16" \
+                    not in self.member_log(name):
+                fail(f"{name} should stop on schema 16 (code {code})")
+        self.check_fenced(n_sessions, "n0 and n1")
+        left = int(self.scalar("SELECT count(*) FROM sqlgroup.items"))
+        log(f"   both stopped, {left} items left waiting")
+        # Restored (schema 16's file changes nothing but the members it
+        # accepts): members of this release drain what is left.
+        self.query("DELETE FROM sqlgroup.schema_migrations "
+                   "WHERE version = 16")
+        self.member(self.new, "n2")
+        self.member(self.new, "n3")
+
+        log("8. drain and check")
         self.wait("the queue drained", lambda: int(self.scalar(
             "SELECT count(*) FROM sqlgroup.items")) == 0, timeout=60)
-        for name in ("n0", "n1"):
+        for name in ("n2", "n3"):
             if self.members[name].stop() != 0:
                 fail(f"{name} did not stop cleanly")
         found = checker.check(self.query)
@@ -332,7 +388,7 @@ def main():
     if not re.match(r"sqlgroup \d+\.\d+\.\d+ \(schema \d+", version):
         fail(f"unexpected --version: {version}")
     log(f"new: {version}; old: {OLD_COMMIT[:12]} (schema {OLD_SCHEMA})")
-    up = Upgrade(os.path.abspath(args.cli), old)
+    up = Upgrade(os.path.abspath(args.cli), old, os.path.abspath(args.source))
     try:
         up.scenario()
     finally:
