@@ -133,9 +133,60 @@ void AddEnvironmentFlags(
     if (given) continue;
     if (const char* value = getenv(EnvironmentName(flag))) {
       from_env.push_back(absl::StrCat("--", flag, "=", value));
+      cl.from_environment.push_back(flag);
     }
   }
   cl.args.insert(cl.args.begin(), from_env.begin(), from_env.end());
+}
+
+namespace {
+
+// What a value of `flag`'s type looks like, for a person.
+std::string ValueShape(const absl::CommandLineFlag& flag) {
+  if (flag.IsOfType<absl::Duration>()) {
+    return "a duration with its unit, such as 5s, 500ms or 1m30s";
+  }
+  if (flag.IsOfType<int32_t>() || flag.IsOfType<int64_t>()) {
+    return "a whole number";
+  }
+  if (flag.IsOfType<double>()) return "a number, such as 0.05";
+  if (flag.IsOfType<bool>()) return "true or false";
+  return "";
+}
+
+}  // namespace
+
+absl::Status CheckFlagValues(const CommandLine& cl) {
+  for (size_t i = 0; i < cl.args.size(); ++i) {
+    const std::string& arg = cl.args[i];
+    if (arg == "--") break;
+    if (arg.rfind("--", 0) != 0) continue;
+    const size_t eq = arg.find('=');
+    const std::string name =
+        arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    if (flag == nullptr) continue;  // --noX, or refused already
+    std::string value;
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+    } else if (flag->IsOfType<bool>()) {
+      continue;
+    } else if (i + 1 < cl.args.size()) {
+      value = cl.args[++i];
+    }
+    const std::string shape = ValueShape(*flag);
+    if (shape.empty()) continue;  // strings: each command checks its own
+    std::string error;
+    if (flag->ParseFrom(value, &error)) continue;
+    const bool from_env =
+        std::find(cl.from_environment.begin(), cl.from_environment.end(),
+                  name) != cl.from_environment.end();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--", name, "=", value,
+        from_env ? absl::StrCat(" (from $", EnvironmentName(name), ")") : "",
+        ": expected ", shape));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace sqlgroup::cli

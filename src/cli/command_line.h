@@ -22,7 +22,15 @@ struct CommandLine {
   std::vector<std::string> words;  // the words that are not flags
   bool help = false;               // --help, -h, --helpshort or `help`
   bool version = false;            // --version or `version`
+  // Flags AddEnvironmentFlags took from the environment.
+  std::vector<std::string> from_environment;
 };
+
+// Checks the value of every flag in `cl.args` as its type reads it (a
+// duration, a number, a bool): INVALID_ARGUMENT with a sentence naming the
+// flag, what its value must look like, and the variable when the value
+// came from the environment. Abseil's own errors name neither.
+absl::Status CheckFlagValues(const CommandLine& cl);
 
 // INVALID_ARGUMENT for a flag no command knows, with the closest of
 // `known` when one is close.

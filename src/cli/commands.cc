@@ -345,6 +345,14 @@ std::string CommandHelp(const Args& words) {
   return out;
 }
 
+std::string UsageReminder(const Args& words) {
+  const auto [command, n] = FindCommand(words);
+  if (command == nullptr) return UsageText();
+  return absl::StrCat("usage: sqlgroup ", command->synopsis, "\n(`sqlgroup ",
+                      absl::StrJoin(words.begin(), words.begin() + n, " "),
+                      " --help` lists its flags)\n");
+}
+
 absl::Status RunCommand(const Args& args) {
   if (args.empty()) {
     return absl::InvalidArgumentError("no command given");

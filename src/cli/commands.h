@@ -28,6 +28,10 @@ std::vector<std::string> FlagsOfCommand(const std::vector<std::string>& words);
 // its default and meaning; the whole usage when `words` name no command.
 std::string CommandHelp(const std::vector<std::string>& words);
 
+// After a usage error: the usage line of the command `words` name and
+// where its flags are listed; the commands' list when they name none.
+std::string UsageReminder(const std::vector<std::string>& words);
+
 }  // namespace sqlgroup::cli
 
 #endif  // SQLGROUP_CLI_COMMANDS_H_

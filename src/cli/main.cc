@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -50,6 +51,11 @@ int main(int argc, char** argv) {
   sqlgroup::cli::AddEnvironmentFlags(
       *cl, from_env,
       [](const std::string& name) { return std::getenv(name.c_str()); });
+  if (const absl::Status s = sqlgroup::cli::CheckFlagValues(*cl); !s.ok()) {
+    std::fprintf(stderr, "sqlgroup: %s\n%s", std::string(s.message()).c_str(),
+                 sqlgroup::cli::UsageReminder(cl->words).c_str());
+    return 2;
+  }
   std::vector<char*> args = {argv[0]};
   for (std::string& a : cl->args) args.push_back(a.data());
   sqlgroup::cli::RecordGivenFlags(static_cast<int>(args.size()), args.data());
@@ -70,7 +76,10 @@ int main(int argc, char** argv) {
   if (s.ok()) return 0;
   std::fprintf(stderr, "sqlgroup: %s\n", std::string(s.message()).c_str());
   if (absl::IsInvalidArgument(s)) {
-    std::fprintf(stderr, "\n%s", sqlgroup::cli::UsageText());
+    // A message that is the usage line already needs no reminder.
+    if (!absl::StartsWith(s.message(), "usage:")) {
+      std::fprintf(stderr, "%s", sqlgroup::cli::UsageReminder(words).c_str());
+    }
     return 2;
   }
   return 1;

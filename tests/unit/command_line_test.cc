@@ -96,6 +96,57 @@ TEST(AddEnvironmentFlags, FillWhatTheCommandLineLeavesOut) {
               ElementsAre("--workers=8", "consume", "--group", "given"));
 }
 
+// A value each kind of flag cannot read: a sentence naming the flag and
+// what its value must look like, never Abseil's "Illegal value".
+TEST(CheckFlagValues, ABadValueOfEachKindIsASentenceNamingTheFlag) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"group", "create", "g", "--ttl", "5"}, "--ttl=5: expected a duration"},
+      {{"group", "create", "g", "--ttl=soon"}, "such as 5s, 500ms or 1m30s"},
+      {{"group", "create", "g", "--parts", "abc"},
+       "--parts=abc: expected a whole number"},
+      {{"consume", "--workers=2.5"}, "--workers=2.5: expected a whole number"},
+      {{"consume", "--fail_rate", "lots"},
+       "--fail_rate=lots: expected a number"},
+      {{"consume", "--notify=maybe"}, "--notify=maybe: expected true or false"},
+      {{"consume", "--drain-timeout", "1"}, "--drain_timeout=1: expected"},
+  };
+  for (const auto& [argv, want] : bad) {
+    auto cl = ReadCommandLine(argv, KnownFlags());
+    ASSERT_TRUE(cl.ok()) << cl.status();
+    const absl::Status s = CheckFlagValues(*cl);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << want;
+    EXPECT_THAT(s.message(), HasSubstr(want));
+    EXPECT_THAT(s.message(), ::testing::Not(HasSubstr("Illegal value")));
+  }
+  for (const std::vector<std::string>& argv :
+       std::vector<std::vector<std::string>>{
+           {"group", "create", "g", "--ttl", "5s", "--parts", "8"},
+           {"consume", "--fail_rate=0.5", "--notify=false", "--nonotify"},
+           {"consume", "--instance", "5"}}) {
+    auto cl = ReadCommandLine(argv, KnownFlags());
+    ASSERT_TRUE(cl.ok());
+    EXPECT_TRUE(CheckFlagValues(*cl).ok()) << argv.back();
+  }
+}
+
+TEST(CheckFlagValues, AValueFromTheEnvironmentNamesItsVariable) {
+  auto cl = ReadCommandLine({"group", "create", "g"}, KnownFlags());
+  AddEnvironmentFlags(*cl, {"ttl"}, [](const std::string& name) -> const char* {
+    return name == "SQLGROUP_TTL" ? "5" : nullptr;
+  });
+  const absl::Status s = CheckFlagValues(*cl);
+  EXPECT_THAT(s.message(), HasSubstr("--ttl=5 (from $SQLGROUP_TTL): expected "
+                                     "a duration"));
+}
+
+TEST(UsageReminder, OnlyTheCommandsLine) {
+  const std::string reminder = UsageReminder({"group", "create", "g"});
+  EXPECT_THAT(reminder, HasSubstr("usage: sqlgroup group create NAME"));
+  EXPECT_THAT(reminder, HasSubstr("`sqlgroup group create --help`"));
+  EXPECT_THAT(reminder, ::testing::Not(HasSubstr("Commands:")));
+  EXPECT_THAT(UsageReminder({}), HasSubstr("Commands:"));
+}
+
 TEST(ClosestFlag, OnlyLikelyTypos) {
   const std::vector<std::string> flags = {"workers", "members", "group",
                                           "metrics_addr", "max_attempts"};
