@@ -23,7 +23,7 @@ FROM debian:12-slim AS runtime-base
 RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       libpqxx-6.4 libpq5 libabsl20220623 libprometheus-cpp-core1.0 \
-      libprometheus-cpp-pull1.0 libspdlog1.10 libfmt9 libcurl4 libssl3 \
+      libcivetweb1 libspdlog1.10 libfmt9 libcurl4 libssl3 \
       ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --no-create-home sqlgroup

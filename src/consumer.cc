@@ -253,6 +253,7 @@ class Consumer::Impl {
     worker.settle.transaction_pooler = options_.transaction_pooler;
     worker.settle.key_order = key_order;
     worker.idle_connection_timeout = options_.idle_connection_timeout;
+    worker.settle.breaker = breaker_;
     // No claim while the handler's circuit is open or a probe is out.
     scheduler_.SetGate([breaker = worker.settle.breaker](absl::Time now) {
       return breaker->NoCallBefore(now);
@@ -317,6 +318,10 @@ class Consumer::Impl {
     return loop_ ? loop_->owned_parts() : std::vector<int>();
   }
   ConsumerStats stats() const { return metrics_.Snapshot(); }
+  bool circuit_open() const {
+    return breaker_ != nullptr &&
+           breaker_->state(absl::Now()) != CircuitBreaker::State::kClosed;
+  }
 
   // The control connection's slot of the budget, kept from Create() (a
   // process creates its consumers before starting any, so the first
@@ -352,6 +357,9 @@ class Consumer::Impl {
   LentConnection lent_;
   PartScheduler scheduler_;
   std::unique_ptr<MemberLoop> loop_;
+  // Shared by the workers; circuit_open() reads it from any thread.
+  const std::shared_ptr<CircuitBreaker> breaker_ =
+      std::make_shared<CircuitBreaker>(CircuitBreaker::Options{});
   std::vector<std::unique_ptr<PartWorker>> workers_;
   std::vector<std::thread> threads_;
   std::thread control_;
@@ -407,6 +415,7 @@ absl::Status Consumer::Leave() {
 Consumer::State Consumer::state() const { return impl_->state(); }
 std::string Consumer::session_id() const { return impl_->session_id(); }
 std::vector<int> Consumer::owned_parts() const { return impl_->owned_parts(); }
+bool Consumer::circuit_open() const { return impl_->circuit_open(); }
 ConsumerStats Consumer::stats() const { return impl_->stats(); }
 
 }  // namespace sqlgroup

@@ -276,6 +276,10 @@ class Consumer {
   // Parts owned right now, ascending.
   std::vector<int> owned_parts() const;
   ConsumerStats stats() const;
+  // The handler fails every item (an outage of what it calls): the
+  // member's circuit breaker is open, and hands the handler no item but a
+  // probe now and then (docs/HANDLERS.md).
+  bool circuit_open() const;
 
   class Impl;
 

@@ -1,6 +1,5 @@
 // `sqlgroup consume`: one member (or --members N sharing a heartbeat), until
 // SIGINT or SIGTERM (graceful).
-#include <prometheus/exposer.h>
 #include <prometheus/registry.h>
 #include <signal.h>
 
@@ -14,8 +13,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
 #include "cli/flags.h"
+#include "cli/fleet_health.h"
 #include "cli/handlers/handler_spec.h"
 #include "cli/handlers/in_flight_calls.h"
+#include "cli/metrics_server.h"
 #include "cli/signals.h"
 #include "cli/subcommands.h"
 #include "dsn.h"
@@ -65,6 +66,17 @@ absl::Status InFlagTerms(const absl::Status& s) {
   });
   return out;
 }
+
+namespace {
+
+std::vector<const Consumer*> ConstPointers(
+    const std::vector<std::unique_ptr<Consumer>>& consumers) {
+  std::vector<const Consumer*> out;
+  for (const auto& c : consumers) out.push_back(c.get());
+  return out;
+}
+
+}  // namespace
 
 absl::Status RunConsume(const Args&) {
   RETURN_IF_ERROR(RequireGroupFlag());
@@ -195,6 +207,24 @@ absl::Status RunConsume(const Args&) {
     }
     return absl::OkStatus();
   };
+  // Health before anything else, so that a probe has an answer while the
+  // process waits for the server below.
+  FleetHealth health;
+  health.Waiting("starting: checking the group and the database");
+  std::unique_ptr<MetricsServer> server;
+  if (!addr.empty()) {
+    ASSIGN_OR_RETURN(
+        server,
+        MetricsServer::Start(addr, registry,
+                             {.live = [&health] { return health.Live(); },
+                              .ready = [&health] { return health.Ready(); }}));
+    const std::string host = addr.substr(0, addr.rfind(':'));
+    for (int port : server->ports()) {
+      CliLogger()->info(
+          "metrics on http://{}:{}/metrics, health on /healthz and /readyz",
+          host, port);
+    }
+  }
   // A server that takes no more connections (max_connections reached, or
   // starting or stopping) is waited out, said once: a member of a fleet
   // that outgrew its server joins when connections free up.
@@ -207,6 +237,9 @@ absl::Status RunConsume(const Args&) {
           "{}; waiting for the server to take connections, retrying with "
           "backoff up to 5 s (SIGINT/SIGTERM stops)",
           std::string(s.message()));
+      health.Waiting(
+          absl::StrCat("waiting for the database server to take connections: ",
+                       s.message()));
     }
     const absl::Duration pause =
         Backoff(attempt, absl::Milliseconds(200), absl::Seconds(5));
@@ -215,22 +248,7 @@ absl::Status RunConsume(const Args&) {
       return absl::OkStatus();
     }
   }
-  std::unique_ptr<prometheus::Exposer> exposer;
-  if (!addr.empty()) {
-    try {
-      exposer = std::make_unique<prometheus::Exposer>(addr);
-    } catch (const std::exception& e) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "cannot serve metrics on ", addr, ": ", e.what(),
-          "; pass another --metrics_addr (port 0 lets the OS pick one) or "
-          "--metrics_addr='' for none"));
-    }
-    exposer->RegisterCollectable(registry);
-    const std::string host = addr.substr(0, addr.rfind(':'));
-    for (int port : exposer->GetListeningPorts()) {
-      CliLogger()->info("metrics on http://{}:{}/metrics", host, port);
-    }
-  }
+  health.Running(ConstPointers(consumers));
   // One after another, each once the last has registered (or a second
   // passed): N members connecting and joining in the same instant make a
   // storm of connections and rebalances that a busy server can fall
@@ -261,6 +279,7 @@ absl::Status RunConsume(const Args&) {
   while (sig == 0 && all_running()) {
     sig = TakeStopSignal(signals, absl::Milliseconds(200));
   }
+  health.Stopping();
   if (sig != 0) {
     CliLogger()->info(
         "signal {}: stopping gracefully once the handler calls in flight "

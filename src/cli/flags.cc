@@ -127,8 +127,9 @@ ABSL_FLAG(int32_t, payload_bytes, 16,
 ABSL_FLAG(double, rate, 0,
           "produce: items per second (0: as fast as batches allow)");
 ABSL_FLAG(std::string, metrics_addr, "127.0.0.1:9464",
-          "consume: serve Prometheus metrics on http://HOST:PORT/metrics "
-          "(port 0: the OS picks one, logged at start; empty: no metrics)");
+          "consume: serve Prometheus metrics on http://HOST:PORT/metrics, "
+          "and the health probes /healthz and /readyz (port 0: the OS picks "
+          "one, logged at start; empty: none of them)");
 ABSL_FLAG(bool, durable, false,
           "postgres: keep fsync and synchronous_commit on (slower)");
 ABSL_FLAG(std::string, member_role, "",
