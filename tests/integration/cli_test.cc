@@ -313,7 +313,9 @@ TEST(Cli, AMetricsAddressThatCannotBeServedIsRefusedWithWhatToDo) {
   const auto r = RunCli({"consume", "--group", "g", "--metrics_addr",
                          "256.1.1.1:99999", "--dsn", db.dsn()});
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("cannot listen on 256.1.1.1:99999 for metrics and health"));
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("cannot listen on 256.1.1.1:99999 for metrics and health"));
   EXPECT_THAT(r.err, HasSubstr("port 0 lets the OS pick one"));
 }
 
@@ -380,7 +382,8 @@ TEST(Cli, FlagsAsPeopleTypeThem) {
     const auto r = RunCli(
         {"consume", "--group", "a", spelling, "nonsense:x", "--dsn", dsn});
     EXPECT_EQ(r.exit_code, 1) << spelling;
-    EXPECT_THAT(r.err, HasSubstr("cannot listen on nonsense:x for metrics and health"))
+    EXPECT_THAT(r.err,
+                HasSubstr("cannot listen on nonsense:x for metrics and health"))
         << spelling;
   }
   // A typo names the closest flag, and changes nothing.
