@@ -207,12 +207,13 @@ absl::Status RunConsume(const Args&) {
     }
     return absl::OkStatus();
   };
-  // Health before anything else, so that a probe has an answer while the
-  // process waits for the server below.
+  // Metrics and the probes: once the input is known good, and before a
+  // wait for the server below, so that a probe has an answer then.
   FleetHealth health;
   health.Waiting("starting: checking the group and the database");
   std::unique_ptr<MetricsServer> server;
-  if (!addr.empty()) {
+  auto serve = [&]() -> absl::Status {
+    if (addr.empty() || server != nullptr) return absl::OkStatus();
     ASSIGN_OR_RETURN(
         server,
         MetricsServer::Start(addr, registry,
@@ -224,7 +225,8 @@ absl::Status RunConsume(const Args&) {
           "metrics on http://{}:{}/metrics, health on /healthz and /readyz",
           host, port);
     }
-  }
+    return absl::OkStatus();
+  };
   // A server that takes no more connections (max_connections reached, or
   // starting or stopping) is waited out, said once: a member of a fleet
   // that outgrew its server joins when connections free up.
@@ -240,6 +242,7 @@ absl::Status RunConsume(const Args&) {
       health.Waiting(
           absl::StrCat("waiting for the database server to take connections: ",
                        s.message()));
+      RETURN_IF_ERROR(serve());
     }
     const absl::Duration pause =
         Backoff(attempt, absl::Milliseconds(200), absl::Seconds(5));
@@ -248,6 +251,7 @@ absl::Status RunConsume(const Args&) {
       return absl::OkStatus();
     }
   }
+  RETURN_IF_ERROR(serve());
   health.Running(ConstPointers(consumers));
   // One after another, each once the last has registered (or a second
   // passed): N members connecting and joining in the same instant make a
