@@ -21,13 +21,10 @@ void Reply(mg_connection* conn, int code, const std::string& type,
 
 int Probe(mg_connection* conn, const std::function<absl::Status()>& check) {
   const absl::Status s = check ? check() : absl::OkStatus();
-  if (s.ok()) {
-    Reply(conn, 200, "text/plain; charset=utf-8", "ok\n");
-  } else {
-    Reply(conn, 503, "text/plain; charset=utf-8",
-          absl::StrCat(s.message(), "\n"));
-  }
-  return 200;  // handled
+  const int code = s.ok() ? 200 : 503;
+  Reply(conn, code, "text/plain; charset=utf-8",
+        s.ok() ? "ok\n" : absl::StrCat(s.message(), "\n"));
+  return code;  // handled, with this status
 }
 
 }  // namespace
