@@ -168,8 +168,13 @@ absl::StatusOr<PartsChange> Admin::AlterParts(const std::string& name,
 }
 
 absl::Status Admin::DeleteGroup(const std::string& name) {
+  return DeleteGroup(name, {.force = true}).status();
+}
+
+absl::StatusOr<DeletedGroup> Admin::DeleteGroup(
+    const std::string& name, const DeleteGroupOptions& options) {
   RETURN_IF_ERROR(CheckSchema());
-  return store::DeleteGroup(*impl_->conn, name);
+  return store::DeleteGroup(*impl_->conn, name, options.force);
 }
 
 absl::Status Admin::LeaveGroup(const std::string& group,

@@ -82,6 +82,16 @@ struct AdminOptions {
   std::string migrations_dir;
 };
 
+struct DeleteGroupOptions {
+  // Delete the group's waiting items and dead letters with it.
+  bool force = false;
+};
+
+struct DeletedGroup {
+  int64_t items = 0;       // waiting items deleted with the group
+  int64_t dead_items = 0;  // dead letters deleted with it
+};
+
 struct MigrateOptions {
   // Migrate even when live members could not run against the new schema
   // (docs/UPGRADING.md): their sessions end in the migration's
@@ -231,6 +241,11 @@ class Admin {
   // Deletes the group with its sessions, parts, items and dead items.
   // NOT_FOUND when there is no such group.
   absl::Status DeleteGroup(const std::string& name);
+  // The same, saying how many items and dead items went; without
+  // options.force, a group that holds any is refused (FAILED_PRECONDITION
+  // saying how many) and nothing changes.
+  absl::StatusOr<DeletedGroup> DeleteGroup(const std::string& name,
+                                           const DeleteGroupOptions& options);
   // A static member (ConsumerOptions::static_timeout) leaves for good,
   // running or away: its session is deleted and its parts move at once
   // (scale-down). Stop its process first: one still running under that

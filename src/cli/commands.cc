@@ -141,8 +141,12 @@ absl::Status GroupAlter(const Args& args) {
 
 absl::Status GroupDelete(const Args& args) {
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
-  RETURN_IF_ERROR(admin->DeleteGroup(args[0]));
-  Print(absl::StrCat("deleted group ", args[0], "\n"));
+  ASSIGN_OR_RETURN(
+      const DeletedGroup deleted,
+      admin->DeleteGroup(args[0], {.force = absl::GetFlag(FLAGS_force)}));
+  Print(absl::StrCat("deleted group ", args[0], " with ", deleted.items,
+                     " waiting item(s) and ", deleted.dead_items,
+                     " dead letter(s)\n"));
   return absl::OkStatus();
 }
 
@@ -207,7 +211,12 @@ const std::map<std::string, Command>& Commands() {
         {"parts", "ttl", "heartbeat"},
         1,
         GroupAlter}},
-      {"group delete", {"group delete NAME", {}, 1, GroupDelete}},
+      {"group delete",
+       {"group delete NAME [--force]  (--force: also when items or dead "
+        "letters would go with it)",
+        {"force"},
+        1,
+        GroupDelete}},
       {"group leave",
        {"group leave NAME --instance I  (a static member leaves for good; "
         "its parts move at once)",

@@ -18,7 +18,8 @@ ABSL_FLAG(std::string, migrations_dir, "",
 ABSL_FLAG(bool, force, false,
           "migrate: apply the migrations even when live members could not "
           "run against the new schema; their sessions end and they stop "
-          "taking items (docs/UPGRADING.md)");
+          "taking items (docs/UPGRADING.md). group delete: delete a group "
+          "even when it holds waiting items or dead letters");
 ABSL_FLAG(int32_t, parts, 16, "group create: number of parts P (1..4096)");
 ABSL_FLAG(std::string, ordering, "key",
           "group create: key (the items of a key are handled one at a time, "

@@ -165,18 +165,46 @@ absl::StatusOr<PartsChange> ChangePartCount(DbConnection& db,
   return *change;
 }
 
-absl::Status DeleteGroup(DbConnection& db, const std::string& name) {
-  bool deleted = false;
+absl::StatusOr<DeletedGroup> DeleteGroup(DbConnection& db,
+                                         const std::string& name, bool force) {
+  bool found = false;
+  std::optional<DeletedGroup> held;  // refused: what it holds
+  DeletedGroup deleted;
   absl::Status s = Guard("delete group", [&] {
     pqxx::work tx(PqxxOf(db));
-    tx.exec_params(kDeleteItems, name);
-    tx.exec_params(kDeleteDeadItems, name);
+    found = !tx.exec_params(
+                   "SELECT 1 FROM sqlgroup.groups WHERE name = $1 "
+                   "FOR UPDATE",
+                   name)
+                 .empty();
+    if (!found) return;
+    if (!force) {
+      const pqxx::row n = tx.exec_params1(
+          "SELECT (SELECT count(*) FROM sqlgroup.items WHERE group_name = $1), "
+          "(SELECT count(*) FROM sqlgroup.dead_items WHERE group_name = $1)",
+          name);
+      if (n[0].as<int64_t>() > 0 || n[1].as<int64_t>() > 0) {
+        held = DeletedGroup{n[0].as<int64_t>(), n[1].as<int64_t>()};
+        return;  // rolled back
+      }
+    }
+    deleted.items = tx.exec_params(kDeleteItems, name).affected_rows();
+    deleted.dead_items = tx.exec_params(kDeleteDeadItems, name).affected_rows();
     tx.exec_params(kDeleteOwnershipLog, name);
-    deleted = tx.exec_params(kDeleteGroup, name).affected_rows() == 1;
+    tx.exec_params(kDeleteGroup, name);
     tx.commit();
   });
   if (!s.ok()) return s;
-  return deleted ? absl::OkStatus() : GroupNotFound(name);
+  if (!found) return GroupNotFound(name);
+  if (held) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "group ", name, " holds ", held->items, " waiting item(s) and ",
+        held->dead_items,
+        " dead letter(s), which would go with it: pass --force "
+        "(DeleteGroupOptions::force) to delete them with the group; nothing "
+        "was changed"));
+  }
+  return deleted;
 }
 
 absl::Status RemoveStaticMember(DbConnection& db, const std::string& group,

@@ -43,8 +43,13 @@ absl::StatusOr<PartsChange> ChangePartCount(DbConnection& db,
                                             const std::string& name, int parts);
 
 // Deletes the group with its sessions, parts, items, dead items and
-// ownership log.
-absl::Status DeleteGroup(DbConnection& db, const std::string& name);
+// ownership log, and says how many items and dead items went. Without
+// `force`, a group that holds any item or dead item is refused
+// (FAILED_PRECONDITION saying how many) and nothing changes. The group's
+// row is locked first: no producer adds an item between the count and the
+// deletion.
+absl::StatusOr<DeletedGroup> DeleteGroup(DbConnection& db,
+                                         const std::string& name, bool force);
 
 // Deletes the session of the group's static member `instance`, running or
 // away, and announces it: its parts move at once. NOT_FOUND names the

@@ -477,6 +477,32 @@ TEST(Cli, GroupCommandsRoundTrip) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+// A group with items is deleted only with --force, which says what went.
+TEST(Cli, DeletingAGroupWithItemsNeedsForce) {
+  TestDatabase db;
+  const std::string dsn = db.dsn();
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(RunCli({"group", "create", "full", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(RunCli({"group", "create", "empty", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(RunCli({"produce", "--group", "full", "--count", "7", "--dsn", dsn})
+                .exit_code,
+            0);
+  auto r = RunCli({"group", "delete", "full", "--dsn", dsn});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("group full holds 7 waiting item(s) and 0 "
+                               "dead letter(s), which would go with it: pass "
+                               "--force"));
+  EXPECT_THAT(RunCli({"group", "list", "--dsn", dsn}).out, HasSubstr("full"));
+  r = RunCli({"group", "delete", "full", "--force", "--dsn", dsn});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("deleted group full with 7 waiting item(s) "
+                               "and 0 dead letter(s)"));
+  r = RunCli({"group", "delete", "empty", "--dsn", dsn});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(RunCli({"group", "list", "--dsn", dsn}).out,
+              Not(HasSubstr("full")));
+}
+
 // Item n of a key carries n, counted over every produce run from the
 // key's tally, in the key's enqueue (id) order, padded to --payload_bytes.
 TEST(Cli, ProduceNumbersEachKeysItemsContinuingItsTally) {
