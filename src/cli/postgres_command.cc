@@ -20,6 +20,13 @@ absl::Status RunPostgres(const Args&) {
   options.durable = absl::GetFlag(FLAGS_durable);
   ASSIGN_OR_RETURN(auto pg, PrivatePostgres::Start(options));
   std::printf("dsn: %s\n", pg->Dsn().c_str());
+  // Said plainly: a developer must not keep data here by mistake.
+  std::fprintf(
+      stderr,
+      "sqlgroup postgres: port %d (a free one, picked at start); "
+      "data in %s, deleted when this stops (SIGINT/SIGTERM)%s\n",
+      pg->port(), pg->data_dir().c_str(),
+      options.durable ? "" : "; fsync off (--durable for crash safety)");
   std::fflush(stdout);
   while (TakeStopSignal(signals, absl::Hours(1)) == 0) {
   }
