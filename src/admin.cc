@@ -62,6 +62,12 @@ absl::Status GroupConfig::Validate() const {
                                                    kMinParts, " and ",
                                                    kMaxParts, ", got ", parts));
   }
+  if (session_ttl <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ttl must be positive, got ", absl::FormatDuration(session_ttl),
+        ": a member whose heartbeat is older than it is "
+        "expired (5s is the default)"));
+  }
   if (heartbeat_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
         absl::StrCat("heartbeat must be positive, got ",

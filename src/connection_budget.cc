@@ -6,9 +6,9 @@ namespace sqlgroup {
 
 absl::StatusOr<std::shared_ptr<ConnectionBudget>> ConnectionBudget::Create(
     int max_connections) {
-  if (max_connections < 1 || max_connections > 10000) {
+  if (max_connections < 1 || max_connections > kMaxLimit) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "max_connections must be 1..10000, got ", max_connections));
+        "max_connections must be 1..", kMaxLimit, ", got ", max_connections));
   }
   return std::make_shared<ConnectionBudget>(max_connections);
 }

@@ -30,7 +30,10 @@ namespace sqlgroup {
 
 class ConnectionBudget {
  public:
-  // INVALID_ARGUMENT unless 1 <= max_connections <= 10000.
+  // The largest budget a process may ask for.
+  static constexpr int kMaxLimit = 10000;
+
+  // INVALID_ARGUMENT unless 1 <= max_connections <= kMaxLimit.
   static absl::StatusOr<std::shared_ptr<ConnectionBudget>> Create(
       int max_connections);
 

@@ -55,7 +55,8 @@ absl::Status InFlagTerms(const absl::Status& s) {
   std::string text(s.message());
   for (const char* field :
        {"static_timeout", "instance", "workers", "claim_batch", "max_attempts",
-        "backoff_initial", "backoff_max", "group", "drain_timeout"}) {
+        "backoff_initial", "backoff_max", "group", "drain_timeout",
+        "idle_connection_timeout", "handler_timeout"}) {
     absl::StrReplaceAll(
         {{absl::StrCat("ConsumerOptions.", field), absl::StrCat("--", field)}},
         &text);
@@ -156,7 +157,15 @@ absl::Status RunConsume(const Args&) {
     const int kept = members + (members > 1 ? 1 : 0);
     int max_connections = absl::GetFlag(FLAGS_max_connections);
     if (max_connections == 0) {
-      max_connections = kept + absl::GetFlag(FLAGS_workers);
+      // The budget follows --workers: say so when that is what is wrong.
+      const int workers = absl::GetFlag(FLAGS_workers);
+      if (workers < 1 || kept + workers > ConnectionBudget::kMaxLimit) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--workers=", workers, ": give 1 to ",
+            ConnectionBudget::kMaxLimit - kept,
+            " (each worker may hold a database connection of its own)"));
+      }
+      max_connections = kept + workers;
     }
     if (max_connections < kept) {
       return absl::InvalidArgumentError(absl::StrCat(
