@@ -60,6 +60,7 @@ OLD_SCHEMA = 13
 RATE = 150  # items/s
 KEYS = 60
 BURST = 3000  # enqueued at once before the schema changes under the members
+SKIPPED = 77  # ctest's SKIP_RETURN_CODE for this test
 
 
 def log(msg):
@@ -80,10 +81,19 @@ def build_old(source, work):
     if subprocess.run(["git", "-C", source, "cat-file", "-e",
                        OLD_COMMIT + "^{commit}"],
                       capture_output=True).returncode != 0:
-        fail(f"commit {OLD_COMMIT} is not in the git history of {source}: "
-             "this test builds the previous release from it. Clone the "
-             "repository with its history (no --depth), or fetch it with "
-             "`git fetch --unshallow`.")
+        shallow = subprocess.run(
+            ["git", "-C", source, "rev-parse", "--is-shallow-repository"],
+            capture_output=True, text=True).stdout.strip() == "true"
+        why = (f"commit {OLD_COMMIT} is not in the git history of {source}: "
+               "this test builds the previous release from it. Clone the "
+               "repository with its history (no --depth), or fetch it with "
+               "`git fetch --unshallow`.")
+        if shallow:
+            # A shallow clone that could not fetch its history (.ci/run
+            # tries): ctest reports the test skipped, with this reason.
+            log(f"SKIPPED: {why}")
+            sys.exit(SKIPPED)
+        fail(why)
     src = os.path.join(out, "src")
     os.makedirs(src, exist_ok=True)
     log(f"building sqlgroup at {OLD_COMMIT[:12]} (once; kept in {out})")
