@@ -16,10 +16,6 @@ namespace sqlgroup {
 namespace {
 
 constexpr absl::Duration kDrainCheck = absl::Milliseconds(10);
-// The schema is read again at least this often, besides each join, each
-// reconnect and each `schema:N` notice (which a member without LISTEN, or
-// one reconnecting, does not hear).
-constexpr absl::Duration kSchemaCheck = absl::Seconds(5);
 // A member's connections are recorded for describe at most this often.
 constexpr absl::Duration kConnectionsReport = absl::Seconds(1);
 // The ownership log keeps a day of history. It grows only when membership
@@ -278,7 +274,7 @@ void MemberLoop::Handle(const absl::Status& s) {
 }
 
 void MemberLoop::CheckSchema() {
-  next_schema_check_ = absl::Now() + kSchemaCheck;
+  next_schema_check_ = absl::Now() + config_.schema_check;
   const absl::StatusOr<internal::SchemaState> state = store_.ReadSchema();
   if (!state.ok()) {
     // Read it again once the connection is back.

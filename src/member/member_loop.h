@@ -69,6 +69,10 @@ struct MemberConfig {
   // The database's schema as the consumer found it when it was created
   // (one this binary serves): whether sessions record versions.
   internal::SchemaState schema;
+  // How often the schema is read again besides each join, reconnect and
+  // `schema:N` notice (which a member without LISTEN, or one
+  // reconnecting, does not hear).
+  absl::Duration schema_check = absl::Seconds(5);
 };
 
 // What a member loop talks to the database through: its control channel
@@ -146,7 +150,7 @@ class MemberLoop {
   bool HeartbeatIfDue();
   void PublishSession();
   // Reads the schema (at each join, after `sqlgroup migrate` said it
-  // changed, on a reconnect, and every kSchemaCheck): stops the member
+  // changed, on a reconnect, and every config_.schema_check): stops the member
   // (fatal) if this binary may not run against it, else records the
   // member's version once the schema can hold it.
   void CheckSchema();

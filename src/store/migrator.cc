@@ -220,12 +220,12 @@ absl::StatusOr<MigrateOutcome> ApplyMigrations(
       return absl::FailedPreconditionError(
           LeftBehindError(m, out, *one->refused));
     }
-    const bool applied = one->applied;
-    const std::vector<MemberVersion>& fenced = one->fenced;
     out.to_version = m.version;
-    if (applied) {
+    if (one->applied) {
       out.applied.push_back(m.name);
-      for (const MemberVersion& v : fenced) out.fenced.push_back(v.Describe());
+      for (const MemberVersion& v : one->fenced) {
+        out.fenced.push_back(v.Describe());
+      }
     }
   }
   return out;

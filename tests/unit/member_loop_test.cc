@@ -45,11 +45,15 @@ class MemberLoopTest : public ::testing::Test {
   // keeps a reference.
   ~MemberLoopTest() override { Stop(); }
 
+  // `schema_check`: how often the loop reads the schema without a notice
+  // (an hour: only notices and joins make it read).
   void Start(internal::SchemaState schema = {kSchemaVersion,
-                                             kSchemaVersion - 1}) {
+                                             kSchemaVersion - 1},
+             absl::Duration schema_check = absl::Hours(1)) {
     MemberConfig config;
     config.group = "g";
     config.schema = schema;
+    config.schema_check = schema_check;
     config.rebalance_poll = absl::Milliseconds(20);
     config.rebalance_poll_listening = absl::Milliseconds(20);
     config.rebalance = {.group = "g", .drain_timeout = absl::Hours(1)};
@@ -71,6 +75,12 @@ class MemberLoopTest : public ::testing::Test {
           return seams;
         });
     thread_ = std::thread([this] { loop_->Run(); });
+  }
+  // What the store's ReadSchema answers from now on; the reads so far.
+  int SetSchema(internal::SchemaState schema) {
+    std::lock_guard<std::mutex> lock(store_.mu);
+    store_.schema = schema;
+    return store_.schema_reads;
   }
   void Stop() {
     if (!thread_.joinable()) return;
@@ -234,10 +244,7 @@ TEST_F(MemberLoopTest, RegistersWithItsVersionOnASchemaThatRecordsIt) {
 // says the schema is 14: `migrate` waits for that before it weighs the
 // members against the next migration.
 TEST_F(MemberLoopTest, RecordsItsVersionWhenTheSchemaCanHoldIt) {
-  {
-    std::lock_guard<std::mutex> lock(store_.mu);
-    store_.schema = {13, 13};
-  }
+  SetSchema({13, 13});
   Start({13, 13});
   ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
   {
@@ -261,10 +268,7 @@ TEST_F(MemberLoopTest, RecordsItsVersionWhenTheSchemaCanHoldIt) {
 TEST_F(MemberLoopTest, StopsWhenTheSchemaNoLongerAcceptsIt) {
   Start();
   ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
-  {
-    std::lock_guard<std::mutex> lock(store_.mu);
-    store_.schema = {kSchemaVersion + 1, kSchemaVersion + 1};
-  }
+  SetSchema({kSchemaVersion + 1, kSchemaVersion + 1});
   router_->Route(store::SchemaChanged(kSchemaVersion + 1));
   ASSERT_TRUE(
       WaitFor([&] { return loop_->phase() == MemberLoop::Phase::kFailed; }));
@@ -281,12 +285,7 @@ TEST_F(MemberLoopTest, StopsWhenTheSchemaNoLongerAcceptsIt) {
 TEST_F(MemberLoopTest, RunsOnWhenANewerSchemaAcceptsIt) {
   Start();
   ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
-  int reads = 0;
-  {
-    std::lock_guard<std::mutex> lock(store_.mu);
-    store_.schema = {kSchemaVersion + 1, kSchemaVersion};
-    reads = store_.schema_reads;
-  }
+  const int reads = SetSchema({kSchemaVersion + 1, kSchemaVersion});
   router_->Route(store::SchemaChanged(kSchemaVersion + 1));
   ASSERT_TRUE(WaitFor([&] {
     std::lock_guard<std::mutex> lock(store_.mu);
@@ -315,12 +314,9 @@ TEST_F(MemberLoopTest, StopsWhenTheDatabaseRefusesItsSession) {
 // Without a notice (no LISTEN, or one missed while reconnecting), the
 // member still finds the schema changed: it reads it every few seconds.
 TEST_F(MemberLoopTest, FindsAChangedSchemaWithoutANotice) {
-  Start();
+  Start({kSchemaVersion, kSchemaVersion - 1}, absl::Milliseconds(20));
   ASSERT_TRUE(WaitFor([&] { return Owns({0, 1, 2, 3}); }));
-  {
-    std::lock_guard<std::mutex> lock(store_.mu);
-    store_.schema = {kSchemaVersion + 1, kSchemaVersion + 1};
-  }
+  SetSchema({kSchemaVersion + 1, kSchemaVersion + 1});
   ASSERT_TRUE(
       WaitFor([&] { return loop_->phase() == MemberLoop::Phase::kFailed; }));
   EXPECT_THAT(loop_->fatal().message(), HasSubstr("takes no more items"));
