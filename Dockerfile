@@ -6,7 +6,7 @@ RUN apt-get update -qq \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
       g++ cmake make pkg-config \
       libpqxx-dev libpq-dev libabsl-dev prometheus-cpp-dev libspdlog-dev libfmt-dev \
-      libcurl4-openssl-dev libssl-dev \
+      libcurl4-openssl-dev libssl-dev nlohmann-json3-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY CMakeLists.txt ./

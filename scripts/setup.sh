@@ -9,6 +9,7 @@ packages=(
   g++ cmake make pkg-config git procps
   libpqxx-dev libpq-dev libabsl-dev prometheus-cpp-dev libspdlog-dev
   libfmt-dev libcurl4-openssl-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev
   postgresql-15 postgresql-client-15 pgbouncer prometheus python3 python3-yaml
   curl ca-certificates
   # .ci/run's checks: lock annotations, sanitizer runtimes, formatting.

@@ -114,6 +114,9 @@ absl::StatusOr<std::unique_ptr<Admin>> Admin::Connect(AdminOptions options) {
   store::ConnectOptions connect;
   connect.connect_timeout = admin->options_.connect_timeout;
   connect.application_name = "sqlgroup-admin";
+  connect.transaction_pooler =
+      admin->options_.pool_mode == PoolMode::kTransaction;
+  connect.detect_pooler = admin->options_.pool_mode == PoolMode::kAuto;
   ASSIGN_OR_RETURN(admin->impl_->conn,
                    store::DbConnection::Open(admin->options_.dsn, connect));
   return admin;
@@ -184,9 +187,11 @@ absl::StatusOr<DeletedGroup> Admin::DeleteGroup(
 }
 
 absl::Status Admin::LeaveGroup(const std::string& group,
-                               const std::string& instance) {
+                               const std::string& instance,
+                               const LeaveGroupOptions& options) {
   RETURN_IF_ERROR(CheckSchema());
-  return store::RemoveStaticMember(*impl_->conn, group, instance);
+  return store::RemoveStaticMember(*impl_->conn, group, instance,
+                                   options.force);
 }
 
 absl::StatusOr<std::vector<GroupConfig>> Admin::ListGroups() {

@@ -17,6 +17,7 @@
 #include "member/part_scheduler.h"
 #include "member/part_worker.h"
 #include "metrics.h"
+#include "pooler_found.h"
 #include "spdlog/sinks/null_sink.h"
 #include "spdlog/spdlog.h"
 #include "status_macros.h"
@@ -188,6 +189,9 @@ class Consumer::Impl {
                   "sqlgroup", std::make_shared<spdlog::sinks::null_sink_mt>());
   }
 
+  // Create resolved PoolMode::kAuto.
+  bool pooled() const { return options_.pool_mode == PoolMode::kTransaction; }
+
   absl::Status Start() {
     absl::MutexLock lock(&mu_);
     if (state_ != State::kCreated) {
@@ -218,7 +222,7 @@ class Consumer::Impl {
                       .group = options_.group,
                       .connect_timeout = options_.connect_timeout,
                       .use_notify = options_.use_notify,
-                      .transaction_pooler = options_.transaction_pooler,
+                      .transaction_pooler = pooled(),
                       .listen_dsn = options_.listen_dsn,
                       .lent = &lent_,
                       .budget = budget_.get()};
@@ -234,7 +238,7 @@ class Consumer::Impl {
     worker.connection = {.dsn = options_.dsn,
                          .group = options_.group,
                          .connect_timeout = options_.connect_timeout,
-                         .transaction_pooler = options_.transaction_pooler,
+                         .transaction_pooler = pooled(),
                          .ttl_ns = ttl_ns,
                          .key_order = key_order,
                          .budget = budget_,
@@ -250,7 +254,7 @@ class Consumer::Impl {
     worker.settle.max_attempts = options_.max_attempts;
     worker.settle.backoff_initial = options_.backoff_initial;
     worker.settle.backoff_max = options_.backoff_max;
-    worker.settle.transaction_pooler = options_.transaction_pooler;
+    worker.settle.transaction_pooler = pooled();
     worker.settle.key_order = key_order;
     worker.idle_connection_timeout = options_.idle_connection_timeout;
     worker.settle.breaker = breaker_;
@@ -382,8 +386,17 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
   store::ConnectOptions connect;
   connect.connect_timeout = options.connect_timeout;
   connect.application_name = "sqlgroup-consumer";
-  connect.transaction_pooler = options.transaction_pooler;
+  connect.transaction_pooler = options.pool_mode == PoolMode::kTransaction;
+  connect.detect_pooler = options.pool_mode == PoolMode::kAuto;
   ASSIGN_OR_RETURN(auto conn, store::Connect(options.dsn, connect));
+  const PoolMode asked = options.pool_mode;
+  options.pool_mode =
+      internal::Resolved(asked, store::TransactionPooled(*conn));
+  if (asked == PoolMode::kAuto && options.pool_mode == PoolMode::kTransaction &&
+      options.logger) {
+    options.logger->info(internal::PoolerFound(
+        absl::StrCat("group ", options.group, "'s member")));
+  }
   ASSIGN_OR_RETURN(const internal::SchemaState schema,
                    store::CheckSchemaServed(*conn));
   ASSIGN_OR_RETURN(store::GroupSettings settings,

@@ -296,14 +296,41 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(
     pg->gid_ = user->pw_gid;
   }
 
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the port must be 1 to 65535 (0: a free one), got ", options.port));
+  }
   std::error_code ec;
   fs::path base = fs::absolute(options.base_dir, ec);
   RemoveStaleDirs(base);
-  std::string root = (base / absl::StrCat(kDirPrefix, "XXXXXX")).string();
-  if (mkdtemp(root.data()) == nullptr) {
-    return ErrnoError(absl::StrCat("mkdtemp ", root));
+  std::string root;
+  if (!options.dir.empty()) {
+    root = fs::absolute(options.dir, ec).lexically_normal().string();
+    if (!root.empty() && root.back() == '/') root.pop_back();
+    fs::create_directories(root, ec);
+    if (ec || !fs::is_directory(root)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("cannot make the directory ", root, ": ",
+                       ec ? ec.message() : "something else has that name"));
+    }
+    pg->reused_ = fs::exists(root + "/data/PG_VERSION", ec);
+    if (!pg->reused_ && !fs::is_empty(root, ec)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          root,
+          " is not empty and holds no cluster of an earlier run (no "
+          "data/PG_VERSION): give a new or empty directory, so nothing of "
+          "yours is overwritten"));
+    }
+    // Never removed, not even when starting fails.
+    pg->keep_ = true;
+  } else {
+    root = (base / absl::StrCat(kDirPrefix, "XXXXXX")).string();
+    if (mkdtemp(root.data()) == nullptr) {
+      return ErrnoError(absl::StrCat("mkdtemp ", root));
+    }
   }
-  // From here on, failing returns destroy `pg`, which removes the directory.
+  // From here on, failing returns destroy `pg`, which removes the directory
+  // (unless it is kept).
   pg->options_ = std::move(options);
   pg->owner_pid_ = getpid();
   pg->root_dir_ = root;
@@ -314,8 +341,8 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(
   }
   // Clients of any user must reach the socket inside.
   if (chmod(root.c_str(), 0711) != 0) return ErrnoError("chmod " + root);
-  if (mkdir(pg->data_dir_.c_str(), 0700) != 0 ||
-      mkdir(pg->socket_dir_.c_str(), 0755) != 0) {
+  if ((!pg->reused_ && mkdir(pg->data_dir_.c_str(), 0700) != 0) ||
+      (mkdir(pg->socket_dir_.c_str(), 0755) != 0 && errno != EEXIST)) {
     return ErrnoError("mkdir in " + root);
   }
   for (const std::string& dir : {root, pg->data_dir_, pg->socket_dir_}) {
@@ -323,6 +350,8 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(
       return ErrnoError("chown " + dir);
     }
   }
+  pg->keep_ = pg->keep_ || pg->options_.keep;
+  if (pg->reused_) return LaunchOnAPort(std::move(pg));
 
   std::string initdb_log = root + "/initdb.log";
   absl::StatusOr<pid_t> initdb =
@@ -342,7 +371,7 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(
                                             hint, "; ", Tail(initdb_log)));
   }
 
-  if (!pg->options_.hba_rules.empty()) {
+  if (!pg->options_.hba_rules.empty()) {  // first thing in a new cluster
     const std::string hba = pg->data_dir_ + "/pg_hba.conf";
     const std::string rules =
         absl::StrCat(absl::StrJoin(pg->options_.hba_rules, "\n"), "\n");
@@ -352,6 +381,23 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(
     }
   }
 
+  return LaunchOnAPort(std::move(pg));
+}
+
+absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::LaunchOnAPort(
+    std::unique_ptr<PrivatePostgres> pg) {
+  if (pg->options_.port > 0) {
+    pg->port_ = pg->options_.port;
+    bool port_in_use = false;
+    absl::Status status = pg->Launch(&port_in_use);
+    if (port_in_use) {
+      return absl::UnavailableError(absl::StrCat(
+          "port ", pg->port_,
+          " on 127.0.0.1 is in use: pick another, or 0 for a free one"));
+    }
+    if (!status.ok()) return status;
+    return pg;
+  }
   // The port is free when picked but may be taken before the server binds.
   absl::Status status;
   for (int attempt = 0; attempt < kPortAttempts; ++attempt) {
@@ -458,6 +504,11 @@ absl::Status PrivatePostgres::Stop() {
   if (root_dir_.empty()) return absl::OkStatus();
   std::string root = std::exchange(root_dir_, "");
   std::error_code ec;
+  if (keep_) {
+    // No owner left: a later Start() must not take it for a stale one.
+    fs::remove(root + "/owner.pid", ec);
+    return absl::OkStatus();
+  }
   fs::remove_all(root, ec);
   return ec ? absl::InternalError(
                   absl::StrCat("removing ", root, ": ", ec.message()))

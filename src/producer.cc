@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "md5.h"
 #include "member/backoff.h"
+#include "pooler_found.h"
 #include "status_macros.h"
 #include "store/connect_options.h"
 #include "store/db_connection.h"
@@ -54,8 +55,18 @@ struct Producer::Impl {
   absl::Status Connect() {
     store::ConnectOptions connect =
         store::ProducerOptions("sqlgroup-producer", options.connect_timeout);
-    connect.transaction_pooler = options.transaction_pooler;
+    connect.transaction_pooler = options.pool_mode == PoolMode::kTransaction;
+    connect.detect_pooler = options.pool_mode == PoolMode::kAuto;
     ASSIGN_OR_RETURN(conn, store::DbConnection::Open(options.dsn, connect));
+    // Found out once: reconnections open in the mode found.
+    if (options.pool_mode == PoolMode::kAuto) {
+      options.pool_mode = internal::Resolved(options.pool_mode,
+                                             store::TransactionPooled(*conn));
+      if (options.pool_mode == PoolMode::kTransaction && options.logger) {
+        options.logger->info(internal::PoolerFound(
+            absl::StrCat("the producer into group ", options.group)));
+      }
+    }
     return absl::OkStatus();
   }
 };

@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "sqlgroup/pool_mode.h"
 
 namespace sqlgroup {
 
@@ -80,10 +81,18 @@ struct AdminOptions {
   // Read migrations from this folder (sql/ of the sources) instead of the
   // ones compiled in. Empty: compiled in.
   std::string migrations_dir;
+  // How the dsn reaches the database (pool_mode.h); kAuto finds out.
+  PoolMode pool_mode = PoolMode::kAuto;
 };
 
 struct DeleteGroupOptions {
   // Delete the group's waiting items and dead letters with it.
+  bool force = false;
+};
+
+struct LeaveGroupOptions {
+  // End the session of a running static member too (it registers again at
+  // once, as a new member, unless its process stops).
   bool force = false;
 };
 
@@ -246,13 +255,15 @@ class Admin {
   // saying how many) and nothing changes.
   absl::StatusOr<DeletedGroup> DeleteGroup(const std::string& name,
                                            const DeleteGroupOptions& options);
-  // A static member (ConsumerOptions::static_timeout) leaves for good,
-  // running or away: its session is deleted and its parts move at once
-  // (scale-down). Stop its process first: one still running under that
-  // name registers again.
-  // NOT_FOUND when the group has no static member named `instance`.
-  absl::Status LeaveGroup(const std::string& group,
-                          const std::string& instance);
+  // A static member (ConsumerOptions::static_timeout) that is away (its
+  // process stopped) leaves for good: its session is deleted and its parts
+  // move at once (scale-down). NOT_FOUND when the group has no static
+  // member named `instance`; FAILED_PRECONDITION, changing nothing, when
+  // the member is running (it heartbeated within the group's TTL and did
+  // not say it went away), naming its host and pid: a running process
+  // registers again at once. Stop it first, or give options.force.
+  absl::Status LeaveGroup(const std::string& group, const std::string& instance,
+                          const LeaveGroupOptions& options = {});
   absl::StatusOr<std::vector<GroupConfig>> ListGroups();
   // Gives each role of `roles` exactly the privileges on the sqlgroup
   // schema that its use needs, taking away any others it had there, in one

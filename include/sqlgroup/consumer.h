@@ -35,6 +35,7 @@
 #include "sqlgroup/assignor.h"
 #include "sqlgroup/connection_budget.h"
 #include "sqlgroup/item.h"
+#include "sqlgroup/pool_mode.h"
 #include "sqlgroup/shared_heartbeat.h"
 
 namespace spdlog {
@@ -200,12 +201,11 @@ struct ConsumerOptions {
   absl::Duration connect_timeout = absl::Seconds(5);
   // Wake on PostgreSQL LISTEN/NOTIFY; false polls only (e.g. CockroachDB).
   bool use_notify = true;
-  // The dsn goes through a connection pooler in transaction mode
-  // (PgBouncer's pool_mode = transaction, RDS Proxy, Supavisor, pgcat):
-  // nothing relies on session state (no named prepared statements, no
-  // session SET), see docs/POOLERS.md. A pooler in session mode needs
-  // nothing: leave this false.
-  bool transaction_pooler = false;
+  // How the dsn reaches the database (pool_mode.h): by default found out
+  // by Create. Through a pooler in transaction mode nothing relies on
+  // session state (no named prepared statements, no session SET), and
+  // LISTEN needs listen_dsn (docs/POOLERS.md).
+  PoolMode pool_mode = PoolMode::kAuto;
   // Optional: a connection string to LISTEN on, straight to the database
   // (a pooler in transaction mode cannot carry a LISTEN). One connection
   // per consumer, idle but for NOTIFYs. Empty: LISTEN on the control

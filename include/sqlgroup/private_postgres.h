@@ -58,6 +58,16 @@ struct PrivatePostgresOptions {
   absl::Duration start_timeout = absl::Seconds(60);
   // OS user the server runs as when this process is root.
   std::string os_user = "postgres";
+  // The port on 127.0.0.1; 0: one the OS reports free (tried again if it
+  // is taken before the server binds it).
+  int port = 0;
+  // The cluster's directory instead of a fresh one under base_dir: made
+  // when missing, initdb run when empty, reused (no initdb, hba_rules not
+  // applied again) when an earlier Start left a cluster in it. Kept by
+  // Stop(). FAILED_PRECONDITION when it holds anything else.
+  std::string dir;
+  // Stop() keeps the directory (data_dir() then holds the cluster).
+  bool keep = false;
 };
 
 class PrivatePostgres {
@@ -74,7 +84,8 @@ class PrivatePostgres {
   ~PrivatePostgres();  // Stop(), errors logged to stderr.
 
   // Fast shutdown (SIGINT to the postmaster, SIGKILL after 10 s), waits for
-  // the process to exit, removes the directory. Idempotent.
+  // the process to exit, removes the directory (unless keep or dir was
+  // given). Idempotent.
   absl::Status Stop();
 
   // Restarts the server on the same port and data. immediate=true is
@@ -91,6 +102,10 @@ class PrivatePostgres {
   absl::Status CreateDatabase(const std::string& name);
 
   int port() const { return port_; }
+  // True when Stop() leaves the directory in place.
+  bool kept() const { return keep_; }
+  // True when Start() found a cluster in options.dir and reused it.
+  bool reused() const { return reused_; }
   const std::string& data_dir() const { return data_dir_; }
   const std::string& socket_dir() const { return socket_dir_; }
   pid_t postmaster_pid() const { return pid_; }
@@ -98,6 +113,9 @@ class PrivatePostgres {
  private:
   PrivatePostgres() = default;
 
+  // Launch on options_.port, or on a free port (tried again when taken).
+  static absl::StatusOr<std::unique_ptr<PrivatePostgres>> LaunchOnAPort(
+      std::unique_ptr<PrivatePostgres> pg);
   // Spawns the postmaster on port_ and waits until it accepts connections.
   // Sets *port_in_use when it exited because the port was taken.
   absl::Status Launch(bool* port_in_use);
@@ -105,7 +123,9 @@ class PrivatePostgres {
   void StopServer(int sig);
 
   PrivatePostgresOptions options_;
-  std::string root_dir_;    // removed on Stop()
+  std::string root_dir_;  // removed on Stop() unless keep_
+  bool keep_ = false;
+  bool reused_ = false;
   std::string data_dir_;    // root_dir_/data
   std::string socket_dir_;  // root_dir_/socket
   int port_ = 0;

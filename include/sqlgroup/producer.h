@@ -36,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "spdlog/logger.h"
+#include "sqlgroup/pool_mode.h"
 
 namespace sqlgroup {
 
@@ -65,12 +66,9 @@ struct ProducerOptions {
   // call is enqueued. Default kDefaultMaxPayloadBytes (1 MiB).
   size_t max_payload_bytes = kDefaultMaxPayloadBytes;
   absl::Duration connect_timeout = absl::Seconds(5);
-  // The dsn goes through a connection pooler in transaction mode
-  // (PgBouncer's pool_mode = transaction, RDS Proxy, Supavisor, pgcat):
-  // nothing relies on session state (no named prepared statements, no
-  // session SET), see docs/POOLERS.md. A pooler in session mode needs
-  // nothing: leave this false.
-  bool transaction_pooler = false;
+  // How the dsn reaches the database (pool_mode.h): by default found out
+  // by Create, said once to the logger (if any).
+  PoolMode pool_mode = PoolMode::kAuto;
   // How long Enqueue keeps trying one batch through a lost connection, a
   // database restart or failover, or a commit whose outcome is unknown,
   // with growing pauses (100 ms up to 2 s, jittered), before it returns an

@@ -40,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "sqlgroup/connection_budget.h"
+#include "sqlgroup/pool_mode.h"
 
 namespace sqlgroup {
 
@@ -49,8 +50,9 @@ struct SharedHeartbeatOptions {
   std::string dsn;
   // Bound on one connection attempt. >= 1 s. Default 5 s.
   absl::Duration connect_timeout = absl::Seconds(5);
-  // As the consumers' (ConsumerOptions::transaction_pooler).
-  bool transaction_pooler = false;
+  // As the consumers' (ConsumerOptions::pool_mode); kAuto finds out on the
+  // connection Create opens.
+  PoolMode pool_mode = PoolMode::kAuto;
   // Optional: the consumers' shared budget; the heartbeat's connection
   // keeps a slot of it (Create fails with RESOURCE_EXHAUSTED without one).
   std::shared_ptr<ConnectionBudget> connection_budget;

@@ -1,6 +1,7 @@
 #include "cli/command_line.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "absl/flags/reflection.h"
 #include "absl/strings/ascii.h"
@@ -109,15 +110,39 @@ absl::StatusOr<CommandLine> ReadCommandLine(
                       " (`sqlgroup COMMAND --help` lists a command's flags)");
       return absl::InvalidArgumentError(message);
     }
-    cl.args.push_back(absl::StrCat(
-        "--", name, eq == std::string::npos ? "" : token.substr(eq)));
-    // "--flag value": the value is the next word, not a command word.
+    // "--flag value": the value is the next word, not a command word. Joined
+    // as --flag=value, so a value that begins with a dash (--input -) is
+    // taken as it is.
+    std::string value = eq == std::string::npos ? "" : token.substr(eq);
     if (eq == std::string::npos && !negated && !IsBoolFlag(name) &&
         i + 1 < argv.size()) {
-      cl.args.push_back(argv[++i]);
+      value = "=" + argv[++i];
     }
+    cl.args.push_back(absl::StrCat("--", name, value));
   }
   return cl;
+}
+
+std::string NameTheEnvironment(const CommandLine& cl, std::string message) {
+  for (const std::string& flag : cl.from_environment) {
+    const std::string named = "--" + flag;
+    const std::string variable = EnvironmentName(flag);
+    bool names = false;
+    for (size_t at = message.find(named); at != std::string::npos;
+         at = message.find(named, at + 1)) {
+      const size_t end = at + named.size();
+      if (end == message.size() ||
+          !(std::isalnum(static_cast<unsigned char>(message[end])) ||
+            message[end] == '_')) {
+        names = true;
+        break;
+      }
+    }
+    if (names && message.find(variable) == std::string::npos) {
+      absl::StrAppend(&message, " (", named, " came from $", variable, ")");
+    }
+  }
+  return message;
 }
 
 void AddEnvironmentFlags(

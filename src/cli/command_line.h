@@ -5,7 +5,7 @@
 // takes can come from the environment (SQLGROUP_ + the upper-case name).
 //
 //   auto cl = ReadCommandLine({"consume", "--metrics-addr", ":9464"});
-//   // cl->args == {"consume", "--metrics_addr", ":9464"}
+//   // cl->args == {"consume", "--metrics_addr=:9464"}
 #ifndef SQLGROUP_CLI_COMMAND_LINE_H_
 #define SQLGROUP_CLI_COMMAND_LINE_H_
 
@@ -31,6 +31,11 @@ struct CommandLine {
 // flag, what its value must look like, and the variable when the value
 // came from the environment. Abseil's own errors name neither.
 absl::Status CheckFlagValues(const CommandLine& cl);
+
+// `message` (about a value a command refused), with the environment
+// variable named for each flag it names whose value came from there:
+// "--pool_mode must be ... (--pool_mode came from $SQLGROUP_POOL_MODE)".
+std::string NameTheEnvironment(const CommandLine& cl, std::string message);
 
 // INVALID_ARGUMENT for a flag no command knows, with the closest of
 // `known` when one is close.

@@ -8,6 +8,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "cli/command_line.h"
@@ -74,7 +75,6 @@ absl::Status GroupCreate(const Args& args) {
         "lexical order of the members) or sticky (balanced, moving only "
         "what a join or a leave needs)"));
   }
-  ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
   GroupConfig config;
   config.name = args[0];
   config.parts = absl::GetFlag(FLAGS_parts);
@@ -82,6 +82,16 @@ absl::Status GroupCreate(const Args& args) {
   config.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat);
   config.ordering = *ordering;
   config.assignor = assignor;
+  // Checked before connecting, in the flags' names: the library's
+  // messages name the GroupConfig fields.
+  if (absl::Status s = config.Validate(); !s.ok()) {
+    std::string text(s.message());
+    for (const char* field : {"parts ", "ttl ", "heartbeat "}) {
+      if (absl::StartsWith(text, field)) text = "--" + text;
+    }
+    return absl::InvalidArgumentError(text);
+  }
+  ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
   RETURN_IF_ERROR(admin->CreateGroup(config));
   Print(absl::StrCat("created group ", config.name, " with ", config.parts,
                      " parts, ordering ", OrderingName(config.ordering),
@@ -96,7 +106,8 @@ absl::Status GroupLeave(const Args& args) {
         "group leave needs --instance NAME: the static member to remove");
   }
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
-  RETURN_IF_ERROR(admin->LeaveGroup(args[0], instance));
+  RETURN_IF_ERROR(admin->LeaveGroup(args[0], instance,
+                                    {.force = absl::GetFlag(FLAGS_force)}));
   Print(absl::StrCat("instance ", instance, " left group ", args[0],
                      "; its parts move at once\n"));
   return absl::OkStatus();
@@ -218,20 +229,22 @@ const std::map<std::string, Command>& Commands() {
         1,
         GroupDelete}},
       {"group leave",
-       {"group leave NAME --instance I  (a static member leaves for good; "
-        "its parts move at once)",
-        {"instance"},
+       {"group leave NAME --instance I [--force]  (a stopped static member "
+        "leaves for good; its parts move at once)",
+        {"instance", "force"},
         1,
         GroupLeave}},
       {"group list", {"group list [--json]", {"json"}, 0, GroupList}},
       {"group describe",
        {"group describe NAME [--json]", {"json"}, 1, GroupDescribe}},
       {"produce",
-       {"produce --group NAME [--count 1000] [--keys K] [--payload_bytes B] "
-        "[--rate R] [--retry_for 60s]  (keyed payloads begin with the "
-        "item's number within its key)",
-        {"group", "count", "keys", "payload_bytes", "rate", "notify",
-         "retry_for", "pool_mode"},
+       {"produce --group NAME ([--key K] --payload TEXT|--payload_file F | "
+        "--input FILE|- [--format text|json] [--key_delimiter '\\t'] | "
+        "--generate [--count 1000] [--keys K] [--payload_bytes B] [--rate "
+        "R]) [--delay D] [--print_ids] [--retry_for 60s]",
+        {"group", "key", "payload", "payload_file", "input", "format",
+         "key_delimiter", "delay", "print_ids", "generate", "count", "keys",
+         "payload_bytes", "rate", "notify", "retry_for", "pool_mode"},
         0,
         RunProduce}},
       {"consume",
@@ -241,7 +254,7 @@ const std::map<std::string, Command>& Commands() {
         "[--fail_rate R] [--instance NAME [--static_timeout D]] "
         "[--workers 2] [--members 1] [--max_connections N] [--batch] "
         "[--max_attempts 25] [--backoff_initial 1s] [--backoff_max 10m] "
-        "[--metrics_addr 127.0.0.1:9464] [--pool_mode direct|transaction "
+        "[--metrics_addr 127.0.0.1:9464] [--pool_mode auto|direct|transaction "
         "[--listen_dsn DSN]]",
         {"group",           "handler",
          "handler_timeout", "drain_timeout",
@@ -257,9 +270,9 @@ const std::map<std::string, Command>& Commands() {
         RunConsume}},
       {"demo", {"demo [--duration 60s]", {"duration"}, 0, RunDemo}},
       {"postgres",
-       {"postgres [--durable]  (a private PostgreSQL until SIGINT/SIGTERM; "
-        "prints its DSN)",
-        {"durable"},
+       {"postgres [--port 0] [--data_dir DIR | --keep] [--durable]  (a "
+        "private PostgreSQL until SIGINT/SIGTERM; prints its DSN)",
+        {"durable", "port", "data_dir", "keep"},
         0,
         RunPostgres}},
   };

@@ -103,6 +103,7 @@ absl::Status RunConsume(const Args&) {
   // Checks the input and the database and makes the members; nothing
   // starts yet.
   auto prepare = [&]() -> absl::Status {
+    if (!addr.empty()) RETURN_IF_ERROR(CheckListenAddress(addr));
     options = ConsumerOptions();
     consumers.clear();
     options.dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
@@ -113,7 +114,7 @@ absl::Status RunConsume(const Args&) {
     options.backoff_initial = absl::GetFlag(FLAGS_backoff_initial);
     options.backoff_max = absl::GetFlag(FLAGS_backoff_max);
     options.use_notify = absl::GetFlag(FLAGS_notify);
-    ASSIGN_OR_RETURN(options.transaction_pooler, TransactionPooler());
+    ASSIGN_OR_RETURN(options.pool_mode, PoolModeFlag());
     options.listen_dsn = absl::GetFlag(FLAGS_listen_dsn);
     options.logger = CliLogger();
     {
@@ -189,7 +190,7 @@ absl::Status RunConsume(const Args&) {
       ASSIGN_OR_RETURN(options.shared_heartbeat,
                        SharedHeartbeat::Create(
                            {.dsn = options.dsn,
-                            .transaction_pooler = options.transaction_pooler,
+                            .pool_mode = options.pool_mode,
                             .connection_budget = options.connection_budget}));
     }
     const std::string instance = absl::GetFlag(FLAGS_instance);

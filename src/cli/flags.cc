@@ -19,7 +19,8 @@ ABSL_FLAG(bool, force, false,
           "migrate: apply the migrations even when live members could not "
           "run against the new schema; their sessions end and they stop "
           "taking items (docs/UPGRADING.md). group delete: delete a group "
-          "even when it holds waiting items or dead letters");
+          "even when it holds waiting items or dead letters. group leave: "
+          "end a static member's session even while its process runs");
 ABSL_FLAG(int32_t, parts, 16, "group create: number of parts P (1..4096)");
 ABSL_FLAG(std::string, ordering, "key",
           "group create: key (the items of a key are handled one at a time, "
@@ -100,39 +101,79 @@ ABSL_FLAG(bool, batch, false,
           "consume: acknowledge each claimed batch in one transaction");
 ABSL_FLAG(bool, notify, true,
           "produce/consume: use LISTEN/NOTIFY wakeups (off: poll only)");
-ABSL_FLAG(std::string, pool_mode, "direct",
-          "produce/consume: how --dsn reaches the database: direct (also "
-          "right through a pooler in session mode) or transaction (a pooler "
-          "in transaction mode, e.g. PgBouncer's pool_mode = transaction: no "
-          "named prepared statements, no session SET; LISTEN only through "
-          "--listen_dsn, else polling). See docs/POOLERS.md");
+ABSL_FLAG(std::string, pool_mode, "auto",
+          "produce/consume: how --dsn reaches the database: auto (found out "
+          "at start: a pooler in front is taken for one in transaction "
+          "mode, and said once in the log), direct (also right through a "
+          "pooler in session mode) or transaction (a pooler in transaction "
+          "mode, e.g. PgBouncer's pool_mode = transaction: no named prepared "
+          "statements, no session SET; LISTEN only through --listen_dsn, "
+          "else polling). See docs/POOLERS.md");
 ABSL_FLAG(std::string, listen_dsn, "",
           "consume: a connection string straight to the database to LISTEN "
           "on (one idle connection per member) when --dsn goes through a "
           "pooler in transaction mode; empty: LISTEN on --dsn's connection, "
-          "or poll with --pool_mode=transaction");
-ABSL_FLAG(int64_t, count, 1000, "produce: number of items");
+          "or poll behind such a pooler");
+ABSL_FLAG(std::string, key, "",
+          "produce: the key of the one item to send (with --payload or "
+          "--payload_file); empty: unkeyed");
+ABSL_FLAG(std::string, payload, "",
+          "produce: the payload (text) of the one item to send");
+ABSL_FLAG(std::string, payload_file, "",
+          "produce: send one item whose payload is this file's bytes");
+ABSL_FLAG(absl::Duration, delay, absl::ZeroDuration(),
+          "produce: deliver the items sent no earlier than this from now "
+          "(a JSON line's own \"delay\" wins)");
+ABSL_FLAG(std::string, input, "",
+          "produce: read items from this file, one per line (- for "
+          "standard input), as --format says; batches go as lines arrive");
+ABSL_FLAG(std::string, format, "text",
+          "produce --input: text (KEY, --key_delimiter, then the payload; a "
+          "line without the delimiter is unkeyed) or json ({\"key\": ..., "
+          "\"payload\": ... or \"payload_base64\": ..., \"delay\": ...})");
+ABSL_FLAG(std::string, key_delimiter, "\\t",
+          "produce --input --format text: what separates the key from the "
+          "payload (\\t: a tab; empty: no keys)");
+ABSL_FLAG(bool, print_ids, false,
+          "produce: print each item's id on standard output, one per line, "
+          "in input order");
+ABSL_FLAG(bool, generate, false,
+          "produce: generate --count items (a load generator: --keys, "
+          "--payload_bytes, --rate)");
+ABSL_FLAG(int64_t, count, 1000, "produce --generate: number of items");
 ABSL_FLAG(absl::Duration, retry_for, absl::Seconds(60),
           "produce: how long to keep trying a batch through a lost "
           "connection, a database restart or a failover (each batch has an "
           "idempotency key: a retry never adds it twice); 0: no retry");
-ABSL_FLAG(int32_t, keys, 0,
-          "produce: give items keys k0..k(K-1) round-robin, tally them in "
-          "sqlgroup_demo.produced and number them per key: the payload of "
-          "item n of a key (1-based, continuing the key's tally) is n in "
-          "decimal, then a space and 'x' up to --payload_bytes, e.g. "
-          "\"7 xxxxxxxxxxxxxx\" (0: no keys; payloads are all 'x')");
-ABSL_FLAG(int32_t, payload_bytes, 16,
-          "produce: payload size of each item (a keyed item's number is "
-          "never cut, so its payload may be longer)");
+ABSL_FLAG(
+    int32_t, keys, 0,
+    "produce --generate: give items keys k0..k(K-1) round-robin, tally them in "
+    "sqlgroup_demo.produced and number them per key: the payload of "
+    "item n of a key (1-based, continuing the key's tally) is n in "
+    "decimal, then a space and 'x' up to --payload_bytes, e.g. "
+    "\"7 xxxxxxxxxxxxxx\" (0: no keys; payloads are all 'x')");
+ABSL_FLAG(
+    int32_t, payload_bytes, 16,
+    "produce --generate: payload size of each item (a keyed item's number is "
+    "never cut, so its payload may be longer)");
 ABSL_FLAG(double, rate, 0,
-          "produce: items per second (0: as fast as batches allow)");
+          "produce --generate: items per second (0: as fast as batches "
+          "allow)");
 ABSL_FLAG(std::string, metrics_addr, "127.0.0.1:9464",
           "consume: serve Prometheus metrics on http://HOST:PORT/metrics, "
           "and the health probes /healthz and /readyz (port 0: the OS picks "
           "one, logged at start; empty: none of them)");
 ABSL_FLAG(bool, durable, false,
           "postgres: keep fsync and synchronous_commit on (slower)");
+ABSL_FLAG(int32_t, port, 0,
+          "postgres: the port to listen on, on 127.0.0.1 (0: a free one)");
+ABSL_FLAG(std::string, data_dir, "",
+          "postgres: keep the cluster in this directory (made with initdb "
+          "when empty or missing; reused when it holds one) and keep it at "
+          "exit; empty: a temporary one, deleted at exit unless --keep");
+ABSL_FLAG(bool, keep, false,
+          "postgres: keep the temporary data directory at exit (its path "
+          "is printed)");
 ABSL_FLAG(std::string, member_role, "",
           "grant: the database role members (consume) connect as");
 ABSL_FLAG(std::string, producer_role, "",
@@ -157,13 +198,15 @@ std::set<std::string>& GivenFlags() {
 }
 }  // namespace
 
-absl::StatusOr<bool> TransactionPooler() {
+absl::StatusOr<PoolMode> PoolModeFlag() {
   const std::string mode = absl::GetFlag(FLAGS_pool_mode);
-  if (mode == "direct" || mode == "session") return false;
-  if (mode == "transaction") return true;
+  if (mode == "auto") return PoolMode::kAuto;
+  if (mode == "direct" || mode == "session") return PoolMode::kDirect;
+  if (mode == "transaction") return PoolMode::kTransaction;
   return absl::InvalidArgumentError(absl::StrCat(
-      "--pool_mode must be direct (also for a pooler in session mode) or "
-      "transaction (a pooler in transaction mode), got '",
+      "--pool_mode must be auto (find out at start), direct (also for a "
+      "pooler in session mode) or transaction (a pooler in transaction "
+      "mode), got '",
       mode, "'"));
 }
 

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "sqlgroup/pool_mode.h"
 
 ABSL_DECLARE_FLAG(std::string, dsn);
 ABSL_DECLARE_FLAG(std::string, migrations_dir);
@@ -43,6 +44,15 @@ ABSL_DECLARE_FLAG(bool, batch);
 ABSL_DECLARE_FLAG(bool, notify);
 ABSL_DECLARE_FLAG(std::string, pool_mode);
 ABSL_DECLARE_FLAG(std::string, listen_dsn);
+ABSL_DECLARE_FLAG(std::string, key);
+ABSL_DECLARE_FLAG(std::string, payload);
+ABSL_DECLARE_FLAG(std::string, payload_file);
+ABSL_DECLARE_FLAG(absl::Duration, delay);
+ABSL_DECLARE_FLAG(std::string, input);
+ABSL_DECLARE_FLAG(std::string, format);
+ABSL_DECLARE_FLAG(std::string, key_delimiter);
+ABSL_DECLARE_FLAG(bool, print_ids);
+ABSL_DECLARE_FLAG(bool, generate);
 ABSL_DECLARE_FLAG(int64_t, count);
 ABSL_DECLARE_FLAG(absl::Duration, retry_for);
 ABSL_DECLARE_FLAG(int32_t, keys);
@@ -50,6 +60,9 @@ ABSL_DECLARE_FLAG(int32_t, payload_bytes);
 ABSL_DECLARE_FLAG(double, rate);
 ABSL_DECLARE_FLAG(std::string, metrics_addr);
 ABSL_DECLARE_FLAG(bool, durable);
+ABSL_DECLARE_FLAG(int32_t, port);
+ABSL_DECLARE_FLAG(std::string, data_dir);
+ABSL_DECLARE_FLAG(bool, keep);
 ABSL_DECLARE_FLAG(std::string, member_role);
 ABSL_DECLARE_FLAG(std::string, producer_role);
 
@@ -63,9 +76,8 @@ const std::vector<std::string>& CommonFlags();
 absl::Status CheckFlagsApply(const std::string& command,
                              const std::vector<std::string>& allowed);
 
-// --pool_mode: true for a pooler in transaction mode; INVALID_ARGUMENT
-// for a value it does not know.
-absl::StatusOr<bool> TransactionPooler();
+// --pool_mode; INVALID_ARGUMENT for a value it does not know.
+absl::StatusOr<PoolMode> PoolModeFlag();
 
 // Notes which flags argv names; call before absl::ParseCommandLine.
 void RecordGivenFlags(int argc, char** argv);

@@ -9,6 +9,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "cli/command_line.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
@@ -64,23 +65,28 @@ int main(int argc, char** argv) {
 
   const auto level = spdlog::level::from_str(absl::GetFlag(FLAGS_log_level));
   if (level == spdlog::level::off && absl::GetFlag(FLAGS_log_level) != "off") {
-    std::fprintf(stderr,
-                 "sqlgroup: --log_level=%s is not one of trace, debug, info, "
-                 "warn, error, off\n",
-                 absl::GetFlag(FLAGS_log_level).c_str());
+    const std::string message = sqlgroup::cli::NameTheEnvironment(
+        *cl, absl::StrCat("--log_level=", absl::GetFlag(FLAGS_log_level),
+                          " is not one of trace, debug, info, warn, error, "
+                          "off"));
+    std::fprintf(stderr, "sqlgroup: %s\n", message.c_str());
     return 2;
   }
   spdlog::set_level(level);
   std::vector<std::string> words(positional.begin() + 1, positional.end());
   const absl::Status s = sqlgroup::cli::RunCommand(words);
   if (s.ok()) return 0;
-  std::fprintf(stderr, "sqlgroup: %s\n", std::string(s.message()).c_str());
   if (absl::IsInvalidArgument(s)) {
+    std::fprintf(
+        stderr, "sqlgroup: %s\n",
+        sqlgroup::cli::NameTheEnvironment(*cl, std::string(s.message()))
+            .c_str());
     // A message that is the usage line already needs no reminder.
     if (!absl::StartsWith(s.message(), "usage:")) {
       std::fprintf(stderr, "%s", sqlgroup::cli::UsageReminder(words).c_str());
     }
     return 2;
   }
+  std::fprintf(stderr, "sqlgroup: %s\n", std::string(s.message()).c_str());
   return 1;
 }

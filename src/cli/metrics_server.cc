@@ -1,8 +1,12 @@
 #include "cli/metrics_server.h"
 
+#include <arpa/inet.h>
 #include <civetweb.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
+
+#include <algorithm>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -28,6 +32,32 @@ int Probe(mg_connection* conn, const std::function<absl::Status()>& check) {
 }
 
 }  // namespace
+
+absl::Status CheckListenAddress(const std::string& addr) {
+  const size_t colon = addr.rfind(':');
+  const std::string port =
+      colon == std::string::npos ? addr : addr.substr(colon + 1);
+  std::string host = colon == std::string::npos ? "" : addr.substr(0, colon);
+  bool ok = !port.empty() && port.size() <= 5 &&
+            std::all_of(port.begin(), port.end(),
+                        [](char c) { return c >= '0' && c <= '9'; }) &&
+            std::stoi(port) <= 65535;
+  if (ok && colon != std::string::npos) {
+    in6_addr any;
+    if (host.size() > 2 && host.front() == '[' && host.back() == ']') {
+      ok = inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), &any) ==
+           1;
+    } else {
+      ok = inet_pton(AF_INET, host.c_str(), &any) == 1;
+    }
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--metrics_addr=", addr,
+      ": expected an IP address and a port from 0 to 65535, such as "
+      "127.0.0.1:9464, 0.0.0.0:9464 (every interface) or [::1]:9464; port 0 "
+      "lets the OS pick one; an empty value serves no endpoint"));
+}
 
 absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
     const std::string& addr, std::shared_ptr<prometheus::Registry> registry,

@@ -28,6 +28,11 @@ struct HealthChecks {
   std::function<absl::Status()> ready;
 };
 
+// OK for an address Start can listen on as written: "HOST:PORT" with an
+// IPv4 address or a bracketed IPv6 one ("[::1]:9464"), or a bare PORT; the
+// port 0 to 65535. INVALID_ARGUMENT naming --metrics_addr otherwise.
+absl::Status CheckListenAddress(const std::string& addr);
+
 class MetricsServer {
  public:
   // Listens on `addr` ("host:port"; port 0: one the OS picks).

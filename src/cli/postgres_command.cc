@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
 #include "cli/flags.h"
 #include "cli/signals.h"
 #include "cli/subcommands.h"
@@ -18,19 +19,46 @@ absl::Status RunPostgres(const Args&) {
   const sigset_t signals = BlockStopSignals();
   PrivatePostgresOptions options;
   options.durable = absl::GetFlag(FLAGS_durable);
-  ASSIGN_OR_RETURN(auto pg, PrivatePostgres::Start(options));
-  std::printf("dsn: %s\n", pg->Dsn().c_str());
-  // Said plainly: a developer must not keep data here by mistake.
+  options.port = absl::GetFlag(FLAGS_port);
+  options.dir = absl::GetFlag(FLAGS_data_dir);
+  options.keep = absl::GetFlag(FLAGS_keep);
+  if (options.port < 0 || options.port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--port must be 1 to 65535, or 0 for a free one, got ", options.port));
+  }
+  auto pg = PrivatePostgres::Start(options);
+  if (!pg.ok()) {
+    if (absl::IsUnavailable(pg.status()) && options.port > 0) {
+      return absl::UnavailableError(
+          absl::StrCat(pg.status().message(), " (--port; 0 picks a free one)"));
+    }
+    if (absl::IsFailedPrecondition(pg.status()) && !options.dir.empty()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--data_dir: ", pg.status().message()));
+    }
+    return pg.status();
+  }
+  std::printf("dsn: %s\n", (*pg)->Dsn().c_str());
+  // Said plainly: a developer must not keep data here by mistake, nor lose
+  // it by mistake.
+  const std::string fate =
+      !options.dir.empty()
+          ? absl::StrCat("kept when this stops: start again with --data_dir ",
+                         options.dir, " to use it")
+      : options.keep ? "kept when this stops (--keep)"
+                     : "deleted when this stops (SIGINT/SIGTERM); --data_dir "
+                       "DIR or --keep keeps it";
   std::fprintf(
-      stderr,
-      "sqlgroup postgres: port %d (a free one, picked at start); "
-      "data in %s, deleted when this stops (SIGINT/SIGTERM)%s\n",
-      pg->port(), pg->data_dir().c_str(),
+      stderr, "sqlgroup postgres: port %d (%s); data in %s%s, %s%s\n",
+      (*pg)->port(),
+      options.port > 0 ? "--port" : "a free one, picked at start",
+      (*pg)->data_dir().c_str(),
+      (*pg)->reused() ? " (the cluster of an earlier run)" : "", fate.c_str(),
       options.durable ? "" : "; fsync off (--durable for crash safety)");
   std::fflush(stdout);
   while (TakeStopSignal(signals, absl::Hours(1)) == 0) {
   }
-  return pg->Stop();
+  return (*pg)->Stop();
 }
 
 }  // namespace sqlgroup::cli

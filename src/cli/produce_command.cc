@@ -1,173 +1,261 @@
-// `sqlgroup produce`: enqueue N items, optionally keyed (and then numbered
-// per key, see numbered_items.h) and paced.
+// `sqlgroup produce`: sends one item (--key, --payload or --payload_file),
+// items read one per line (--input FILE|-), or generated load (--generate,
+// load_generator.h).
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
-#include <functional>
-#include <pqxx/pqxx>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "cli/flags.h"
-#include "cli/handlers/handler_spec.h"
-#include "cli/numbered_items.h"
+#include "cli/load_generator.h"
+#include "cli/produce_input.h"
 #include "cli/subcommands.h"
 #include "dsn.h"
-#include "member/backoff.h"
 #include "sqlgroup/producer.h"
 #include "status_macros.h"
-#include "store/connection.h"
-#include "store/errors.h"
 
 namespace sqlgroup::cli {
 namespace {
 
-// The produce connection's options: a producer's, and --pool_mode's
-// (checked when the command starts).
-store::ConnectOptions ProduceConnectOptions() {
-  store::ConnectOptions options =
-      store::ProducerOptions("sqlgroup-produce", absl::Seconds(5));
-  options.transaction_pooler = TransactionPooler().value_or(false);
-  return options;
+// At most this many items per transaction; fewer when input stops coming.
+constexpr size_t kBatch = 500;
+
+std::vector<std::string> Given(const std::vector<std::string>& names) {
+  std::vector<std::string> given;
+  for (const std::string& name : names) {
+    if (FlagGiven(name)) given.push_back("--" + name);
+  }
+  return given;
 }
 
-struct BatchOutcome {
-  absl::Status status;
-  int retries = 0;
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--payload_file ", path, " cannot be read: ", std::strerror(errno)));
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+absl::Status CheckSize(const NewItem& item, const std::string& where) {
+  if (item.payload.size() <= kDefaultMaxPayloadBytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      where, " has a payload of ", item.payload.size(),
+      " bytes, over the limit of ", kDefaultMaxPayloadBytes,
+      " per item; keep large data in a table of its own and send its key"));
+}
+
+// Sends the items of stdin or a file, a batch per transaction (each under
+// the Producer's idempotency key), as lines arrive.
+class InputSender {
+ public:
+  InputSender(Producer& producer, bool print_ids)
+      : producer_(producer), print_ids_(print_ids) {}
+
+  absl::Status Run(const std::string& path, InputFormat format,
+                   const std::string& delimiter, absl::Duration delay) {
+    const bool stdin_input = path == "-";
+    const int fd = stdin_input ? STDIN_FILENO : open(path.c_str(), O_RDONLY);
+    if (fd < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--input ", path, " cannot be opened: ", std::strerror(errno)));
+    }
+    const std::string name =
+        stdin_input ? "standard input" : absl::StrCat("--input ", path);
+    absl::Status s = Read(fd, name, format, delimiter, delay);
+    if (!stdin_input) close(fd);
+    return s;
+  }
+
+  int64_t sent() const { return sent_; }
+
+ private:
+  absl::Status Read(int fd, const std::string& name, InputFormat format,
+                    const std::string& delimiter, absl::Duration delay) {
+    LineReader reader(fd);
+    std::string line;
+    int64_t number = 0;
+    while (reader.Next(&line)) {
+      ++number;
+      if (line.empty()) continue;
+      absl::StatusOr<NewItem> item = format == InputFormat::kJson
+                                         ? ParseJsonLine(line, delay)
+                                         : ParseTextLine(line, delimiter);
+      if (format == InputFormat::kText) item->delay = delay;
+      const std::string where = absl::StrCat("line ", number, " of ", name);
+      if (item.ok()) {
+        if (absl::Status s = CheckSize(*item, where); !s.ok()) item = s;
+      }
+      if (!item.ok()) {
+        // What came before the bad line goes; nothing after it.
+        RETURN_IF_ERROR(Flush());
+        return absl::FailedPreconditionError(absl::StrCat(
+            where, " is not an item: ", item.status().message(), ". The ",
+            sent_, " item(s) before it were sent, none from it on: fix it "
+                   "and send the input from that line"));
+      }
+      if (batch_.empty()) first_line_ = number;
+      last_line_ = number;
+      batch_.push_back(*std::move(item));
+      if (batch_.size() >= kBatch || !reader.Ready()) RETURN_IF_ERROR(Flush());
+    }
+    RETURN_IF_ERROR(Flush());
+    if (!reader.status().ok()) {
+      return absl::UnavailableError(absl::StrCat(
+          name, ": ", reader.status().message(), " after ", number,
+          " line(s); the ", sent_, " item(s) read before were sent"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Flush() {
+    if (batch_.empty()) return absl::OkStatus();
+    absl::StatusOr<std::vector<std::string>> ids = producer_.Enqueue(batch_);
+    if (!ids.ok()) {
+      return absl::Status(
+          ids.status().code(),
+          absl::StrCat("the items of lines ", first_line_, " to ", last_line_,
+                       " could not be sent (", sent_,
+                       " item(s) before them were): ", ids.status().message()));
+    }
+    sent_ += static_cast<int64_t>(ids->size());
+    if (print_ids_) {
+      for (const std::string& id : *ids) std::printf("%s\n", id.c_str());
+      std::fflush(stdout);
+    }
+    batch_.clear();
+    return absl::OkStatus();
+  }
+
+  Producer& producer_;
+  const bool print_ids_;
+  std::vector<NewItem> batch_;
+  int64_t first_line_ = 0;
+  int64_t last_line_ = 0;
+  int64_t sent_ = 0;
 };
 
-// Runs `enqueue` in a transaction and commits it, through lost
-// connections, restarts and failovers, for up to `retry_for`. Each try
-// first claims the batch's idempotency key (forgetting `previous`, the
-// last batch's) in its transaction, before anything else is written (the
-// per-key tally included): if an earlier try committed, the claim says so
-// and nothing is sent again; if an earlier try is still running on a
-// connection the server has not dropped yet, the claim waits for its end.
-// Logs once when retries start and once when they end.
-BatchOutcome EnqueueBatchWithRetries(
-    const std::string& dsn, const std::string& group, absl::Duration retry_for,
-    std::unique_ptr<pqxx::connection>& conn, int64_t sent,
-    const std::function<absl::StatusOr<std::vector<std::string>>(pqxx::work&)>&
-        enqueue,
-    const std::string& key, const std::string& previous) {
-  const absl::Time began = absl::Now();
-  BatchOutcome out;
-  bool in_doubt = false;
-  for (;;) {
-    absl::Status inner;
-    bool already_in = false;
-    absl::Status s = absl::OkStatus();
-    if (!conn) {
-      auto c = store::Connect(dsn, ProduceConnectOptions());
-      if (c.ok()) {
-        conn = std::move(*c);
-      } else {
-        s = c.status();
-      }
-    }
-    if (s.ok()) {
-      s = store::Guard("enqueue", [&] {
-        pqxx::work tx(*conn);
-        store::LocalLimits(tx);
-        already_in = !tx.exec_params1(
-                            "SELECT sqlgroup.claim_enqueue_key($1, $2, "
-                            "'{}'::uuid[], nullif($3, ''))",
-                            group, key, previous)[0]
-                          .as<bool>();
-        if (already_in) return;  // rolls back: nothing to write
-        auto ids = enqueue(tx);
-        if (!ids.ok()) {
-          inner = ids.status();
-          return;  // rolls back
-        }
-        tx.commit();
-      });
-    }
-    if (absl::IsUnknown(s)) in_doubt = true;
-    const absl::Status why = s.ok() ? inner : s;
-    if (why.ok()) {
-      if (out.retries > 0) {
-        CliLogger()->info(
-            "produce: the database answers again after {:.1f} s and {} "
-            "retries; {}; going on",
-            absl::ToDoubleSeconds(absl::Now() - began), out.retries,
-            already_in ? "the batch in doubt had been enqueued, and was not "
-                         "sent again"
-                       : "the batch is enqueued, once");
-      }
-      return out;
-    }
-    if (!store::EnqueueWorthRetrying(why)) {
-      out.status = why;
-      return out;
-    }
-    if (absl::IsUnavailable(why) || absl::IsUnknown(why)) conn.reset();
-    const absl::Duration pause =
-        Backoff(out.retries + 1, absl::Milliseconds(100), absl::Seconds(2));
-    if (absl::Now() + pause > began + retry_for) {
-      out.status = absl::UnavailableError(absl::StrCat(
-          "gave up after ", sent, " items: the database could not be used for ",
-          absl::FormatDuration(retry_for), " (--retry_for; ", out.retries + 1,
-          " tries; last: ", why.message(), "). The batch in flight ",
-          in_doubt ? "may have been enqueued (its commit was cut off); "
-                     "nothing was enqueued twice"
-                   : "was not enqueued",
-          ". Check that the database is running and reachable, then produce "
-          "the rest; raise --retry_for to wait longer"));
-      return out;
-    }
-    if (out.retries == 0) {
-      CliLogger()->warn(
-          "produce: enqueue failed after {} items ({}); retrying for up to "
-          "{} without sending any batch twice",
-          sent, std::string(why.message()), absl::FormatDuration(retry_for));
-    }
-    ++out.retries;
-    absl::SleepFor(pause);
+absl::Status SendOwnItems(const ProduceTarget& target, bool from_input) {
+  const std::string& input = absl::GetFlag(FLAGS_input);
+  ASSIGN_OR_RETURN(const InputFormat format,
+                   ParseInputFormat(absl::GetFlag(FLAGS_format)));
+  const absl::Duration delay = absl::GetFlag(FLAGS_delay);
+  if (delay < absl::ZeroDuration() || delay == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--delay must be 0 or more, such as 30s or 5m, got ",
+        absl::FormatDuration(delay)));
   }
-}
-
-// Runs `f` until it succeeds or fails for a reason other than an
-// unreachable database, or `retry_for` has passed.
-absl::Status RetryWhileUnavailable(absl::Duration retry_for,
-                                   const std::function<absl::Status()>& f) {
-  const absl::Time deadline = absl::Now() + retry_for;
-  for (int tries = 1;; ++tries) {
-    const absl::Status s = f();
-    const absl::Duration pause =
-        Backoff(tries, absl::Milliseconds(100), absl::Seconds(2));
-    if (!absl::IsUnavailable(s) || store::RefusedForGood(s) ||
-        absl::Now() + pause > deadline) {
-      return s;
+  NewItem one;
+  if (!from_input) {
+    if (FlagGiven("payload") && FlagGiven("payload_file")) {
+      return absl::InvalidArgumentError(
+          "give the payload once: --payload TEXT or --payload_file FILE");
     }
-    if (tries == 1) {
-      CliLogger()->warn("produce: cannot start yet ({}); retrying for up to {}",
-                        std::string(s.message()),
-                        absl::FormatDuration(retry_for));
+    if (FlagGiven("payload_file")) {
+      ASSIGN_OR_RETURN(one.payload,
+                       ReadWholeFile(absl::GetFlag(FLAGS_payload_file)));
+    } else {
+      one.payload = absl::GetFlag(FLAGS_payload);
     }
-    absl::SleepFor(pause);
+    if (const std::string key = absl::GetFlag(FLAGS_key); !key.empty()) {
+      one.key = key;
+    }
+    one.delay = delay;
+    RETURN_IF_ERROR(CheckSize(one, "the item"));
   }
+  std::unique_ptr<Producer> producer;
+  RETURN_IF_ERROR(
+      RetryWhileUnavailable(target.retry_for, [&]() -> absl::Status {
+        ASSIGN_OR_RETURN(producer,
+                         Producer::Create({.dsn = target.dsn,
+                                           .group = target.group,
+                                           .notify = absl::GetFlag(FLAGS_notify),
+                                           .pool_mode = target.mode,
+                                           .retry_for = target.retry_for,
+                                           .logger = CliLogger()}));
+        return absl::OkStatus();
+      }));
+  const bool print_ids = absl::GetFlag(FLAGS_print_ids);
+  const absl::Time start = absl::Now();
+  int64_t sent = 0;
+  if (from_input) {
+    InputSender sender(*producer, print_ids);
+    const absl::Status s =
+        sender.Run(input, format,
+                   KeyDelimiter(absl::GetFlag(FLAGS_key_delimiter)), delay);
+    sent = sender.sent();
+    RETURN_IF_ERROR(s);
+  } else {
+    ASSIGN_OR_RETURN(const std::vector<std::string> ids,
+                     producer->Enqueue({one}));
+    sent = 1;
+    if (print_ids) std::printf("%s\n", ids[0].c_str());
+  }
+  // With --print_ids standard output holds only the ids.
+  const std::string summary = absl::StrCat(
+      "produced ", sent, " item(s) into ", target.group, " in ",
+      absl::FormatDuration(absl::Trunc(absl::Now() - start,
+                                       absl::Milliseconds(1))));
+  if (print_ids) {
+    CliLogger()->info("{}", summary);
+  } else {
+    std::printf("%s\n", summary.c_str());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::Status RunProduce(const Args&) {
   RETURN_IF_ERROR(RequireGroupFlag());
-  const int64_t count = absl::GetFlag(FLAGS_count);
-  const int keys = absl::GetFlag(FLAGS_keys);
-  const int payload_bytes = absl::GetFlag(FLAGS_payload_bytes);
-  const double rate = absl::GetFlag(FLAGS_rate);
-  if (count < 0 || keys < 0 || payload_bytes < 0 || rate < 0) {
+  const std::vector<std::string> one =
+      Given({"key", "payload", "payload_file"});
+  const std::vector<std::string> input = Given({"input"});
+  const std::vector<std::string> generator =
+      Given({"generate", "count", "keys", "payload_bytes", "rate"});
+  const int sources =
+      !one.empty() + !input.empty() + !generator.empty();
+  if (sources == 0) {
     return absl::InvalidArgumentError(
-        "--count, --keys, --payload_bytes and --rate must not be negative");
+        "say what to produce: --key K --payload TEXT (or --payload_file F) "
+        "for one item, --input FILE (- for standard input) for one item per "
+        "line, or --generate --count N for generated load");
   }
-  if (static_cast<size_t>(payload_bytes) > kDefaultMaxPayloadBytes) {
+  if (sources > 1) {
+    std::vector<std::string> all = one;
+    all.insert(all.end(), input.begin(), input.end());
+    all.insert(all.end(), generator.begin(), generator.end());
     return absl::InvalidArgumentError(absl::StrCat(
-        "--payload_bytes=", payload_bytes, " is over the limit of ",
-        kDefaultMaxPayloadBytes,
-        " bytes per item (ProducerOptions::max_payload_bytes); keep large "
-        "data in a table of its own and enqueue its key"));
+        "give one source of items: --key/--payload/--payload_file (one "
+        "item), --input (one per line) or --generate (load); got ",
+        absl::StrJoin(all, ", ")));
+  }
+  if (input.empty()) {
+    if (const std::vector<std::string> stray =
+            Given({"format", "key_delimiter"});
+        !stray.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          absl::StrJoin(stray, " and "),
+          stray.size() == 1 ? " describes" : " describe",
+          " the lines of --input; without it there are none"));
+    }
+  }
+  if (!generator.empty() &&
+      (FlagGiven("print_ids") || FlagGiven("delay"))) {
+    return absl::InvalidArgumentError(
+        "--print_ids and --delay are for your own items, not --generate");
   }
   const absl::Duration retry_for = absl::GetFlag(FLAGS_retry_for);
   if (retry_for < absl::ZeroDuration()) {
@@ -175,77 +263,23 @@ absl::Status RunProduce(const Args&) {
         absl::StrCat("--retry_for must not be negative, got ",
                      absl::FormatDuration(retry_for)));
   }
-  const std::string group = absl::GetFlag(FLAGS_group);
-  const std::string dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn));
-  ASSIGN_OR_RETURN(const bool pooled, TransactionPooler());
-  // Producer::Create checks the schema and the group; batches then go
-  // through EnqueueIn so the per-key tally (and with it each keyed item's
-  // number) commits with the items.
-  // A run that starts while the database restarts or fails over waits
-  // for it, as a batch does.
-  std::unique_ptr<pqxx::connection> conn;
-  RETURN_IF_ERROR(RetryWhileUnavailable(retry_for, [&]() -> absl::Status {
-    ASSIGN_OR_RETURN(
-        auto checked,
-        Producer::Create(
-            {.dsn = dsn, .group = group, .transaction_pooler = pooled}));
-    checked.reset();
-    ASSIGN_OR_RETURN(conn, store::Connect(dsn, ProduceConnectOptions()));
-    if (keys > 0) RETURN_IF_ERROR(EnsureDemoTables(dsn));
-    return absl::OkStatus();
-  }));
-  // Paced: a batch every 50 ms; unpaced: batches of 500.
-  const int64_t batch =
-      rate > 0 ? std::max<int64_t>(1, static_cast<int64_t>(rate / 20)) : 500;
-  NewItem unkeyed;
-  unkeyed.payload = std::string(payload_bytes, 'x');
-  // Each batch carries an idempotency key (this run's id and the batch's
-  // number) and forgets the previous batch's: a batch whose commit was
-  // lost with the connection is found by its key, never sent twice.
-  absl::BitGen gen;
-  const std::string run = absl::StrCat(
-      "produce:", absl::Hex(absl::Uniform<uint64_t>(gen), absl::kZeroPad16));
-  const absl::Time start = absl::Now();
-  int64_t sent = 0;
-  int64_t batches = 0;
-  int64_t retries = 0;
-  while (sent < count) {
-    const int64_t n = std::min(batch, count - sent);
-    const std::string key = absl::StrCat(run, ":", batches);
-    const std::string previous =
-        batches == 0 ? "" : absl::StrCat(run, ":", batches - 1);
-    BatchOutcome outcome = EnqueueBatchWithRetries(
-        dsn, group, retry_for, conn, sent,
-        [&](pqxx::work& tx) {
-          if (keys > 0) {
-            std::vector<std::string> item_keys(n);
-            for (int64_t i = 0; i < n; ++i) {
-              item_keys[i] = absl::StrCat("k", (sent + i) % keys);
-            }
-            return EnqueueNumbered(tx, group, item_keys, payload_bytes);
-          }
-          return Producer::EnqueueIn(tx, group,
-                                     std::vector<NewItem>(n, unkeyed));
-        },
-        key, previous);
-    retries += outcome.retries;
-    if (!outcome.status.ok()) return outcome.status;
-    sent += n;
-    ++batches;
-    if (rate > 0) {
-      const absl::Time due = start + absl::Seconds(sent / rate);
-      absl::SleepFor(due - absl::Now());
+  ProduceTarget target{.dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn)),
+                       .group = absl::GetFlag(FLAGS_group),
+                       .retry_for = retry_for};
+  ASSIGN_OR_RETURN(target.mode, PoolModeFlag());
+  if (!generator.empty()) {
+    if (!absl::GetFlag(FLAGS_generate)) {
+      // The generator's flags worked alone before --generate existed:
+      // scripts that use them keep working, and are told.
+      CliLogger()->warn(
+          "produce {} generates load: write --generate with it (produce "
+          "--generate --count N ...); to send your own items use --key and "
+          "--payload, or --input",
+          absl::StrJoin(generator, " "));
     }
+    return RunGenerate(target);
   }
-  const double secs = absl::ToDoubleSeconds(absl::Now() - start);
-  std::printf("produced %lld items into %s in %.2f s (%.0f/s)%s\n",
-              static_cast<long long>(sent), group.c_str(), secs,
-              secs > 0 ? sent / secs : 0.0,
-              retries > 0 ? absl::StrCat(", ", retries,
-                                         " retries, no batch added twice")
-                                .c_str()
-                          : "");
-  return absl::OkStatus();
+  return SendOwnItems(target, !input.empty());
 }
 
 }  // namespace sqlgroup::cli

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "member/backoff.h"
+#include "pooler_found.h"
 #include "store/connection.h"
 
 namespace sqlgroup {
@@ -29,12 +30,15 @@ absl::StatusOr<std::shared_ptr<SharedHeartbeat>> SharedHeartbeat::Create(
   store::ConnectOptions connect;
   connect.connect_timeout = options.connect_timeout;
   connect.application_name = "sqlgroup-heartbeat";
-  connect.transaction_pooler = options.transaction_pooler;
+  connect.transaction_pooler = options.pool_mode == PoolMode::kTransaction;
+  connect.detect_pooler = options.pool_mode == PoolMode::kAuto;
   auto conn = store::Connect(options.dsn, connect);
   if (!conn.ok()) {
     if (options.connection_budget) options.connection_budget->Unreserve();
     return conn.status();
   }
+  options.pool_mode =
+      internal::Resolved(options.pool_mode, store::TransactionPooled(**conn));
   conn->reset();
   return std::make_shared<HeartbeatBatcher>(std::move(options));
 }
@@ -190,7 +194,7 @@ store::ConnectOptions HeartbeatBatcher::Options(absl::Duration ttl) const {
   // As on a member's control connection.
   store::ConnectOptions options = store::CoordinationOptions(
       "sqlgroup-heartbeat", ttl, options_.connect_timeout);
-  options.transaction_pooler = options_.transaction_pooler;
+  options.transaction_pooler = options_.pool_mode == PoolMode::kTransaction;
   return options;
 }
 

@@ -38,6 +38,12 @@ struct ConnectOptions {
   // defaults). Statements are prepared per server connection (see
   // store/statements.h).
   bool transaction_pooler = false;
+  // Unless transaction_pooler: find out whether a pooler answers the
+  // connection (the process id given at connect is not the backend's; see
+  // PoolMode::kAuto). The connection opens as for a pooler, asks the
+  // server its process id, and then becomes a pooled connection or is set
+  // up as a direct one. TransactionPooled (store/connection.h) tells which.
+  bool detect_pooler = false;
 };
 
 // How long one coordination statement (heartbeat, reap, take, drop) may

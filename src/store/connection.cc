@@ -171,6 +171,9 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
   const int timeout_s =
       std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(
                                options.connect_timeout, absl::Seconds(1))));
+  // Detecting opens as for a pooler: no session state until it is known
+  // that the session is the connection's own.
+  const bool open_pooled = options.transaction_pooler || options.detect_pooler;
   std::unique_ptr<pqxx::connection> conn;
   try {
     const std::string target = WithConnectTimeout(dsn, timeout_s);
@@ -178,9 +181,8 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     // sets a server connection's application_name again whenever it
     // passes to a client with another, a statement per transaction.
     conn = std::make_unique<pqxx::connection>(
-        options.transaction_pooler
-            ? WithParameter(target, "application_name", "sqlgroup")
-            : target);
+        open_pooled ? WithParameter(target, "application_name", "sqlgroup")
+                    : target);
   } catch (const std::exception& e) {
     absl::Status s =
         absl::UnavailableError(ConnectFailure(dsn, e.what(), timeout_s));
@@ -207,7 +209,19 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
   conn->inhibit_reactivation(true);
 #pragma GCC diagnostic pop
-  if (options.transaction_pooler) {
+  bool pooled = options.transaction_pooler;
+  if (!pooled && options.detect_pooler) {
+    // A pooler answers the connect itself and makes up the process id it
+    // gives (PgBouncer, pgcat, Supavisor, RDS Proxy); the server's own
+    // differs. One round trip, once per connection opened this way.
+    absl::Status s = Guard("find out whether a pooler answers", [&] {
+      pqxx::nontransaction tx(*conn);
+      pooled = tx.exec1("SELECT pg_backend_pid()")[0].as<int>() !=
+               conn->backendpid();
+    });
+    if (!s.ok()) return s;
+  }
+  if (pooled) {
     MarkPooled(*conn).local_limits = LocalSettings(options);
     return conn;  // no session state
   }
@@ -222,6 +236,14 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
   });
   if (!s.ok()) return s;
   return conn;
+}
+
+bool TransactionPooled(pqxx::connection& conn) {
+  return PooledStateOf(conn) != nullptr;
+}
+
+bool TransactionPooled(DbConnection& db) {
+  return TransactionPooled(PqxxOf(db));
 }
 
 absl::Status AwaitNotifications(pqxx::connection& conn, int wake_fd,

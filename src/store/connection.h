@@ -22,6 +22,10 @@ namespace sqlgroup::store {
 absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
     const std::string& dsn, const ConnectOptions& options);
 
+// True for a connection opened for a pooler in transaction mode, or found
+// to go through a pooler (ConnectOptions::detect_pooler).
+bool TransactionPooled(pqxx::connection& conn);
+
 // The connection a DbConnection holds (store/db_connection.h), for the
 // store/ functions it is handed to.
 pqxx::connection& PqxxOf(DbConnection& db);

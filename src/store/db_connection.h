@@ -40,6 +40,10 @@ class DbConnection {
   std::unique_ptr<Native> native_;
 };
 
+// True for a connection opened for a pooler in transaction mode, or found
+// to go through a pooler (ConnectOptions::detect_pooler).
+bool TransactionPooled(DbConnection& db);
+
 }  // namespace sqlgroup::store
 
 #endif  // SQLGROUP_STORE_DB_CONNECTION_H_

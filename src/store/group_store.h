@@ -55,7 +55,7 @@ absl::StatusOr<DeletedGroup> DeleteGroup(DbConnection& db,
 // away, and announces it: its parts move at once. NOT_FOUND names the
 // group when it does not exist, else the instance when it has no session.
 absl::Status RemoveStaticMember(DbConnection& db, const std::string& group,
-                                const std::string& instance);
+                                const std::string& instance, bool force);
 
 }  // namespace sqlgroup::store
 

@@ -9,11 +9,14 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <pqxx/pqxx>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "support/db_snapshot.h"
 #include "support/pg_fixture.h"
 #include "support/subprocess.h"
@@ -288,7 +291,7 @@ TEST(Cli, BadInputFailsWithAClearMessageAndChangesNothing) {
       {{"consume", "--group", "g", "--dsn", wrong_uri},
        1,
        "password authentication failed"},
-      {{"produce", "--group", "g", "--dsn", wrong_kv},
+      {{"produce", "--group", "g", "--payload", "p", "--dsn", wrong_kv},
        1,
        "password authentication failed"},
       {{"group", "list", "--dsn", unreachable},
@@ -317,16 +320,93 @@ TEST(Cli, BadInputFailsWithAClearMessageAndChangesNothing) {
   }
 }
 
+// A bad value of every kind of flag (duration, whole number, enum, address,
+// URL), given on the command line and then in its environment variable:
+// exit code 2 and a sentence naming the flag, and the variable when the
+// value came from there; never Abseil's own words.
+TEST(Cli, ABadValueOfEveryKindNamesItsFlagAndVariable) {
+  TestDatabase db;
+  const std::string dsn = db.dsn();
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(RunCli({"group", "create", "g", "--dsn", dsn}).exit_code, 0);
+  struct Case {
+    std::string flag;
+    std::string value;
+    std::vector<std::string> command;
+    std::string says;
+  };
+  const std::vector<std::string> consume = {"consume", "--group", "g", "--dsn",
+                                            dsn};
+  const std::vector<std::string> produce = {
+      "produce", "--group", "g", "--payload", "p", "--dsn", dsn};
+  const std::vector<std::string> create = {"group", "create", "h", "--dsn",
+                                           dsn};
+  const std::vector<Case> cases = {
+      // Durations.
+      {"ttl", "5", create, "expected a duration with its unit, such as 5s"},
+      {"heartbeat", "1 s", create, "expected a duration"},
+      {"handler_timeout", "0s", consume, "must be more than 0"},
+      {"retry_for", "-1s", produce, "must not be negative"},
+      {"delay", "-5s", produce, "must be 0 or more"},
+      // Whole numbers.
+      {"parts", "abc", create, "expected a whole number"},
+      {"parts", "0", create, "between 1 and 4096"},
+      {"workers", "100000", consume, "give 1 to 9999"},
+      {"max_attempts", "5x", consume, "expected a whole number"},
+      {"port", "70000", {"postgres"}, "1 to 65535"},
+      // Enums.
+      {"pool_mode", "sometimes", consume, "must be auto"},
+      {"format",
+       "csv",
+       {"produce", "--group", "g", "--input", "-", "--dsn", dsn},
+       "must be text"},
+      {"ordering", "random", create, "ordering"},
+      {"assignor", "fair", create, "assignor"},
+      {"log_level", "loud", {"group", "list", "--dsn", dsn}, "is not one of"},
+      // Addresses.
+      {"metrics_addr", "256.1.1.1:99999", consume,
+       "expected an IP address and a port"},
+      {"metrics_addr", "localhost", consume, "expected an IP address"},
+      // URLs.
+      {"handler", "http://", consume, "http"},
+      {"handler", "ftp://host/x", consume, "handler"},
+  };
+  for (const Case& c : cases) {
+    const std::string flag = "--" + c.flag;
+    const std::string variable = "SQLGROUP_" + absl::AsciiStrToUpper(c.flag);
+    std::vector<std::string> argv = c.command;
+    argv.push_back(flag);
+    argv.push_back(c.value);
+    const auto given = RunCli(argv, {}, absl::Seconds(20));
+    const auto from_env =
+        RunCli(c.command, {{variable, c.value}}, absl::Seconds(20));
+    for (const auto* r : {&given, &from_env}) {
+      const std::string shown = absl::StrCat(r == &given ? "" : variable + "=",
+                                             flag, " ", c.value, ": ", r->err);
+      // The sentence, without the usage line that follows it.
+      const std::string said = r->err.substr(0, r->err.find("\nusage:"));
+      EXPECT_EQ(r->exit_code, 2) << shown;
+      EXPECT_THAT(said, HasSubstr(c.says)) << shown;
+      EXPECT_THAT(said, HasSubstr(flag)) << shown;
+      EXPECT_THAT(r->err, Not(HasSubstr("Illegal value"))) << shown;
+      // Only the command's own usage line, not the global help.
+      EXPECT_THAT(r->err, Not(HasSubstr("Commands:"))) << shown;
+    }
+    EXPECT_THAT(from_env.err, HasSubstr("$" + variable))
+        << variable << "=" << c.value << ": " << from_env.err;
+  }
+}
+
 TEST(Cli, AMetricsAddressThatCannotBeServedIsRefusedWithWhatToDo) {
   TestDatabase db;
   ASSERT_EQ(RunCli({"migrate", "--dsn", db.dsn()}).exit_code, 0);
   ASSERT_EQ(RunCli({"group", "create", "g", "--dsn", db.dsn()}).exit_code, 0);
   const auto r = RunCli({"consume", "--group", "g", "--metrics_addr",
-                         "256.1.1.1:99999", "--dsn", db.dsn()});
+                         "192.0.2.1:9464", "--dsn", db.dsn()});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(
       r.err,
-      HasSubstr("cannot listen on 256.1.1.1:99999 for metrics and health"));
+      HasSubstr("cannot listen on 192.0.2.1:9464 for metrics and health"));
   EXPECT_THAT(r.err, HasSubstr("port 0 lets the OS pick one"));
 }
 
@@ -392,9 +472,9 @@ TEST(Cli, FlagsAsPeopleTypeThem) {
   for (const char* spelling : {"--metrics-addr", "--metrics_addr"}) {
     const auto r = RunCli(
         {"consume", "--group", "a", spelling, "nonsense:x", "--dsn", dsn});
-    EXPECT_EQ(r.exit_code, 1) << spelling;
-    EXPECT_THAT(r.err,
-                HasSubstr("cannot listen on nonsense:x for metrics and health"))
+    EXPECT_EQ(r.exit_code, 2) << spelling;
+    EXPECT_THAT(r.err, HasSubstr("--metrics_addr=nonsense:x: expected an IP "
+                                 "address and a port"))
         << spelling;
   }
   // A typo names the closest flag, and changes nothing.
@@ -512,6 +592,173 @@ TEST(Cli, DeletingAGroupWithItemsNeedsForce) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(RunCli({"group", "list", "--dsn", dsn}).out,
               Not(HasSubstr("full")));
+}
+
+// `sqlgroup produce ARGS < file`: the CLI with `input` on its standard
+// input.
+testing::ProcessResult ProduceFromStdin(const std::vector<std::string>& args,
+                                        const std::string& input) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() /
+       absl::StrCat("sqlgroup-cli-test-", getpid(), "-stdin"))
+          .string();
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << input;
+  }
+  std::vector<std::string> argv = {
+      "/bin/sh", "-c", "exec \"$0\" produce \"$@\" < \"$STDIN_FILE\"",
+      CliPath()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto r = testing::RunProcess(argv, {{"STDIN_FILE", path}});
+  std::filesystem::remove(path);
+  return r;
+}
+
+// What the group holds of item `id`: "KEY|HEX(PAYLOAD)", KEY "<null>"
+// for an unkeyed one.
+std::string Stored(const std::string& dsn, const std::string& id) {
+  return Query(dsn, absl::StrCat("SELECT coalesce(key, '<null>') || '|' || "
+                                 "encode(payload, 'hex') FROM sqlgroup.items "
+                                 "WHERE id = '",
+                                 id, "'"));
+}
+
+std::string Hex(const std::string& bytes) {
+  std::string out;
+  for (const unsigned char c : bytes)
+    absl::StrAppend(&out, absl::Hex(c, absl::kZeroPad2));
+  return out;
+}
+
+// Your own items, from standard input, a line each: keys and payloads
+// arrive byte for byte, in the order of the lines, each id printed on its
+// line's place; JSON lines carry any bytes and a delay.
+TEST(Cli, ProduceSendsYourOwnItemsByteForByte) {
+  TestDatabase db;
+  const std::string dsn = db.dsn();
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(RunCli({"group", "create", "g", "--dsn", dsn}).exit_code, 0);
+  const std::string binary("\x01\xff\x00 \r\\n\"'", 9);
+  struct Line {
+    std::string text;
+    std::string stored;  // what the group must hold
+  };
+  const std::vector<Line> text_lines = {
+      {"user-7\thello, world", "user-7|" + Hex("hello, world")},
+      {"user-7\t" + binary, "user-7|" + Hex(binary)},
+      {"no key at all", "<null>|" + Hex("no key at all")},
+      {"\tleading tab", "<null>|" + Hex("leading tab")},
+      {"k\ta\tb", "k|" + Hex("a\tb")},
+      {"caf\xc3\xa9\tna\xc3\xafve", "caf\xc3\xa9|" + Hex("na\xc3\xafve")},
+  };
+  std::string input;
+  for (const Line& l : text_lines) input += l.text + "\n";
+  input += "\n";                // an empty line: skipped
+  input += "last\tno-newline";  // the last line may lack its '\n'
+  auto r = ProduceFromStdin(
+      {"--group", "g", "--input", "-", "--print_ids", "--dsn", dsn}, input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> ids = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(ids.size(), text_lines.size() + 1) << r.out;
+  for (size_t i = 0; i < text_lines.size(); ++i) {
+    EXPECT_EQ(Stored(dsn, ids[i]), text_lines[i].stored) << "line " << i + 1;
+  }
+  EXPECT_EQ(Stored(dsn, ids.back()), "last|" + Hex("no-newline"));
+
+  // Another delimiter, given as the shell passes it.
+  r = ProduceFromStdin({"--group", "g", "--input", "-", "--key_delimiter",
+                        "::", "--print_ids", "--dsn", dsn},
+                       "a::b::c\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Stored(dsn, std::string(absl::StripAsciiWhitespace(r.out))),
+            "a|" + Hex("b::c"));
+
+  // JSON lines.
+  r = ProduceFromStdin(
+      {"--group", "g", "--input", "-", "--format", "json", "--print_ids",
+       "--dsn", dsn},
+      "{\"key\": \"j\", \"payload\": \"caf\\u00e9 \\\"q\\\"\\n\"}\n"
+      "{\"key\": null, \"payload_base64\": \"Af8AIA0=\", \"delay\": \"1h\"}\n");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ids = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  ASSERT_EQ(ids.size(), 2u) << r.out;
+  EXPECT_EQ(Stored(dsn, ids[0]), "j|" + Hex("caf\xc3\xa9 \"q\"\n"));
+  EXPECT_EQ(Stored(dsn, ids[1]),
+            "<null>|" + Hex(std::string("\x01\xff\x00\x20\x0d", 5)));
+  EXPECT_EQ(Query(dsn, absl::StrCat("SELECT not_before > now() + interval "
+                                    "'59 minutes' FROM sqlgroup.items WHERE "
+                                    "id = '",
+                                    ids[1], "'")),
+            "t");
+
+  // One item: --key and --payload_file's bytes.
+  const std::string file =
+      (std::filesystem::temp_directory_path() /
+       absl::StrCat("sqlgroup-cli-test-", getpid(), "-payload"))
+          .string();
+  { std::ofstream(file, std::ios::binary) << binary; }
+  r = RunCli({"produce", "--group", "g", "--key", "one", "--payload_file", file,
+              "--print_ids", "--dsn", dsn});
+  std::filesystem::remove(file);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Stored(dsn, std::string(absl::StripAsciiWhitespace(r.out))),
+            "one|" + Hex(binary));
+}
+
+// A line that is not an item stops the input there: what came before it
+// is sent, nothing after it, and the message names the line.
+TEST(Cli, ProduceStopsAtABadLineAndSaysWhereToGoOn) {
+  TestDatabase db;
+  const std::string dsn = db.dsn();
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(RunCli({"group", "create", "g", "--dsn", dsn}).exit_code, 0);
+  const auto r = ProduceFromStdin(
+      {"--group", "g", "--input", "-", "--format", "json", "--dsn", dsn},
+      "{\"payload\": \"1\"}\n{\"payload\": \"2\"}\n{\"paylod\": \"3\"}\n"
+      "{\"payload\": \"4\"}\n");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("line 3 of standard input is not an item"));
+  EXPECT_THAT(r.err, HasSubstr("\"paylod\""));
+  EXPECT_THAT(r.err, HasSubstr("The 2 item(s) before it were sent"));
+  EXPECT_EQ(Count(dsn, "SELECT count(*) FROM sqlgroup.items"), 2);
+}
+
+// `group leave` of a static member whose process runs is refused, saying
+// where it runs and what to do; once stopped, it leaves.
+TEST(Cli, LeavingARunningStaticMemberSaysToStopItFirst) {
+  TestDatabase db;
+  const std::string dsn = db.dsn();
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(RunCli({"group", "create", "g", "--dsn", dsn}).exit_code, 0);
+  const std::string log =
+      (std::filesystem::temp_directory_path() /
+       absl::StrCat("sqlgroup-cli-test-", getpid(), "-static.log"))
+          .string();
+  ChildProcess member(
+      {CliPath(), "consume", "--group", "g", "--instance", "pod-a",
+       "--static_timeout", "60s", "--metrics_addr", "", "--dsn", dsn},
+      log);
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Count(dsn,
+                     "SELECT count(*) FROM sqlgroup.sessions WHERE "
+                     "instance = 'pod-a'") == 1;
+      },
+      absl::Seconds(30)))
+      << member.Log();
+  auto r = RunCli({"group", "leave", "g", "--instance", "pod-a", "--dsn", dsn});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("instance 'pod-a' of group g is running (pid "));
+  EXPECT_THAT(r.err, HasSubstr("Stop that process first"));
+  EXPECT_EQ(Count(dsn, "SELECT count(*) FROM sqlgroup.sessions"), 1);
+  member.Signal(SIGTERM);
+  EXPECT_EQ(member.Wait(absl::Seconds(20)), 0) << member.Log();
+  // Away now (its session waits for it), so it can leave for good.
+  r = RunCli({"group", "leave", "g", "--instance", "pod-a", "--dsn", dsn});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Count(dsn, "SELECT count(*) FROM sqlgroup.sessions"), 0);
+  std::filesystem::remove(log);
 }
 
 // Item n of a key carries n, counted over every produce run from the

@@ -14,6 +14,9 @@
 namespace sqlgroup::testing {
 namespace {
 
+// What PoolMode::kAuto logs when it finds a pooler (src/pool_mode.cc).
+constexpr char kPoolerFound[] = "connects through a connection pooler";
+
 class PoolerTest : public ConsumerFixture {
  protected:
   void SetUp() override {
@@ -43,12 +46,15 @@ class PoolerTest : public ConsumerFixture {
   // `sqlgroup consume --handler=<handler>` through a pooler in
   // transaction mode with two server connections: every item once, each
   // key in order, on those two connections.
-  void ExpectTheCliConsumesThroughATransactionPooler(const std::string& handler,
-                                                     bool batch = false) {
+  // Without --pool_mode (auto), the members find the pooler themselves and
+  // say so once each.
+  void ExpectTheCliConsumesThroughATransactionPooler(
+      const std::string& handler, bool batch = false,
+      const std::string& pool_mode = "transaction") {
     TestPgBouncer bouncer("transaction", 2);
     ASSERT_TRUE(bouncer.ok());
     CreateGroup("g", 8);
-    ProduceKeyed(bouncer.Via(db_.dsn()), true, "g", 300, 10);
+    ProduceKeyed(bouncer.Via(db_.dsn()), PoolMode::kTransaction, "g", 300, 10);
     const std::string log =
         absl::StrCat(::testing::TempDir(), "pooled-cli.log");
     std::remove(log.c_str());
@@ -58,15 +64,25 @@ class PoolerTest : public ConsumerFixture {
         "--group=g",
         "--members=2",
         "--workers=2",
-        "--pool_mode=transaction",
         "--metrics_addr=",
         "--handler=" + handler,
         absl::StrCat("--dsn=", bouncer.Via(member_dsn_))};
     if (batch) argv.push_back("--batch");
+    if (!pool_mode.empty()) argv.push_back("--pool_mode=" + pool_mode);
     ChildProcess consume(argv, log);
     ASSERT_TRUE(Drained(absl::Seconds(60))) << consume.Log();
     consume.Signal(SIGTERM);
     EXPECT_EQ(consume.Wait(absl::Seconds(30)), 0) << consume.Log();
+    const std::string said = consume.Log();
+    size_t found = 0;
+    for (size_t at = said.find(kPoolerFound); at != std::string::npos;
+         at = said.find(kPoolerFound, at + 1)) {
+      ++found;
+    }
+    // Auto: one line per member; explicit: none. And nothing about
+    // prepared statements that exist already or not at all.
+    EXPECT_EQ(found, pool_mode.empty() ? 2u : 0u) << said;
+    EXPECT_EQ(said.find("prepared statement"), std::string::npos) << said;
     ExpectExactlyOnceInOrder(300);
     EXPECT_LE(Count("SELECT count(DISTINCT backend) FROM acks"), 2);
   }
@@ -84,10 +100,9 @@ class PoolerTest : public ConsumerFixture {
 
   // `n` items over `keys` keys, numbered 0.. per key in the payload,
   // enqueued through `dsn` in batches of 50.
-  void ProduceKeyed(const std::string& dsn, bool pooled,
+  void ProduceKeyed(const std::string& dsn, PoolMode mode,
                     const std::string& group, int n, int keys) {
-    auto p = Producer::Create(
-        {.dsn = dsn, .group = group, .transaction_pooler = pooled});
+    auto p = Producer::Create({.dsn = dsn, .group = group, .pool_mode = mode});
     ASSERT_TRUE(p.ok()) << p.status();
     std::map<int, int> next;
     for (int i = 0; i < n; i += 50) {
@@ -114,6 +129,15 @@ class PoolerTest : public ConsumerFixture {
         << "a key's items were acknowledged out of order";
   }
 
+  // Backends of this test's database named as a direct member names its
+  // control connection.
+  int64_t ControlConnections() {
+    return Count(absl::StrCat(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+        "'sqlgroup-control' AND datname = '",
+        db_.name(), "'"));
+  }
+
   // Backends of this test's database whose last statement was a LISTEN,
   // by application_name.
   std::map<std::string, int64_t> Listening() {
@@ -137,12 +161,14 @@ TEST_F(PoolerTest, ConsumesExactlyOnceInKeyOrderThroughATransactionPooler) {
   ASSERT_TRUE(bouncer.ok());
   const std::string pooled = bouncer.Via(member_dsn_);
   CreateGroup("g", 8);
-  ProduceKeyed(bouncer.Via(db_.dsn()), true, "g", 600, 20);
+  // The producer finds the pooler by itself too.
+  ProduceKeyed(bouncer.Via(db_.dsn()), PoolMode::kAuto, "g", 600, 20);
   std::vector<std::unique_ptr<Consumer>> members;
   for (int i = 0; i < 3; ++i) {
     ConsumerOptions o = Options("g", AckRecorder());
     o.dsn = pooled;
-    o.transaction_pooler = true;
+    // Two say it, one finds out (PoolMode::kAuto, the default).
+    if (i < 2) o.pool_mode = PoolMode::kTransaction;
     members.push_back(Start(std::move(o)));
     ASSERT_NE(members.back(), nullptr);
   }
@@ -167,7 +193,7 @@ TEST_F(PoolerTest, ListensOnTheListenDsnAndWakesOnANotify) {
   CreateGroup("g", 4);
   ConsumerOptions o = Options("g", AckRecorder());
   o.dsn = bouncer.Via(member_dsn_);
-  o.transaction_pooler = true;
+  o.pool_mode = PoolMode::kTransaction;
   o.listen_dsn = member_dsn_;
   // Without a NOTIFY an item would wait for a probe a minute away.
   o.idle_poll = absl::Seconds(60);
@@ -180,7 +206,7 @@ TEST_F(PoolerTest, ListensOnTheListenDsnAndWakesOnANotify) {
       << "no backend named sqlgroup-listen whose last statement is LISTEN";
   // Past the probe that follows the takes.
   absl::SleepFor(absl::Seconds(1));
-  ProduceKeyed(bouncer.Via(db_.dsn()), true, "g", 5, 5);
+  ProduceKeyed(bouncer.Via(db_.dsn()), PoolMode::kTransaction, "g", 5, 5);
   EXPECT_TRUE(Drained(absl::Seconds(20)))
       << "the producer's NOTIFY did not wake the member";
   EXPECT_TRUE(member->Stop().ok());
@@ -191,6 +217,13 @@ TEST_F(PoolerTest, CliConsumesWithASqlHandlerThroughATransactionPooler) {
   ExpectTheCliConsumesThroughATransactionPooler(
       "sql:INSERT INTO acks (key, n, id, backend) VALUES ($1, "
       "convert_from($2, 'UTF8')::int, $3, pg_backend_pid())");
+}
+
+// The default: no flag, and the members find the pooler.
+TEST_F(PoolerTest, CliFindsATransactionPoolerWithoutAFlag) {
+  ExpectTheCliConsumesThroughATransactionPooler("sql:public.ack_item",
+                                                /*batch=*/false,
+                                                /*pool_mode=*/"");
 }
 
 // Called by the ack's own statement, prepared on each server connection
@@ -216,11 +249,11 @@ TEST_F(PoolerTest, ATransactionPoolerRestartLosesAndRepeatsNothing) {
       return AckRecorder()(item, ack);
     });
     o.dsn = bouncer.Via(member_dsn_);
-    o.transaction_pooler = true;
+    o.pool_mode = PoolMode::kTransaction;
     members.push_back(Start(std::move(o)));
     ASSERT_NE(members.back(), nullptr);
   }
-  ProduceKeyed(bouncer.Via(db_.dsn()), true, "g", 400, 16);
+  ProduceKeyed(bouncer.Via(db_.dsn()), PoolMode::kTransaction, "g", 400, 16);
   ASSERT_TRUE(WaitFor([&] { return Count("SELECT count(*) FROM acks") > 50; },
                       absl::Seconds(30)));
   ASSERT_TRUE(bouncer.Restart());
@@ -229,18 +262,51 @@ TEST_F(PoolerTest, ATransactionPoolerRestartLosesAndRepeatsNothing) {
   ExpectExactlyOnceInOrder(400);
 }
 
-TEST_F(PoolerTest, ASessionPoolerNeedsNothingSpecial) {
+TEST_F(PoolerTest, ASessionPoolerWorksDirectOrFound) {
   TestPgBouncer bouncer("session", 8);
   ASSERT_TRUE(bouncer.ok());
   CreateGroup("g", 4);
+  // Said to be direct: everything as on a direct connection, LISTEN too.
   ConsumerOptions o = Options("g", AckRecorder());
-  o.dsn = bouncer.Via(member_dsn_);  // transaction_pooler stays false
+  o.dsn = bouncer.Via(member_dsn_);
+  o.pool_mode = PoolMode::kDirect;
+  auto direct = Start(std::move(o));
+  ASSERT_NE(direct, nullptr);
+  // Found out: taken for a pooler in transaction mode, which works too.
+  o = Options("g", AckRecorder());
+  o.dsn = bouncer.Via(member_dsn_);
+  auto found = Start(std::move(o));
+  ASSERT_NE(found, nullptr);
+  ASSERT_TRUE(Settles("g", 4, {direct.get(), found.get()}));
+  ProduceKeyed(bouncer.Via(db_.dsn()), PoolMode::kDirect, "g", 100, 10);
+  ASSERT_TRUE(Drained(absl::Seconds(30)));
+  // Only the member said to be direct set up its session (and names its
+  // connections by kind).
+  EXPECT_EQ(ControlConnections(), 1);
+  EXPECT_TRUE(direct->Stop().ok());
+  EXPECT_TRUE(found->Stop().ok());
+  ExpectExactlyOnceInOrder(100);
+}
+
+// Straight to the server, PoolMode::kAuto (the default) finds no pooler:
+// the member's connections are set up as direct ones (a session SET names
+// each kind; behind a pooler all are "sqlgroup") and it wakes on NOTIFY.
+TEST_F(PoolerTest, AutoFindsADirectConnection) {
+  CreateGroup("g", 2);
+  ConsumerOptions o = Options("g", AckRecorder());
+  ASSERT_EQ(o.pool_mode, PoolMode::kAuto);
+  // Without a NOTIFY an item would wait a minute.
+  o.idle_poll = absl::Seconds(60);
+  o.idle_poll_listening = absl::Seconds(60);
   auto member = Start(std::move(o));
   ASSERT_NE(member, nullptr);
-  ProduceKeyed(bouncer.Via(db_.dsn()), false, "g", 100, 10);
-  ASSERT_TRUE(Drained(absl::Seconds(30)));
+  ASSERT_TRUE(Settles("g", 2, {member.get()}));
+  absl::SleepFor(absl::Seconds(1));
+  ProduceKeyed(db_.dsn(), PoolMode::kAuto, "g", 5, 5);
+  EXPECT_TRUE(Drained(absl::Seconds(20))) << "no NOTIFY woke the member";
+  EXPECT_EQ(ControlConnections(), 1);
   EXPECT_TRUE(member->Stop().ok());
-  ExpectExactlyOnceInOrder(100);
+  ExpectExactlyOnceInOrder(5);
 }
 
 }  // namespace

@@ -399,5 +399,84 @@ TEST(TestDatabase, ExistsWhileInScopeAndIsDroppedAfter) {
   EXPECT_EQ(QueryValue(SharedPostgres().Dsn(), sql), "0");
 }
 
+// A directory given keeps its cluster: the next Start finds it and serves
+// the same data; a directory that holds anything else is refused, intact.
+TEST(PrivatePostgres, ADirectoryGivenKeepsItsClusterForTheNextStart) {
+  ScopedTempDir base;
+  const std::string dir = (base.path() / "cluster").string();
+  PrivatePostgresOptions options;
+  options.base_dir = base.path().string();
+  options.durable = false;
+  options.dir = dir;
+  {
+    auto pg = PrivatePostgres::Start(options);
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    EXPECT_FALSE((*pg)->reused());
+    EXPECT_TRUE((*pg)->kept());
+    EXPECT_EQ((*pg)->data_dir(), dir + "/data");
+    Exec((*pg)->Dsn(),
+         "CREATE TABLE kept (n int); INSERT INTO kept VALUES (7)");
+    ASSERT_TRUE((*pg)->Stop().ok());
+  }
+  ASSERT_TRUE(fs::exists(dir + "/data/PG_VERSION"));
+  EXPECT_FALSE(fs::exists(dir + "/owner.pid")) << "taken for a stale one";
+  {
+    auto pg = PrivatePostgres::Start(options);
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    EXPECT_TRUE((*pg)->reused());
+    pqxx::connection conn((*pg)->Dsn());
+    pqxx::nontransaction tx(conn);
+    EXPECT_EQ(tx.exec1("SELECT n FROM kept")[0].as<int>(), 7);
+  }
+  const std::string foreign = (base.path() / "foreign").string();
+  fs::create_directories(foreign);
+  std::ofstream(foreign + "/notes.txt") << "mine";
+  options.dir = foreign;
+  auto refused = PrivatePostgres::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("is not empty"));
+  EXPECT_TRUE(fs::exists(foreign + "/notes.txt"));
+}
+
+TEST(PrivatePostgres, KeepLeavesTheTemporaryDirectory) {
+  ScopedTempDir base;
+  PrivatePostgresOptions options;
+  options.base_dir = base.path().string();
+  options.durable = false;
+  options.keep = true;
+  auto pg = PrivatePostgres::Start(options);
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  const std::string data = (*pg)->data_dir();
+  ASSERT_TRUE((*pg)->Stop().ok());
+  EXPECT_TRUE(fs::exists(data + "/PG_VERSION"));
+  // Not removed as a stale directory by the next Start under the same base.
+  options.keep = false;
+  auto next = PrivatePostgres::Start(options);
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_TRUE(fs::exists(data + "/PG_VERSION"));
+}
+
+TEST(PrivatePostgres, APortGivenIsUsedOrRefusedWhenTaken) {
+  ScopedTempDir base;
+  PrivatePostgresOptions options;
+  options.base_dir = base.path().string();
+  options.durable = false;
+  auto first = PrivatePostgres::Start(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  options.port = (*first)->port();
+  auto second = PrivatePostgres::Start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(second.status().message(),
+              HasSubstr(absl::StrCat("port ", options.port,
+                                     " on 127.0.0.1 is in use")));
+  const int port = options.port;
+  ASSERT_TRUE((*first)->Stop().ok());
+  auto again = PrivatePostgres::Start(options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ((*again)->port(), port);
+}
+
 }  // namespace
 }  // namespace sqlgroup

@@ -22,9 +22,9 @@ TEST(ReadCommandLine, DashedFlagsAreTheUnderscoredOnes) {
        "--static-timeout=10s", "-log-level", "warn", "--no-notify"},
       KnownFlags());
   ASSERT_TRUE(cl.ok()) << cl.status();
-  EXPECT_THAT(cl->args, ElementsAre("consume", "--metrics_addr", "127.0.0.1:0",
+  EXPECT_THAT(cl->args, ElementsAre("consume", "--metrics_addr=127.0.0.1:0",
                                     "--group=g", "--static_timeout=10s",
-                                    "--log_level", "warn", "--nonotify"));
+                                    "--log_level=warn", "--nonotify"));
   EXPECT_THAT(cl->words, ElementsAre("consume"));
   EXPECT_FALSE(cl->help);
 }
@@ -35,9 +35,12 @@ TEST(ReadCommandLine, AFlagsValueIsNotACommandWord) {
       KnownFlags());
   ASSERT_TRUE(cl.ok());
   EXPECT_THAT(cl->words, ElementsAre("group", "describe", "g"));
-  // Values are kept as typed, dashes and all.
+  // Values are kept as typed, dashes and all, joined to their flag so that
+  // one beginning with a dash is a value too.
   auto v = ReadCommandLine({"consume", "--instance", "pod-a-1"}, KnownFlags());
-  EXPECT_THAT(v->args, ElementsAre("consume", "--instance", "pod-a-1"));
+  EXPECT_THAT(v->args, ElementsAre("consume", "--instance=pod-a-1"));
+  auto in = ReadCommandLine({"produce", "--input", "-"}, KnownFlags());
+  EXPECT_THAT(in->args, ElementsAre("produce", "--input=-"));
   // After "--", nothing is a flag.
   auto rest = ReadCommandLine({"group", "create", "--", "--weird"}, {});
   EXPECT_THAT(rest->words, ElementsAre("group", "create", "--weird"));
@@ -92,8 +95,7 @@ TEST(AddEnvironmentFlags, FillWhatTheCommandLineLeavesOut) {
                       });
   // Workers from the environment, first, so the command line wins; the
   // group given stays; PARTS is not a flag of the command.
-  EXPECT_THAT(cl->args,
-              ElementsAre("--workers=8", "consume", "--group", "given"));
+  EXPECT_THAT(cl->args, ElementsAre("--workers=8", "consume", "--group=given"));
 }
 
 // A value each kind of flag cannot read: a sentence naming the flag and

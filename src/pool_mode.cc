@@ -1,0 +1,35 @@
+#include "sqlgroup/pool_mode.h"
+
+#include "absl/strings/str_cat.h"
+#include "pooler_found.h"
+
+namespace sqlgroup {
+
+std::string_view PoolModeName(PoolMode mode) {
+  switch (mode) {
+    case PoolMode::kAuto:
+      return "auto";
+    case PoolMode::kDirect:
+      return "direct";
+    case PoolMode::kTransaction:
+      return "transaction";
+  }
+  return "auto";
+}
+
+}  // namespace sqlgroup
+
+namespace sqlgroup::internal {
+
+std::string PoolerFound(std::string_view who) {
+  return absl::StrCat(
+      std::string(who),
+      " connects through a connection pooler (the process id it was given "
+      "at connect is not the server's): working as with --pool_mode "
+      "transaction, keeping nothing in the server session and polling "
+      "unless --listen_dsn goes straight to the database (docs/POOLERS.md). "
+      "A pooler in session mode looks the same: pass --pool_mode direct "
+      "for it to keep LISTEN");
+}
+
+}  // namespace sqlgroup::internal
