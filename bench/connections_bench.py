@@ -26,9 +26,14 @@ PgBouncer's, the CPU of the database and of the fleet while idle, the peak
 of server backends, and exactly-once. The member role has
 plan_cache_mode = force_generic_plan (docs/POOLERS.md).
 
+Scenario `pooled_auto`: the pooled run with default settings (no
+--pool_mode: each member finds the pooler by itself, issue 41). Reported
+as `pooled`, plus the log lines per member that mention the pooler.
+
 Prints a table per scenario and one JSON line each.
 
-Usage: bench/connections_bench.py --cli build/sqlgroup [--scenario full,pooled]
+Usage: bench/connections_bench.py --cli build/sqlgroup
+         [--scenario full,pooled,pooled_auto]
          [--members 60] [--max_connections 40] [--pooled_members 200]
          [--pool 20] [--parts 64] [--items 20000]
 """
@@ -123,6 +128,14 @@ class Fleet:
                       errors="replace") as f:
                 if text in f.read():
                     n += 1
+        return n
+
+    def lines_with(self, text):
+        n = 0
+        for name in os.listdir(self.workdir):
+            with open(os.path.join(self.workdir, name),
+                      errors="replace") as f:
+                n += sum(1 for line in f if text in line)
         return n
 
     def cpu_ticks(self):
@@ -257,7 +270,7 @@ def bouncer_ticks(bouncer):
         return 0
 
 
-def scenario_pooled(pooled):
+def scenario_pooled(pooled, auto=False):
     m = ARGS.pooled_members
     cluster = Cluster(ARGS.pg_bin, 100 if pooled else 3 * m + 50)
     workdir = tempfile.mkdtemp(prefix="sqlgroup-conn-pooled-")
@@ -271,7 +284,8 @@ def scenario_pooled(pooled):
                                 users={"member": MEMBER_PW},
                                 max_client_conn=10 * m).start()
             dsn = bouncer.dsn("postgres", "member", MEMBER_PW)
-            extra = ("--pool_mode", "transaction")
+            # auto: default settings, each member finds the pooler.
+            extra = () if auto else ("--pool_mode", "transaction")
         fleet = Fleet(workdir)
         sampler = Sampler(cluster, admin_every=3600)
         t0 = time.monotonic()
@@ -300,7 +314,9 @@ def scenario_pooled(pooled):
             elapsed * 100
         sampler.stop()
         result = {
-            "scenario": "pooled" if pooled else "direct", "members": m,
+            "scenario": ("pooled_auto" if auto else "pooled") if pooled
+            else "direct", "members": m,
+            "pooler_lines_per_member": fleet.lines_with("pooler") / m,
             "pool": ARGS.pool if pooled else None, "parts": ARGS.parts,
             "converged_s": converged,
             "items_s": None if drained is None else ARGS.items / drained,
@@ -337,7 +353,8 @@ def main():
     ARGS.cli = os.path.abspath(ARGS.cli)
     runs = {"full": [scenario_full],
             "pooled": [lambda: scenario_pooled(pooled=False),
-                       lambda: scenario_pooled(pooled=True)]}
+                       lambda: scenario_pooled(pooled=True)],
+            "pooled_auto": [lambda: scenario_pooled(pooled=True, auto=True)]}
     results = []
     for scenario in ARGS.scenario.split(","):
         if scenario not in runs:

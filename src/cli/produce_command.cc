@@ -103,8 +103,9 @@ class InputSender {
         RETURN_IF_ERROR(Flush());
         return absl::FailedPreconditionError(absl::StrCat(
             where, " is not an item: ", item.status().message(), ". The ",
-            sent_, " item(s) before it were sent, none from it on: fix it "
-                   "and send the input from that line"));
+            sent_,
+            " item(s) before it were sent, none from it on: fix it "
+            "and send the input from that line"));
       }
       if (batch_.empty()) first_line_ = number;
       last_line_ = number;
@@ -153,9 +154,9 @@ absl::Status SendOwnItems(const ProduceTarget& target, bool from_input) {
                    ParseInputFormat(absl::GetFlag(FLAGS_format)));
   const absl::Duration delay = absl::GetFlag(FLAGS_delay);
   if (delay < absl::ZeroDuration() || delay == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--delay must be 0 or more, such as 30s or 5m, got ",
-        absl::FormatDuration(delay)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--delay must be 0 or more, such as 30s or 5m, got ",
+                     absl::FormatDuration(delay)));
   }
   NewItem one;
   if (!from_input) {
@@ -178,13 +179,13 @@ absl::Status SendOwnItems(const ProduceTarget& target, bool from_input) {
   std::unique_ptr<Producer> producer;
   RETURN_IF_ERROR(
       RetryWhileUnavailable(target.retry_for, [&]() -> absl::Status {
-        ASSIGN_OR_RETURN(producer,
-                         Producer::Create({.dsn = target.dsn,
-                                           .group = target.group,
-                                           .notify = absl::GetFlag(FLAGS_notify),
-                                           .pool_mode = target.mode,
-                                           .retry_for = target.retry_for,
-                                           .logger = CliLogger()}));
+        ASSIGN_OR_RETURN(
+            producer, Producer::Create({.dsn = target.dsn,
+                                        .group = target.group,
+                                        .notify = absl::GetFlag(FLAGS_notify),
+                                        .pool_mode = target.mode,
+                                        .retry_for = target.retry_for,
+                                        .logger = CliLogger()}));
         return absl::OkStatus();
       }));
   const bool print_ids = absl::GetFlag(FLAGS_print_ids);
@@ -192,9 +193,8 @@ absl::Status SendOwnItems(const ProduceTarget& target, bool from_input) {
   int64_t sent = 0;
   if (from_input) {
     InputSender sender(*producer, print_ids);
-    const absl::Status s =
-        sender.Run(input, format,
-                   KeyDelimiter(absl::GetFlag(FLAGS_key_delimiter)), delay);
+    const absl::Status s = sender.Run(
+        input, format, KeyDelimiter(absl::GetFlag(FLAGS_key_delimiter)), delay);
     sent = sender.sent();
     RETURN_IF_ERROR(s);
   } else {
@@ -204,10 +204,10 @@ absl::Status SendOwnItems(const ProduceTarget& target, bool from_input) {
     if (print_ids) std::printf("%s\n", ids[0].c_str());
   }
   // With --print_ids standard output holds only the ids.
-  const std::string summary = absl::StrCat(
-      "produced ", sent, " item(s) into ", target.group, " in ",
-      absl::FormatDuration(absl::Trunc(absl::Now() - start,
-                                       absl::Milliseconds(1))));
+  const std::string summary =
+      absl::StrCat("produced ", sent, " item(s) into ", target.group, " in ",
+                   absl::FormatDuration(absl::Trunc(absl::Now() - start,
+                                                    absl::Milliseconds(1))));
   if (print_ids) {
     CliLogger()->info("{}", summary);
   } else {
@@ -225,8 +225,7 @@ absl::Status RunProduce(const Args&) {
   const std::vector<std::string> input = Given({"input"});
   const std::vector<std::string> generator =
       Given({"generate", "count", "keys", "payload_bytes", "rate"});
-  const int sources =
-      !one.empty() + !input.empty() + !generator.empty();
+  const int sources = !one.empty() + !input.empty() + !generator.empty();
   if (sources == 0) {
     return absl::InvalidArgumentError(
         "say what to produce: --key K --payload TEXT (or --payload_file F) "
@@ -246,14 +245,13 @@ absl::Status RunProduce(const Args&) {
     if (const std::vector<std::string> stray =
             Given({"format", "key_delimiter"});
         !stray.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          absl::StrJoin(stray, " and "),
-          stray.size() == 1 ? " describes" : " describe",
-          " the lines of --input; without it there are none"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(absl::StrJoin(stray, " and "),
+                       stray.size() == 1 ? " describes" : " describe",
+                       " the lines of --input; without it there are none"));
     }
   }
-  if (!generator.empty() &&
-      (FlagGiven("print_ids") || FlagGiven("delay"))) {
+  if (!generator.empty() && (FlagGiven("print_ids") || FlagGiven("delay"))) {
     return absl::InvalidArgumentError(
         "--print_ids and --delay are for your own items, not --generate");
   }
