@@ -14,9 +14,11 @@ GRANT EXECUTE ON FUNCTION
   TO :"role";
 -- Idempotency keys (schema 10): the Producer claims its batches' keys
 -- through the function (it runs as the owner: expired keys of others are
--- deleted too); the enqueue functions with a key need only EXECUTE.
+-- deleted too), with the items' fingerprint from schema 16; the enqueue
+-- functions with a key need only EXECUTE.
 GRANT EXECUTE ON FUNCTION
   sqlgroup.claim_enqueue_key(text, text, uuid[], text),
+  sqlgroup.claim_enqueue_key(text, text, uuid[], text, bytea),
   sqlgroup.forget_enqueue_key(text, text),
   sqlgroup.enqueue(text, text, bytea, interval, text),
   sqlgroup.enqueue_many(text, text[], bytea[], interval, text)

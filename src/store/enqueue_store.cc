@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "enqueue_fingerprint.h"
 #include "store/connection.h"
 #include "store/errors.h"
 #include "store/item_store.h"
@@ -12,10 +13,15 @@
 namespace sqlgroup::store {
 namespace {
 
-// $1 group. Its part count, which places the ids (item_ids.h); no row: no
-// such group.
+// $1 group. Its part count, which places the ids (item_ids.h), and the
+// schema's version (what the idempotency key's claim can check); no row:
+// no such group.
 constexpr char kReadPartCount[] =
-    "SELECT parts FROM sqlgroup.groups WHERE name = $1";
+    "SELECT parts, (SELECT max(version) FROM sqlgroup.schema_migrations) "
+    "FROM sqlgroup.groups WHERE name = $1";
+
+// The first schema that records an idempotency key's fingerprint.
+constexpr int kFingerprintsFrom = 16;
 
 // $1 group, $2 idempotency key.
 constexpr char kForgetEnqueueKey[] =
@@ -27,9 +33,13 @@ absl::StatusOr<std::vector<std::string>> EnqueueIn(
     pqxx::work& tx, const std::string& group, const std::vector<NewItem>& items,
     const EnqueueOptions& options) {
   std::optional<int> parts;
+  int schema = 0;
   absl::Status s = Guard("read the group's part count", [&] {
     const pqxx::result r = tx.exec_params(kReadPartCount, group);
-    if (!r.empty()) parts = r[0][0].as<int>();
+    if (!r.empty()) {
+      parts = r[0][0].as<int>();
+      schema = r[0][1].as<int>(0);
+    }
   });
   if (!s.ok()) return s;
   if (!parts) {
@@ -37,7 +47,10 @@ absl::StatusOr<std::vector<std::string>> EnqueueIn(
                                             "' does not exist; nothing was "
                                             "enqueued"));
   }
-  const EnqueueKey key{options.idempotency_key, options.forget_key};
+  EnqueueKey key{options.idempotency_key, options.forget_key};
+  if (!key.key.empty() && schema >= kFingerprintsFrom) {
+    key.fingerprint = EnqueueFingerprint(items);
+  }
   return InsertItems(tx, group, *parts, items, options.notify,
                      options.max_payload_bytes,
                      options.idempotency_key.empty() ? nullptr : &key);

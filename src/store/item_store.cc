@@ -483,14 +483,21 @@ absl::StatusOr<std::vector<std::string>> InsertItems(
     // waited for the key).
     std::optional<std::vector<std::string>> first;
     RETURN_IF_ERROR(Guard("claim the enqueue's idempotency key", [&] {
+      const std::string id_array =
+          absl::StrCat("{", absl::StrJoin(ids, ","), "}");
       const bool claimed =
-          tx.exec_params1(
-                "SELECT sqlgroup.claim_enqueue_key($1, $2, $3::uuid[], "
-                "nullif($4, ''))",
-                group, key->key,
-                absl::StrCat("{", absl::StrJoin(ids, ","), "}"),
-                key->previous)[0]
-              .as<bool>();
+          key->fingerprint.empty()
+              ? tx.exec_params1(
+                      "SELECT sqlgroup.claim_enqueue_key($1, $2, $3::uuid[], "
+                      "nullif($4, ''))",
+                      group, key->key, id_array, key->previous)[0]
+                    .as<bool>()
+              : tx.exec_params1(
+                      "SELECT sqlgroup.claim_enqueue_key($1, $2, $3::uuid[], "
+                      "nullif($4, ''), $5)",
+                      group, key->key, id_array, key->previous,
+                      pqxx::binarystring(key->fingerprint))[0]
+                    .as<bool>();
       if (claimed) return;
       const pqxx::result r = tx.exec_params(
           "SELECT unnest(ids)::text FROM sqlgroup.enqueue_keys "

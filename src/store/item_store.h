@@ -259,6 +259,9 @@ std::vector<PartBlockedRow> CountBlocked(pqxx::transaction_base& tx,
 struct EnqueueKey {
   std::string key;
   std::string previous;
+  // The items' EnqueueFingerprint (schema 16 and later; empty before):
+  // a key claimed before for other items fails with INVALID_ARGUMENT.
+  std::string fingerprint;
 };
 
 // Enqueues `items` in `tx` with fresh ids spread over the group's `parts`

@@ -15,8 +15,10 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "enqueue_fingerprint.h"
 #include "spdlog/sinks/ostream_sink.h"
 #include "sqlgroup/admin.h"
 #include "sqlgroup/private_postgres.h"
@@ -226,6 +228,75 @@ TEST_F(ProducerTest, TheSqlFunctionsTakeAnIdempotencyKey) {
   tx.exec("SELECT sqlgroup.enqueue('g', 'k', 'x', '0', NULL)");
   tx.exec("SELECT sqlgroup.enqueue('g', 'k', 'x')");
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 5);
+}
+
+// A key used again with other items (schema 16): refused with a sentence,
+// nothing added, from C++ and from SQL alike; the same items again still
+// return the first ids.
+TEST_F(ProducerTest, AKeyUsedAgainWithOtherItemsIsRefused) {
+  const std::vector<NewItem> items = {{.key = "user-7", .payload = "a"},
+                                      {.payload = "b"}};
+  auto in_tx = [&](const std::vector<NewItem>& these, const std::string& key) {
+    pqxx::work tx(*conn_);
+    auto ids = Producer::EnqueueIn(tx, "g", these,
+                                   EnqueueOptions{.idempotency_key = key});
+    if (ids.ok()) tx.commit();
+    return ids;
+  };
+  auto first = in_tx(items, "req-1");
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (const std::vector<NewItem>& other : std::vector<std::vector<NewItem>>{
+           {{.key = "user-7", .payload = "A"}, {.payload = "b"}},
+           {{.key = "user-8", .payload = "a"}, {.payload = "b"}},
+           {{.payload = "a"}, {.payload = "b"}},
+           {{.key = "user-7", .payload = "a"}},
+           {{.key = "user-7", .payload = "a"},
+            {.payload = "b", .delay = absl::Seconds(5)}}}) {
+    auto refused = in_tx(other, "req-1");
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("idempotency key \"req-1\" of group g was used at"));
+    EXPECT_THAT(refused.status().message(),
+                HasSubstr("for other items (2 of them)"));
+  }
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 2);
+  EXPECT_EQ(*in_tx(items, "req-1"), *first);
+
+  // The same bytes as the SQL function's, so a key used from both sides
+  // is checked alike.
+  std::string sql_first;
+  {
+    pqxx::nontransaction tx(*conn_);
+    EXPECT_EQ(tx.exec1("SELECT encode(sqlgroup.enqueue_fingerprint("
+                       "ARRAY['user-7', NULL], ARRAY['a', 'b']::bytea[], "
+                       "ARRAY[0, 0]::bigint[]), 'hex')")[0]
+                  .as<std::string>(),
+              absl::BytesToHexString(EnqueueFingerprint(items)));
+    sql_first =
+        tx.exec1(
+              "SELECT sqlgroup.enqueue('g', 'k', 'x', '30s', 'order-17')::"
+              "text")[0]
+            .as<std::string>();
+    EXPECT_EQ(tx.exec1("SELECT sqlgroup.enqueue('g', 'k', 'x', '30s', "
+                       "'order-17')::text")[0]
+                  .as<std::string>(),
+              sql_first);
+    try {
+      tx.exec("SELECT sqlgroup.enqueue('g', 'k', 'y', '30s', 'order-17')");
+      ADD_FAILURE() << "the SQL function took other items under a used key";
+    } catch (const pqxx::sql_error& e) {
+      EXPECT_EQ(e.sqlstate(), "22023");
+      EXPECT_THAT(e.what(), HasSubstr("was used at"));
+    }
+  }
+  // From C++, the SQL call's items under its key: the same ids.
+  pqxx::work both(*conn_);
+  auto cpp = Producer::EnqueueIn(
+      both, "g", {{.key = "k", .payload = "x", .delay = absl::Seconds(30)}},
+      EnqueueOptions{.idempotency_key = "order-17"});
+  ASSERT_TRUE(cpp.ok()) << cpp.status();
+  EXPECT_EQ(*cpp, std::vector<std::string>{sql_first});
 }
 
 TEST_F(ProducerTest, AnUnreachableDatabaseIsReportedAsASentenceAfterRetryFor) {

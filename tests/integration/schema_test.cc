@@ -63,7 +63,8 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
                   "008_static_members.sql", "009_part_count_change.sql",
                   "010_idempotent_enqueue.sql", "011_member_connections.sql",
                   "012_targeted_wakeups.sql", "013_revoking_parts.sql",
-                  "014_member_versions.sql", "015_members_know_versions.sql"));
+                  "014_member_versions.sql", "015_members_know_versions.sql",
+                  "016_enqueue_fingerprints.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :
