@@ -249,23 +249,21 @@ const std::map<std::string, Command>& Commands() {
         RunProduce}},
       {"consume",
        {"consume --group NAME [--handler sql:FUNCTION|sql:STATEMENT|exec:CMD|"
-        "http://URL|noop|count|record|sleep:D|fail:RATE] [--handler_timeout "
-        "30s] [--drain_timeout D] "
+        "http://URL [--handler_headers "
+        "FILE]|noop|count|record|sleep:D|fail:RATE] "
+        "[--handler_timeout 30s] [--drain_timeout D] "
         "[--fail_rate R] [--instance NAME [--static_timeout D]] "
         "[--workers 2] [--members 1] [--max_connections N] [--batch] "
         "[--max_attempts 25] [--backoff_initial 1s] [--backoff_max 10m] "
         "[--metrics_addr 127.0.0.1:9464] [--pool_mode auto|direct|transaction "
         "[--listen_dsn DSN]]",
-        {"group",           "handler",
-         "handler_timeout", "drain_timeout",
-         "fail_rate",       "instance",
-         "static_timeout",  "workers",
-         "members",         "claim_batch",
-         "max_attempts",    "backoff_initial",
-         "backoff_max",     "batch",
-         "notify",          "metrics_addr",
-         "pool_mode",       "listen_dsn",
-         "max_connections", "idle_connection_timeout"},
+        {"group",           "handler",         "handler_timeout",
+         "drain_timeout",   "handler_headers", "fail_rate",
+         "instance",        "static_timeout",  "workers",
+         "members",         "claim_batch",     "max_attempts",
+         "backoff_initial", "backoff_max",     "batch",
+         "notify",          "metrics_addr",    "pool_mode",
+         "listen_dsn",      "max_connections", "idle_connection_timeout"},
         0,
         RunConsume}},
       {"demo", {"demo [--duration 60s]", {"duration"}, 0, RunDemo}},

@@ -27,6 +27,7 @@
 #include "sqlgroup/shared_heartbeat.h"
 #include "status_macros.h"
 #include "store/connection.h"
+#include "url_secrets.h"
 
 namespace sqlgroup::cli {
 
@@ -124,7 +125,8 @@ absl::Status RunConsume(const Args&) {
           .timeout = absl::GetFlag(FLAGS_handler_timeout),
           .fail_rate = fail_rate,
           .calls = calls,
-          .logger = CliLogger()};
+          .logger = CliLogger(),
+          .headers_file = absl::GetFlag(FLAGS_handler_headers)};
       if (context.timeout <= absl::ZeroDuration()) {
         return absl::InvalidArgumentError(
             absl::StrCat("--handler_timeout must be more than 0, got ",
@@ -282,7 +284,8 @@ absl::Status RunConsume(const Args&) {
     CliLogger()->info(
         "consuming group={} handler={} fail_rate={} members={} "
         "(SIGINT/SIGTERM stops)",
-        options.group, absl::GetFlag(FLAGS_handler), fail_rate, members);
+        options.group, MaskUrlsIn(absl::GetFlag(FLAGS_handler)), fail_rate,
+        members);
   }
   auto all_running = [&] {
     for (const auto& c : consumers) {

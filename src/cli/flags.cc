@@ -58,6 +58,10 @@ ABSL_FLAG(absl::Duration, drain_timeout, absl::ZeroDuration(),
           "off (the exec process killed, the request abandoned; the item "
           "retried with the attempt counted). The part moves only after "
           "they returned. 0: --handler_timeout");
+ABSL_FLAG(std::string, handler_headers, "",
+          "consume: a file of headers for an http handler's requests, one "
+          "'Name: value' a line (e.g. Authorization: Bearer TOKEN): "
+          "credentials that show neither in ps nor in any message");
 ABSL_FLAG(double, fail_rate, 0,
           "consume: the probability (0..1) that a delivery fails before the "
           "handler writes anything, whatever the handler: exercises retries, "

@@ -30,6 +30,7 @@ ABSL_DECLARE_FLAG(std::string, group);
 ABSL_DECLARE_FLAG(std::string, handler);
 ABSL_DECLARE_FLAG(absl::Duration, handler_timeout);
 ABSL_DECLARE_FLAG(absl::Duration, drain_timeout);
+ABSL_DECLARE_FLAG(std::string, handler_headers);
 ABSL_DECLARE_FLAG(double, fail_rate);
 ABSL_DECLARE_FLAG(std::string, instance);
 ABSL_DECLARE_FLAG(int32_t, workers);

@@ -16,6 +16,7 @@
 #include "cli/handlers/http_handler.h"
 #include "spdlog/spdlog.h"
 #include "sqlgroup/version.h"
+#include "url_secrets.h"
 
 int main(int argc, char** argv) {
   // A handler process that exits or an endpoint that hangs up is an error
@@ -77,16 +78,18 @@ int main(int argc, char** argv) {
   const absl::Status s = sqlgroup::cli::RunCommand(words);
   if (s.ok()) return 0;
   if (absl::IsInvalidArgument(s)) {
-    std::fprintf(
-        stderr, "sqlgroup: %s\n",
-        sqlgroup::cli::NameTheEnvironment(*cl, std::string(s.message()))
-            .c_str());
+    std::fprintf(stderr, "sqlgroup: %s\n",
+                 sqlgroup::MaskUrlsIn(sqlgroup::cli::NameTheEnvironment(
+                                          *cl, std::string(s.message())))
+                     .c_str());
     // A message that is the usage line already needs no reminder.
     if (!absl::StartsWith(s.message(), "usage:")) {
       std::fprintf(stderr, "%s", sqlgroup::cli::UsageReminder(words).c_str());
     }
     return 2;
   }
-  std::fprintf(stderr, "sqlgroup: %s\n", std::string(s.message()).c_str());
+  // A URL's password or token in a message (a handler's) is not shown.
+  std::fprintf(stderr, "sqlgroup: %s\n",
+               sqlgroup::MaskUrlsIn(s.message()).c_str());
   return 1;
 }

@@ -16,6 +16,7 @@
 #include "store/interval.h"
 #include "store/member_store.h"
 #include "store/statements.h"
+#include "url_secrets.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -69,12 +70,14 @@ const std::string& AckAndClaimSql() {
   return *kSql;
 }
 
-// `text` as PostgreSQL will store it in a text column: an error message
+// `raw` as PostgreSQL will store it in a text column: an error message
 // (a handler's, usually) may hold bytes that are not UTF-8 or a NUL, which the
 // database refuses (and then the failure could never be recorded). Such bytes
 // become '?'. Well-formed UTF-8 is that of Unicode's table 3-7: no
-// overlong forms, no surrogates, nothing past U+10FFFF.
-std::string StorableText(const std::string& text) {
+// overlong forms, no surrogates, nothing past U+10FFFF. A URL's password
+// or token is masked (url_secrets.h): the member role can read the table.
+std::string StorableText(const std::string& raw) {
+  const std::string text = MaskUrlsIn(raw);
   std::string out;
   out.reserve(text.size());
   auto at = [&](size_t i) {

@@ -19,6 +19,7 @@
 #include "store/interval.h"
 #include "store/session_sql.h"
 #include "store/statements.h"
+#include "url_secrets.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -497,7 +498,7 @@ absl::Status ReportCircuit(pqxx::connection& conn, const std::string& session,
         "UPDATE sqlgroup.sessions SET circuit_open_since = CASE WHEN $2 THEN "
         "clock_timestamp() END, circuit_error = CASE WHEN $2 THEN "
         "left($3, 500) END WHERE id = $1::uuid",
-        session, open, absl::StrReplaceAll(error, {{"\n", " "}}));
+        session, open, absl::StrReplaceAll(MaskUrlsIn(error), {{"\n", " "}}));
   });
 }
 

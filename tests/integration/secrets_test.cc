@@ -9,6 +9,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <functional>
+#include <pqxx/pqxx>
 #include <regex>
 
 #include "absl/strings/numbers.h"
@@ -162,6 +165,150 @@ TEST_P(SecretsTest, PasswordsNeverAppearInOutputLogsMetricsOrDescribe) {
   member.Signal(SIGTERM);
   EXPECT_EQ(member.Wait(absl::Seconds(15)), 0);
   ExpectNoPassword(member.Log(), "member log");
+}
+
+// The query of every table of the sqlgroup schema, as text: what the
+// member role (or anyone with SELECT) could read.
+std::string EveryRow(const std::string& dsn) {
+  std::string out;
+  pqxx::connection conn(dsn);
+  pqxx::nontransaction tx(conn);
+  for (const auto& table :
+       tx.exec("SELECT quote_ident(table_name) FROM information_schema.tables "
+               "WHERE table_schema = 'sqlgroup'")) {
+    for (const auto& row :
+         tx.exec(absl::StrCat("SELECT t::text FROM sqlgroup.",
+                              table[0].as<std::string>(), " t"))) {
+      out += row[0].as<std::string>() + "\n";
+    }
+  }
+  return out;
+}
+
+// An http handler's URL with a password and a token: a run with dead
+// letters, then with the endpoint down (the circuit opens) shows neither
+// in the member's log, the tables, /metrics or describe; headers from a
+// file (--handler_headers) reach the endpoint, and their value shows
+// nowhere either.
+TEST(HttpSecrets, AHandlerUrlsCredentialsNeverLeaveTheProcess) {
+  TestDatabase db;
+  const std::string dsn = db.dsn();
+  const std::vector<std::string> secrets = {"TopSecretPW", "T0kenSecret",
+                                            "HeaderSecret42"};
+  auto expect_none = [&](const std::string& text, const std::string& where) {
+    for (const std::string& secret : secrets) {
+      EXPECT_THAT(text, Not(HasSubstr(secret))) << where;
+    }
+  };
+  ASSERT_EQ(RunCli({"migrate", "--dsn", dsn}).exit_code, 0);
+  ASSERT_EQ(
+      RunCli({"group", "create", "g", "--parts", "2", "--dsn", dsn}).exit_code,
+      0);
+  const std::string dir = ::testing::TempDir();
+  const std::string receiver_log =
+      absl::StrCat(dir, "/http-secrets-", db.name(), ".log");
+  ChildProcess receiver(
+      {"/usr/bin/env", "RECEIVER_AUTHORIZATION=Bearer HeaderSecret42",
+       "python3", testing::SourceDir() + "/tests/support/http_receiver.py",
+       receiver_log},
+      receiver_log + ".out");
+  std::string port;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::string out = receiver.Log();
+        const size_t at = out.find("port: ");
+        const size_t end = out.find('\n', at);
+        if (at == std::string::npos || end == std::string::npos) return false;
+        port = out.substr(at + 6, end - at - 6);
+        return true;
+      },
+      absl::Seconds(10)));
+  const std::string headers = absl::StrCat(dir, "/headers-", db.name());
+  {
+    std::ofstream out(headers);
+    out << "# credentials for the endpoint\n"
+        << "Authorization: Bearer HeaderSecret42\n";
+  }
+  for (const char* payload : {"ok", "dead", "ok", "dead"}) {
+    ASSERT_EQ(
+        RunCli({"produce", "--group", "g", "--payload", payload, "--dsn", dsn})
+            .exit_code,
+        0);
+  }
+  auto consume = [&](const std::string& url, const std::string& name,
+                     const std::function<bool()>& until) {
+    const std::string log = absl::StrCat(dir, "/", name, "-", db.name());
+    ChildProcess member({CliPath(),
+                         "consume",
+                         "--group",
+                         "g",
+                         "--dsn",
+                         dsn,
+                         "--handler",
+                         url,
+                         "--handler_headers",
+                         headers,
+                         "--handler_timeout",
+                         "1s",
+                         "--max_attempts",
+                         "1",
+                         "--metrics_addr",
+                         "127.0.0.1:0",
+                         "--log_level",
+                         "trace",
+                         "--instance",
+                         name},
+                        log);
+    EXPECT_TRUE(WaitFor(until, absl::Seconds(30))) << member.Log();
+    const int metrics = MetricsPort(member.Log());
+    EXPECT_GT(metrics, 0) << member.Log();
+    if (metrics > 0) expect_none(Scrape(metrics), name + " /metrics");
+    for (const char* json : {"", "--json"}) {
+      std::vector<std::string> args = {"group", "describe", "g", "--dsn", dsn};
+      if (*json) args.push_back(json);
+      const auto d = RunCli(args);
+      EXPECT_EQ(d.exit_code, 0) << d.err;
+      expect_none(d.out + d.err, absl::StrCat(name, " describe ", json));
+    }
+    expect_none(EveryRow(dsn), name + " tables");
+    member.Signal(SIGTERM);
+    member.Wait(absl::Seconds(15));
+    expect_none(member.Log(), name + " log");
+    return member.Log();
+  };
+  auto count = [&](const std::string& sql) {
+    pqxx::connection conn(dsn);
+    pqxx::nontransaction tx(conn);
+    return tx.exec1(sql)[0].as<int64_t>();
+  };
+  // Up: two acknowledged (the header reached it), two dead letters.
+  const std::string up =
+      consume(absl::StrCat("http://alice:TopSecretPW@127.0.0.1:", port,
+                           "/ship?id=7&token=T0kenSecret"),
+              "up", [&] {
+                return count("SELECT count(*) FROM sqlgroup.items") == 0 &&
+                       count("SELECT count(*) FROM sqlgroup.dead_items") == 2;
+              });
+  EXPECT_THAT(up, HasSubstr("http://alice:***@127.0.0.1:"));
+  EXPECT_EQ(count("SELECT count(*) FROM sqlgroup.dead_items WHERE last_error "
+                  "LIKE '%alice:***@%token=***%'"),
+            2);
+  // Down (nothing listens on port 1): the failures open the circuit, whose
+  // error the session records.
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_EQ(
+        RunCli({"produce", "--group", "g", "--payload", "ok", "--dsn", dsn})
+            .exit_code,
+        0);
+  }
+  const std::string down =
+      consume("http://alice:TopSecretPW@127.0.0.1:1/ship?token=T0kenSecret",
+              "down", [&] {
+                return count(
+                           "SELECT count(*) FROM sqlgroup.sessions WHERE "
+                           "circuit_open_since IS NOT NULL") == 1;
+              });
+  EXPECT_THAT(down, HasSubstr("POST http://alice:***@127.0.0.1:1/"));
 }
 
 INSTANTIATE_TEST_SUITE_P(KeywordValueAndUri, SecretsTest, ::testing::Bool(),

@@ -15,6 +15,9 @@ answers depends on the item's payload (after a leading "N " number):
 Every item answered 200 is appended to the log file argv[1] as
 "<id> <key> <attempt> <idempotency-key> <number>" and flushed first.
 
+$RECEIVER_AUTHORIZATION, if set: a request whose Authorization header is
+not exactly it is answered 401 (an endpoint that needs credentials).
+
 argv[3], if given: for that many seconds after it starts, it is "down":
 every request is answered 503 whatever its item, and logged in
 argv[1] + ".down" as "<id> <unix time>" (an outage, e.g. during a deploy).
@@ -23,6 +26,7 @@ import base64
 import email.utils
 import http.server
 import json
+import os
 import socket
 import sys
 import threading
@@ -32,6 +36,7 @@ LOG = open(sys.argv[1], "a")
 LOCK = threading.Lock()
 DOWN_UNTIL = time.time() + float(sys.argv[3]) if len(sys.argv) > 3 else 0
 DOWN = open(sys.argv[1] + ".down", "a") if DOWN_UNTIL else None
+AUTHORIZATION = os.environ.get("RECEIVER_AUTHORIZATION")
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
@@ -59,6 +64,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_POST(self):
         body = self.rfile.read(int(self.headers["Content-Length"]))
         item = json.loads(body)
+        if AUTHORIZATION is not None and \
+                self.headers.get("Authorization") != AUTHORIZATION:
+            return self.reply(401, "who are you?")
         if time.time() < DOWN_UNTIL:
             with LOCK:
                 DOWN.write("%s %.6f\n" % (item["id"], time.time()))

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/escaping.h"
@@ -78,6 +80,30 @@ TEST(HandlerSpec, HttpNeedsAnHttpUrlWithAHost) {
   // Not http(s) at all: the list of what is accepted.
   EXPECT_THAT(ParseHandlerSpec("ftp://host/x").status().message(),
               HasSubstr("an http:// or https:// URL"));
+}
+
+TEST(ReadHeaderFile, ReadsHeadersAndNamesABadLineWithoutItsValue) {
+  const std::string path = ::testing::TempDir() + "/handler-headers-test";
+  {
+    std::ofstream out(path);
+    out << "# a comment\n\nAuthorization: Bearer s3cr3t\r\nX-Team: ops\n";
+  }
+  auto headers = ReadHeaderFile(path);
+  ASSERT_TRUE(headers.ok()) << headers.status();
+  EXPECT_THAT(*headers, ::testing::ElementsAre("Authorization: Bearer s3cr3t",
+                                               "X-Team: ops"));
+  {
+    std::ofstream out(path);
+    out << "X-Ok: 1\nBearer s3cr3t\n";
+  }
+  headers = ReadHeaderFile(path);
+  ASSERT_FALSE(headers.ok());
+  EXPECT_THAT(headers.status().message(),
+              ::testing::HasSubstr("line 2 is not a header"));
+  EXPECT_THAT(headers.status().message(),
+              ::testing::Not(::testing::HasSubstr("s3cr3t")));
+  std::remove(path.c_str());
+  EXPECT_FALSE(ReadHeaderFile(path).ok());
 }
 
 TEST(ExecVerdict, FollowsTheLineProtocol) {

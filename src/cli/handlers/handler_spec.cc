@@ -178,6 +178,11 @@ absl::StatusOr<bool> CalledInTheAck(const HandlerSpec& spec,
 
 absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
                                        const HandlerContext& context) {
+  if (!context.headers_file.empty() && spec.kind != HandlerSpec::Kind::kHttp) {
+    return absl::InvalidArgumentError(
+        "--handler_headers adds headers to an http handler's requests; "
+        "this --handler is not one");
+  }
   Handlers out;
   Handler single;
   switch (spec.kind) {
@@ -212,10 +217,16 @@ absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
           MakeExecHandler(spec.command, context.timeout, context.logger),
           context.calls);
       break;
-    case HandlerSpec::Kind::kHttp:
-      single = Interruptible(MakeHttpHandler(spec.target, context.timeout),
-                             context.calls);
+    case HandlerSpec::Kind::kHttp: {
+      std::vector<std::string> headers;
+      if (!context.headers_file.empty()) {
+        ASSIGN_OR_RETURN(headers, ReadHeaderFile(context.headers_file));
+      }
+      single = Interruptible(
+          MakeHttpHandler(spec.target, context.timeout, std::move(headers)),
+          context.calls);
       break;
+    }
     case HandlerSpec::Kind::kSleep:
       single = Interruptible(MakeHandler(spec), context.calls);
       break;

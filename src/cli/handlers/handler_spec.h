@@ -49,6 +49,8 @@ struct HandlerContext {
   // can cut them off (ConsumerOptions::cut_off). Optional.
   std::shared_ptr<InFlightCalls> calls;
   std::shared_ptr<spdlog::logger> logger;
+  // --handler_headers: a file of headers for an http handler's requests.
+  std::string headers_file;
 };
 
 // Builds the handlers for `spec`. A SQL statement is checked on the

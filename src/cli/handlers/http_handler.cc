@@ -3,7 +3,11 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
@@ -14,6 +18,7 @@
 #include "cli/handlers/item_json.h"
 #include "cli/handlers/per_thread.h"
 #include "member/backoff.h"
+#include "url_secrets.h"
 
 namespace sqlgroup::cli {
 namespace {
@@ -58,6 +63,8 @@ std::string OneLine(std::string text) {
 
 struct HttpState {
   std::string url;
+  std::string shown;                 // MaskUrl(url): what messages say
+  std::vector<std::string> headers;  // --handler_headers
   absl::Duration timeout;
   PerThread<HttpSession> sessions;
 };
@@ -69,7 +76,7 @@ absl::Status CheckHttpUrl(const std::string& url) {
                                                         &curl_url_cleanup);
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--handler=", url, ": ", why,
+        "--handler=", MaskUrl(url), ": ", why,
         "; give an http or https URL, e.g. http://127.0.0.1:8080/items"));
   };
   if (curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK) {
@@ -145,8 +152,41 @@ absl::Status HttpVerdict(long status, const std::string& body,
 
 void InitHttpClient() { curl_global_init(CURL_GLOBAL_DEFAULT); }
 
-Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
+absl::StatusOr<std::vector<std::string>> ReadHeaderFile(
+    const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--handler_headers ", path, " cannot be read: ", std::strerror(errno)));
+  }
+  std::vector<std::string> headers;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line[0] == '#') continue;
+    const size_t colon = line.find(':');
+    const bool token =
+        colon != std::string::npos && colon > 0 &&
+        std::all_of(line.begin(), line.begin() + colon, [](char c) {
+          return absl::ascii_isalnum(static_cast<unsigned char>(c)) ||
+                 c == '-' || c == '_';
+        });
+    if (!token) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--handler_headers ", path, ": line ", number,
+          " is not a header: write Name: value, e.g. Authorization: Bearer "
+          "TOKEN (its value is not shown here)"));
+    }
+    headers.push_back(line);
+  }
+  return headers;
+}
+
+Handler MakeHttpHandler(std::string url, absl::Duration timeout,
+                        std::vector<std::string> headers) {
   auto state = std::make_shared<HttpState>();
+  state->shown = MaskUrl(url);
+  state->headers = std::move(headers);
   state->url = std::move(url);
   state->timeout = timeout;
   return [state](const Item& item, AckTransaction&) -> absl::Status {
@@ -174,6 +214,9 @@ Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
     s->headers = curl_slist_append(s->headers, "Expect:");
     s->headers = curl_slist_append(
         s->headers, absl::StrCat("Idempotency-Key: ", item.id).c_str());
+    for (const std::string& header : state->headers) {
+      s->headers = curl_slist_append(s->headers, header.c_str());
+    }
     curl_easy_setopt(s->curl, CURLOPT_HTTPHEADER, s->headers);
     curl_easy_setopt(s->curl, CURLOPT_POSTFIELDS, body.c_str());
     curl_easy_setopt(s->curl, CURLOPT_POSTFIELDSIZE,
@@ -203,17 +246,17 @@ Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
     }
     curl_easy_setopt(s->curl, CURLOPT_ERRORBUFFER, nullptr);
     if (rc == CURLE_ABORTED_BY_CALLBACK) {
-      return CutOffError(absl::StrCat("POST ", state->url));
+      return CutOffError(absl::StrCat("POST ", state->shown));
     }
     if (rc == CURLE_OPERATION_TIMEDOUT) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "POST ", state->url, ": no answer within ",
+          "POST ", state->shown, ": no answer within ",
           absl::FormatDuration(state->timeout), " (--handler_timeout)"));
     }
     if (rc != CURLE_OK) {
-      return absl::UnavailableError(
-          absl::StrCat("POST ", state->url,
-                       " failed: ", error[0] ? error : curl_easy_strerror(rc)));
+      return absl::UnavailableError(absl::StrCat(
+          "POST ", state->shown,
+          " failed: ", MaskUrlsIn(error[0] ? error : curl_easy_strerror(rc))));
     }
     long status = 0;
     curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
@@ -230,7 +273,7 @@ Handler MakeHttpHandler(std::string url, absl::Duration timeout) {
     if (verdict.ok()) return verdict;
     // The message names the URL; the payloads (dead letter, Retry-After)
     // stay.
-    absl::Status out(verdict.code(), absl::StrCat("POST ", state->url, ": ",
+    absl::Status out(verdict.code(), absl::StrCat("POST ", state->shown, ": ",
                                                   verdict.message()));
     verdict.ForEachPayload(
         [&](absl::string_view url, const absl::Cord& payload) {

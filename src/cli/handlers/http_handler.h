@@ -26,8 +26,10 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "sqlgroup/item.h"
 
@@ -55,8 +57,19 @@ std::optional<absl::Duration> ParseRetryAfter(const std::string& value,
 // Call once before any thread starts (libcurl's global setup).
 void InitHttpClient();
 
-// A handler POSTing to `url`, each request bounded by `timeout`.
-Handler MakeHttpHandler(std::string url, absl::Duration timeout);
+// Extra request headers from a file (--handler_headers): one "Name: value"
+// per line; empty lines and lines that begin with '#' are skipped. For
+// credentials (Authorization: Bearer ...) that must show neither in `ps`
+// nor in any message: an error names the file and the line, never a
+// value. INVALID_ARGUMENT for a file that cannot be read or a line that is
+// not a header.
+absl::StatusOr<std::vector<std::string>> ReadHeaderFile(
+    const std::string& path);
+
+// A handler POSTing to `url` with `headers` ("Name: value") added to each
+// request, each request bounded by `timeout`.
+Handler MakeHttpHandler(std::string url, absl::Duration timeout,
+                        std::vector<std::string> headers = {});
 
 }  // namespace sqlgroup::cli
 
