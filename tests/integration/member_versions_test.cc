@@ -235,9 +235,8 @@ TEST_F(MemberVersionsTest,
     EXPECT_THAT(e.what(), HasSubstr("a release before 0.15"));
     // The schema's newest migration says which members it accepts.
     const int64_t accepted = Count("SELECT sqlgroup.members_from()");
-    EXPECT_THAT(e.what(),
-                HasSubstr(absl::StrCat("knows schema ", accepted,
-                                       " (`sqlgroup --version`")));
+    EXPECT_THAT(e.what(), HasSubstr(absl::StrCat("knows schema ", accepted,
+                                                 " (`sqlgroup --version`")));
   }
 }
 
