@@ -2,6 +2,7 @@
 
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -31,8 +32,10 @@ std::string EnqueueFingerprint(const std::vector<NewItem>& items) {
     }
     AppendBigEndian(bytes, item.payload.size(), 4);
     bytes += item.payload;
-    AppendBigEndian(
-        bytes, static_cast<uint64_t>(absl::ToInt64Microseconds(item.delay)), 8);
+    // A delay of 0 or less is none, as the insert takes it.
+    const int64_t delay_us =
+        std::max<int64_t>(0, absl::ToInt64Microseconds(item.delay));
+    AppendBigEndian(bytes, static_cast<uint64_t>(delay_us), 8);
   }
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int size = 0;

@@ -26,10 +26,11 @@ std::string PoolerFound(std::string_view who) {
       std::string(who),
       " connects through a connection pooler (the process id it was given "
       "at connect is not the server's): working as with --pool_mode "
-      "transaction, keeping nothing in the server session and polling "
-      "unless --listen_dsn goes straight to the database (docs/POOLERS.md). "
-      "A pooler in session mode looks the same: pass --pool_mode direct "
-      "for it to keep LISTEN");
+      "transaction (PoolMode::kTransaction), keeping nothing in the server "
+      "session and polling unless --listen_dsn (listen_dsn) goes straight "
+      "to the database (docs/POOLERS.md). A pooler in session mode looks "
+      "the same: pass --pool_mode direct (PoolMode::kDirect) for it to "
+      "keep LISTEN");
 }
 
 }  // namespace sqlgroup::internal

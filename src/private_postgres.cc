@@ -41,6 +41,9 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kDirPrefix[] = "sqlgroup-pg-";
+// In a kept directory: it was made here, so a later Start may reuse it (a
+// cluster it did not make is never adopted).
+constexpr char kKeptMarker[] = "sqlgroup-postgres";
 constexpr absl::Duration kStopGrace = absl::Seconds(10);
 constexpr absl::Duration kPollInterval = absl::Milliseconds(50);
 constexpr int kPortAttempts = 5;
@@ -313,15 +316,17 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(
           absl::StrCat("cannot make the directory ", root, ": ",
                        ec ? ec.message() : "something else has that name"));
     }
-    pg->reused_ = fs::exists(root + "/data/PG_VERSION", ec);
+    pg->reused_ = fs::exists(fs::path(root) / kKeptMarker, ec) &&
+                  fs::exists(root + "/data/PG_VERSION", ec);
     if (!pg->reused_ && !fs::is_empty(root, ec)) {
       return absl::FailedPreconditionError(absl::StrCat(
           root,
-          " is not empty and holds no cluster of an earlier run (no "
-          "data/PG_VERSION): give a new or empty directory, so nothing of "
-          "yours is overwritten"));
+          " is not empty and holds no cluster an earlier `sqlgroup postgres` "
+          "made there: give a new or empty directory, so nothing of yours is "
+          "overwritten or adopted"));
     }
-    // Never removed, not even when starting fails.
+    // Kept; when this run made it and the server never started, what it
+    // made goes again (Stop).
     pg->keep_ = true;
   } else {
     root = (base / absl::StrCat(kDirPrefix, "XXXXXX")).string();
@@ -336,8 +341,13 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(
   pg->root_dir_ = root;
   pg->data_dir_ = root + "/data";
   pg->socket_dir_ = root + "/socket";
-  if (!(std::ofstream(root + "/owner.pid") << getpid() << "\n")) {
-    return absl::InternalError("cannot write " + root + "/owner.pid");
+  pg->keep_ = pg->keep_ || pg->options_.keep;
+  // A kept directory has no owner: a later Start under the same base must
+  // not take it for a stale one when this process dies without Stop().
+  const std::string stamp =
+      root + (pg->keep_ ? absl::StrCat("/", kKeptMarker) : "/owner.pid");
+  if (!(std::ofstream(stamp) << getpid() << "\n")) {
+    return absl::InternalError("cannot write " + stamp);
   }
   // Clients of any user must reach the socket inside.
   if (chmod(root.c_str(), 0711) != 0) return ErrnoError("chmod " + root);
@@ -350,7 +360,6 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::Start(
       return ErrnoError("chown " + dir);
     }
   }
-  pg->keep_ = pg->keep_ || pg->options_.keep;
   if (pg->reused_) return LaunchOnAPort(std::move(pg));
 
   std::string initdb_log = root + "/initdb.log";
@@ -396,6 +405,7 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::LaunchOnAPort(
           " on 127.0.0.1 is in use: pick another, or 0 for a free one"));
     }
     if (!status.ok()) return status;
+    pg->launched_ = true;
     return pg;
   }
   // The port is free when picked but may be taken before the server binds.
@@ -406,7 +416,10 @@ absl::StatusOr<std::unique_ptr<PrivatePostgres>> PrivatePostgres::LaunchOnAPort(
     pg->port_ = *port;
     bool port_in_use = false;
     status = pg->Launch(&port_in_use);
-    if (status.ok()) return pg;
+    if (status.ok()) {
+      pg->launched_ = true;
+      return pg;
+    }
     if (!port_in_use) break;
   }
   return status;
@@ -504,10 +517,16 @@ absl::Status PrivatePostgres::Stop() {
   if (root_dir_.empty()) return absl::OkStatus();
   std::string root = std::exchange(root_dir_, "");
   std::error_code ec;
-  if (keep_) {
-    // No owner left: a later Start() must not take it for a stale one.
-    fs::remove(root + "/owner.pid", ec);
-    return absl::OkStatus();
+  if (keep_ && (launched_ || reused_)) return absl::OkStatus();
+  if (keep_ && !options_.dir.empty()) {
+    // The server never ran from what this run made in a directory given:
+    // it goes, and the directory stays, empty, for the next try.
+    for (const auto& entry : fs::directory_iterator(root, ec)) {
+      fs::remove_all(entry.path(), ec);
+    }
+    return ec ? absl::InternalError(
+                    absl::StrCat("emptying ", root, ": ", ec.message()))
+              : absl::OkStatus();
   }
   fs::remove_all(root, ec);
   return ec ? absl::InternalError(

@@ -50,36 +50,41 @@ std::string MaskUrl(absl::string_view url) {
   const size_t scheme = url.find("://");
   if (scheme == absl::string_view::npos) return std::string(url);
   const size_t authority = scheme + 3;
-  size_t path = url.find_first_of("/?#", authority);
-  if (path == absl::string_view::npos) path = url.size();
+  // The user info ends at the last '@' before the query or fragment: a
+  // password may hold '/' or '@' when it is not percent-encoded.
+  size_t end = url.find_first_of("?#", authority);
+  if (end == absl::string_view::npos) end = url.size();
+  const size_t at = url.substr(0, end).rfind('@');
   std::string out(url.substr(0, authority));
-  // user:password@host: the password goes (the last '@' ends the user
-  // info; a password may hold '@' when not percent-encoded).
-  absl::string_view host = url.substr(authority, path - authority);
-  const size_t at = host.rfind('@');
-  if (at != absl::string_view::npos) {
-    const absl::string_view info = host.substr(0, at);
+  size_t host = authority;
+  if (at != absl::string_view::npos && at >= authority) {
+    const absl::string_view info = url.substr(authority, at - authority);
     const size_t colon = info.find(':');
-    if (colon != absl::string_view::npos) {
-      absl::StrAppend(&out, info.substr(0, colon), ":", kMask, "@");
-    } else {
-      absl::StrAppend(&out, info, "@");
-    }
-    host = host.substr(at + 1);
+    // A user name alone may be a token (https://TOKEN@host): masked too.
+    absl::StrAppend(
+        &out, colon == absl::string_view::npos ? "" : info.substr(0, colon),
+        colon == absl::string_view::npos ? "" : ":", kMask, "@");
+    host = at + 1;
   }
-  absl::StrAppend(&out, host);
+  size_t path = url.find_first_of("/?#", host);
+  if (path == absl::string_view::npos) path = url.size();
+  absl::StrAppend(&out, url.substr(host, path - host));
   absl::string_view rest = url.substr(path);
-  const size_t q = rest.find('?');
-  if (q == absl::string_view::npos) {
-    absl::StrAppend(&out, rest);
-    return out;
+  // The query and the fragment (#access_token=... in OAuth's implicit
+  // flow) alike.
+  while (!rest.empty()) {
+    const size_t mark = rest.find_first_of("?#");
+    if (mark == absl::string_view::npos) {
+      absl::StrAppend(&out, rest);
+      break;
+    }
+    absl::StrAppend(&out, rest.substr(0, mark + 1));
+    rest = rest.substr(mark + 1);
+    const size_t next = rest.find('#');
+    absl::StrAppend(&out, MaskQuery(rest.substr(0, next)));
+    rest = next == absl::string_view::npos ? absl::string_view()
+                                           : rest.substr(next);
   }
-  absl::StrAppend(&out, rest.substr(0, q + 1));
-  absl::string_view query = rest.substr(q + 1);
-  const size_t hash = query.find('#');
-  absl::StrAppend(&out, MaskQuery(query.substr(0, hash)));
-  if (hash != absl::string_view::npos)
-    absl::StrAppend(&out, query.substr(hash));
   return out;
 }
 
@@ -87,19 +92,27 @@ std::string MaskUrlsIn(absl::string_view text) {
   std::string out;
   size_t i = 0;
   while (i < text.size()) {
-    size_t http = text.find("http", i);
-    if (http == absl::string_view::npos) break;
-    const bool url = absl::StartsWith(text.substr(http), "http://") ||
-                     absl::StartsWith(text.substr(http), "https://");
+    const std::string lower = absl::AsciiStrToLower(text.substr(i));
+    const size_t http = lower.find("http");
+    if (http == std::string::npos) break;
+    const size_t from = i + http;
+    const absl::string_view tail = lower;
+    const bool url = absl::StartsWith(tail.substr(http), "http://") ||
+                     absl::StartsWith(tail.substr(http), "https://");
     if (!url) {
-      absl::StrAppend(&out, text.substr(i, http + 4 - i));
-      i = http + 4;
+      absl::StrAppend(&out, text.substr(i, http + 4));
+      i = from + 4;
       continue;
     }
-    size_t end = text.find_first_of(" \t\r\n\"'<>", http);
+    size_t end = text.find_first_of(" \t\r\n\"'<>", from);
     if (end == absl::string_view::npos) end = text.size();
-    absl::StrAppend(&out, text.substr(i, http - i),
-                    MaskUrl(text.substr(http, end - http)));
+    // Punctuation after a URL in a sentence is the sentence's.
+    while (end > from && absl::string_view(").,;:!").find(text[end - 1]) !=
+                             absl::string_view::npos) {
+      --end;
+    }
+    absl::StrAppend(&out, text.substr(i, from - i),
+                    MaskUrl(text.substr(from, end - from)));
     i = end;
   }
   absl::StrAppend(&out, text.substr(std::min(i, text.size())));

@@ -209,7 +209,7 @@ struct ConsumerOptions {
   // Optional: a connection string to LISTEN on, straight to the database
   // (a pooler in transaction mode cannot carry a LISTEN). One connection
   // per consumer, idle but for NOTIFYs. Empty: LISTEN on the control
-  // connection, or (transaction_pooler) poll.
+  // connection, or (behind a pooler in transaction mode) poll.
   std::string listen_dsn;
   // Optional: heartbeat together with the process's other consumers given
   // the same one (see shared_heartbeat.h): one statement per interval for

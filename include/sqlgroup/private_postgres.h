@@ -126,6 +126,7 @@ class PrivatePostgres {
   std::string root_dir_;  // removed on Stop() unless keep_
   bool keep_ = false;
   bool reused_ = false;
+  bool launched_ = false;   // the server accepted connections once
   std::string data_dir_;    // root_dir_/data
   std::string socket_dir_;  // root_dir_/socket
   int port_ = 0;

@@ -4,8 +4,8 @@
 // (or `help COMMAND`) asks for that command's help, and flags the command
 // takes can come from the environment (SQLGROUP_ + the upper-case name).
 //
-//   auto cl = ReadCommandLine({"consume", "--metrics-addr", ":9464"});
-//   // cl->args == {"consume", "--metrics_addr=:9464"}
+//   auto cl = ReadCommandLine({"consume", "--metrics-addr", "0.0.0.0:9464"});
+//   // cl->args == {"consume", "--metrics_addr=0.0.0.0:9464"}
 #ifndef SQLGROUP_CLI_COMMAND_LINE_H_
 #define SQLGROUP_CLI_COMMAND_LINE_H_
 

@@ -4,8 +4,11 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/flags.h"
 #include "cli/signals.h"
@@ -28,26 +31,31 @@ absl::Status RunPostgres(const Args&) {
   }
   auto pg = PrivatePostgres::Start(options);
   if (!pg.ok()) {
-    if (absl::IsUnavailable(pg.status()) && options.port > 0) {
+    // The library's sentence names the port or the directory; say which
+    // flag gave it.
+    if (options.port > 0 &&
+        absl::StrContains(pg.status().message(), "is in use")) {
       return absl::UnavailableError(
-          absl::StrCat(pg.status().message(), " (--port; 0 picks a free one)"));
+          absl::StrCat("--port: ", pg.status().message()));
     }
-    if (absl::IsFailedPrecondition(pg.status()) && !options.dir.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--data_dir: ", pg.status().message()));
+    if (!options.dir.empty() &&
+        absl::StrContains(pg.status().message(), options.dir)) {
+      return absl::Status(pg.status().code(),
+                          absl::StrCat("--data_dir: ", pg.status().message()));
     }
     return pg.status();
   }
   std::printf("dsn: %s\n", (*pg)->Dsn().c_str());
   // Said plainly: a developer must not keep data here by mistake, nor lose
   // it by mistake.
+  const std::string root =
+      std::filesystem::path((*pg)->data_dir()).parent_path().string();
   const std::string fate =
-      !options.dir.empty()
+      (*pg)->kept()
           ? absl::StrCat("kept when this stops: start again with --data_dir ",
-                         options.dir, " to use it")
-      : options.keep ? "kept when this stops (--keep)"
-                     : "deleted when this stops (SIGINT/SIGTERM); --data_dir "
-                       "DIR or --keep keeps it";
+                         root, " to use it")
+          : "deleted when this stops (SIGINT/SIGTERM); --data_dir DIR or "
+            "--keep keeps it";
   std::fprintf(
       stderr, "sqlgroup postgres: port %d (%s); data in %s%s, %s%s\n",
       (*pg)->port(),

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -40,7 +41,7 @@ std::vector<std::string> Given(const std::vector<std::string>& names) {
 
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  if (!in || std::filesystem::is_directory(path)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--payload_file ", path, " cannot be read: ", std::strerror(errno)));
   }
@@ -49,11 +50,18 @@ absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return bytes.str();
 }
 
-absl::Status CheckSize(const NewItem& item, const std::string& where) {
+// What the database would refuse of `item`, said before anything is sent,
+// as the end of a sentence about it.
+absl::Status CheckItem(const NewItem& item) {
+  if (item.key) {
+    if (absl::Status s = CheckKeyText(*item.key); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("its key ", s.message()));
+    }
+  }
   if (item.payload.size() <= kDefaultMaxPayloadBytes) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      where, " has a payload of ", item.payload.size(),
-      " bytes, over the limit of ", kDefaultMaxPayloadBytes,
+      "its payload of ", item.payload.size(), " bytes is over the limit of ",
+      kDefaultMaxPayloadBytes,
       " per item; keep large data in a table of its own and send its key"));
 }
 
@@ -96,7 +104,7 @@ class InputSender {
       if (format == InputFormat::kText) item->delay = delay;
       const std::string where = absl::StrCat("line ", number, " of ", name);
       if (item.ok()) {
-        if (absl::Status s = CheckSize(*item, where); !s.ok()) item = s;
+        if (absl::Status s = CheckItem(*item); !s.ok()) item = s;
       }
       if (!item.ok()) {
         // What came before the bad line goes; nothing after it.
@@ -124,11 +132,23 @@ class InputSender {
   absl::Status Flush() {
     if (batch_.empty()) return absl::OkStatus();
     absl::StatusOr<std::vector<std::string>> ids = producer_.Enqueue(batch_);
+    if (absl::IsUnknown(ids.status())) {
+      // Sending these lines again from a new run (a new producer, new
+      // idempotency keys) could add them twice.
+      return absl::Status(
+          ids.status().code(),
+          absl::StrCat("the items of lines ", first_line_, " to ", last_line_,
+                       " may or may not have been enqueued: the commit's "
+                       "answer was lost (",
+                       ids.status().message(), "). The ", sent_,
+                       " item(s) before them were sent. Check the group for "
+                       "them before sending those lines again"));
+    }
     if (!ids.ok()) {
       return absl::Status(
           ids.status().code(),
           absl::StrCat("the items of lines ", first_line_, " to ", last_line_,
-                       " could not be sent (", sent_,
+                       " were not sent (", sent_,
                        " item(s) before them were): ", ids.status().message()));
     }
     sent_ += static_cast<int64_t>(ids->size());
@@ -174,7 +194,10 @@ absl::Status SendOwnItems(const ProduceTarget& target, bool from_input) {
       one.key = key;
     }
     one.delay = delay;
-    RETURN_IF_ERROR(CheckSize(one, "the item"));
+    if (absl::Status s = CheckItem(one); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the item was not sent: ", s.message()));
+    }
   }
   std::unique_ptr<Producer> producer;
   RETURN_IF_ERROR(

@@ -28,6 +28,44 @@ std::string KeyDelimiter(absl::string_view flag) {
   return std::string(flag);
 }
 
+absl::Status CheckKeyText(absl::string_view key) {
+  for (size_t i = 0; i < key.size();) {
+    const unsigned char c = static_cast<unsigned char>(key[i]);
+    if (c == 0) {
+      return absl::InvalidArgumentError(
+          "holds a NUL byte, which PostgreSQL text cannot");
+    }
+    // The length of the sequence `c` starts, and the range of its second
+    // byte (Unicode's table 3-7: no overlong forms, no surrogates).
+    size_t len = 0;
+    unsigned char lo = 0x80, hi = 0xbf;
+    if (c <= 0x7f) {
+      len = 1;
+    } else if (c >= 0xc2 && c <= 0xdf) {
+      len = 2;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    }
+    bool ok = len > 0 && i + len <= key.size();
+    for (size_t k = 1; ok && k < len; ++k) {
+      const unsigned char next = static_cast<unsigned char>(key[i + k]);
+      ok = k == 1 ? next >= lo && next <= hi : next >= 0x80 && next <= 0xbf;
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("is not UTF-8 (at byte ", i + 1, ")"));
+    }
+    i += len;
+  }
+  return absl::OkStatus();
+}
+
 NewItem ParseTextLine(absl::string_view line, absl::string_view delimiter) {
   NewItem item;
   const size_t at =
@@ -93,7 +131,8 @@ absl::StatusOr<NewItem> ParseJsonLine(absl::string_view line,
     } else if (name == "delay") {
       if (value.is_number()) {
         const double seconds = value.get<double>();
-        if (!std::isfinite(seconds) || seconds < 0) {
+        // Up to about 100 years: beyond, no interval is meant.
+        if (!std::isfinite(seconds) || seconds < 0 || seconds > 3.2e9) {
           return NotA("delay", "a number of seconds of at least 0", value);
         }
         item.delay = absl::Seconds(seconds);
@@ -149,7 +188,9 @@ bool LineReader::Next(std::string* line) {
       return true;
     }
     if (!Fill()) {
-      if (start_ >= buffer_.size()) return false;
+      // A read error: the rest of the line may be missing, so it is no
+      // item (status() says why).
+      if (start_ >= buffer_.size() || !status_.ok()) return false;
       line->assign(buffer_, start_, std::string::npos);  // no '\n' at the end
       start_ = buffer_.size();
       return true;

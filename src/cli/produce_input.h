@@ -33,6 +33,11 @@ absl::StatusOr<InputFormat> ParseInputFormat(absl::string_view text);
 // tab; any other text is taken as it is.
 std::string KeyDelimiter(absl::string_view flag);
 
+// OK for text PostgreSQL stores as a key: UTF-8 without NUL bytes (a key's
+// bytes place the item, so a key the database would cut or refuse must not
+// go). INVALID_ARGUMENT saying which, as the end of a sentence.
+absl::Status CheckKeyText(absl::string_view key);
+
 // One text line (without its '\n').
 NewItem ParseTextLine(absl::string_view line, absl::string_view delimiter);
 

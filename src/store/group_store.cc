@@ -213,35 +213,8 @@ absl::Status RemoveStaticMember(DbConnection& db, const std::string& group,
   // instance.
   absl::Status s = ReadGroup(PqxxOf(db), group).status();
   if (!s.ok()) return s;
-  if (!force) {
-    std::optional<std::string> running;
-    s = Guard("read the member's session", [&] {
-      pqxx::nontransaction tx(PqxxOf(db));
-      const pqxx::result r = tx.exec_params(
-          "SELECT s.host, s.pid, round(extract(epoch FROM clock_timestamp() "
-          "- s.heartbeated_at)::numeric, 1)::text FROM sqlgroup.sessions s "
-          "JOIN sqlgroup.groups g ON g.name = s.group_name "
-          "WHERE s.group_name = $1 AND s.instance = $2 "
-          "AND s.static_timeout IS NOT NULL AND s.away_until IS NULL "
-          "AND s.heartbeated_at > clock_timestamp() - g.session_ttl",
-          group, instance);
-      if (!r.empty()) {
-        running = absl::StrCat("pid ", r[0][1].as<std::string>(), " on ",
-                               r[0][0].as<std::string>(), " heartbeated ",
-                               r[0][2].as<std::string>(), " s ago");
-      }
-    });
-    if (!s.ok()) return s;
-    if (running) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "instance '", instance, "' of group ", group, " is running (",
-          *running,
-          "): its process would register again at once. Stop that process "
-          "first (SIGTERM), then run group leave; or pass --force to end "
-          "its session anyway"));
-    }
-  }
-  return LeaveInstance(PqxxOf(db), group, instance, /*notify=*/true);
+  return LeaveInstance(PqxxOf(db), group, instance, /*notify=*/true,
+                       /*only_away=*/!force);
 }
 
 }  // namespace sqlgroup::store

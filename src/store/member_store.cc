@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <pqxx/pqxx>
 #include <set>
 
@@ -450,23 +451,48 @@ absl::Status StepAway(pqxx::connection& conn, const std::string& group,
 }
 
 absl::Status LeaveInstance(pqxx::connection& conn, const std::string& group,
-                           const std::string& instance, bool notify) {
+                           const std::string& instance, bool notify,
+                           bool only_away) {
   bool found = false;
+  std::optional<std::string> running;
   absl::Status s = Guard("leave group", [&] {
     pqxx::work tx(conn);
     LocalLimits(tx);
+    // $3: only a session whose process is not running.
     const pqxx::result r = tx.exec_params(
-        "DELETE FROM sqlgroup.sessions WHERE group_name = $1 "
-        "AND instance = $2 AND static_timeout IS NOT NULL RETURNING id::text",
-        group, instance);
+        "DELETE FROM sqlgroup.sessions s WHERE s.group_name = $1 "
+        "AND s.instance = $2 AND s.static_timeout IS NOT NULL AND (NOT $3 "
+        "OR s.away_until IS NOT NULL OR s.heartbeated_at <= "
+        "clock_timestamp() - (SELECT g.session_ttl FROM sqlgroup.groups g "
+        "WHERE g.name = $1)) RETURNING s.id::text",
+        group, instance, only_away);
     for (const pqxx::row& row : r) {
       ReleaseSessionHistory(tx, row[0].as<std::string>(), "leave");
     }
     found = !r.empty();
+    if (!found && only_away) {
+      const pqxx::result live = tx.exec_params(
+          "SELECT host, pid, round(extract(epoch FROM clock_timestamp() - "
+          "heartbeated_at)::numeric, 1)::text FROM sqlgroup.sessions WHERE "
+          "group_name = $1 AND instance = $2 AND static_timeout IS NOT NULL",
+          group, instance);
+      if (!live.empty()) {
+        running = absl::StrCat("pid ", live[0][1].as<std::string>(), " on ",
+                               live[0][0].as<std::string>(), " heartbeated ",
+                               live[0][2].as<std::string>(), " s ago");
+      }
+    }
     if (found && notify) Notify(tx, MembershipChanged(group));
     tx.commit();
   });
   if (!s.ok()) return s;
+  if (running) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "instance '", instance, "' of group ", group, " is running (", *running,
+        "): its process would register again at once. Stop that process "
+        "first (SIGTERM), then run group leave; or pass --force to end its "
+        "session anyway"));
+  }
   if (!found) {
     return absl::NotFoundError(absl::StrCat(
         "group ", group, " has no static member with instance '", instance,

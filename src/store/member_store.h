@@ -70,10 +70,14 @@ absl::StatusOr<std::optional<std::string>> StaticHolder(
 absl::Status StepAway(pqxx::connection& conn, const std::string& group,
                       const std::string& session, bool notify);
 
-// Deletes the static session of `instance`, running or away, and announces
-// it: its parts move at once (scale-down). NOT_FOUND when there is none.
+// Deletes the static session of `instance` and announces it: its parts
+// move at once (scale-down). With `only_away`, in the same statement, only
+// if its process is not running (it went away, or has not heartbeated for
+// the group's TTL): FAILED_PRECONDITION naming the running process
+// otherwise. NOT_FOUND when there is no such session.
 absl::Status LeaveInstance(pqxx::connection& conn, const std::string& group,
-                           const std::string& instance, bool notify);
+                           const std::string& instance, bool notify,
+                           bool only_away = false);
 
 // Refreshes the heartbeat unless the session has expired or is gone; then
 // nullopt: the session is lost for good. `watch` also reads the others'

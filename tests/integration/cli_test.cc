@@ -722,6 +722,15 @@ TEST(Cli, ProduceStopsAtABadLineAndSaysWhereToGoOn) {
   EXPECT_THAT(r.err, HasSubstr("\"paylod\""));
   EXPECT_THAT(r.err, HasSubstr("The 2 item(s) before it were sent"));
   EXPECT_EQ(Count(dsn, "SELECT count(*) FROM sqlgroup.items"), 2);
+  // A key PostgreSQL could not store as given (it places the item) is
+  // refused on its line, not cut.
+  const auto bad_key =
+      ProduceFromStdin({"--group", "g", "--input", "-", "--dsn", dsn},
+                       std::string("fine\tx\nk\xff\ty\n", 12));
+  EXPECT_EQ(bad_key.exit_code, 1) << bad_key.err;
+  EXPECT_THAT(bad_key.err, HasSubstr("line 2 of standard input is not an "
+                                     "item: its key is not UTF-8"));
+  EXPECT_EQ(Count(dsn, "SELECT count(*) FROM sqlgroup.items"), 3);
 }
 
 // `group leave` of a static member whose process runs is refused, saying

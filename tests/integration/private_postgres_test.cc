@@ -437,6 +437,14 @@ TEST(PrivatePostgres, ADirectoryGivenKeepsItsClusterForTheNextStart) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(refused.status().message(), HasSubstr("is not empty"));
   EXPECT_TRUE(fs::exists(foreign + "/notes.txt"));
+  // A cluster it did not make is not adopted either.
+  const std::string other = (base.path() / "other").string();
+  fs::create_directories(other + "/data");
+  std::ofstream(other + "/data/PG_VERSION") << "15\n";
+  options.dir = other;
+  refused = PrivatePostgres::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("is not empty"));
 }
 
 TEST(PrivatePostgres, KeepLeavesTheTemporaryDirectory) {
@@ -447,14 +455,18 @@ TEST(PrivatePostgres, KeepLeavesTheTemporaryDirectory) {
   options.keep = true;
   auto pg = PrivatePostgres::Start(options);
   ASSERT_TRUE(pg.ok()) << pg.status();
-  const std::string data = (*pg)->data_dir();
+  const fs::path root = fs::path((*pg)->data_dir()).parent_path();
+  // No owner recorded even while it runs: if this process died without
+  // Stop(), the next Start under the same base would not remove it.
+  EXPECT_FALSE(fs::exists(root / "owner.pid"));
   ASSERT_TRUE((*pg)->Stop().ok());
-  EXPECT_TRUE(fs::exists(data + "/PG_VERSION"));
-  // Not removed as a stale directory by the next Start under the same base.
+  EXPECT_TRUE(fs::exists(root / "data/PG_VERSION"));
+  // And it is a directory a later run may reuse (--data_dir).
   options.keep = false;
-  auto next = PrivatePostgres::Start(options);
-  ASSERT_TRUE(next.ok()) << next.status();
-  EXPECT_TRUE(fs::exists(data + "/PG_VERSION"));
+  options.dir = root.string();
+  auto again = PrivatePostgres::Start(options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->reused());
 }
 
 TEST(PrivatePostgres, APortGivenIsUsedOrRefusedWhenTaken) {

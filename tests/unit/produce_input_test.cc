@@ -2,6 +2,7 @@
 #include "cli/produce_input.h"
 
 #include <fcntl.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -48,6 +49,21 @@ TEST(ProduceInputTest, TextKeepsEveryByteButTheNewline) {
   const std::string bytes("k\t\x01\x02\xff\r \\n", 10);
   NewItem item = ParseTextLine(bytes, "\t");
   EXPECT_EQ(item.payload, std::string("\x01\x02\xff\r \\n", 8));
+}
+
+TEST(ProduceInputTest, AKeyMustBeUtf8WithoutNul) {
+  EXPECT_TRUE(CheckKeyText("user-7").ok());
+  EXPECT_TRUE(CheckKeyText("caf\xc3\xa9 \xf0\x9f\x98\x80").ok());
+  EXPECT_TRUE(CheckKeyText("").ok());
+  EXPECT_THAT(std::string(CheckKeyText(std::string("a\0b", 3)).message()),
+              ::testing::HasSubstr("NUL"));
+  for (const std::string bad :
+       {std::string("\xff"), std::string("ab\xc3"), std::string("\xc0\xaf"),
+        std::string("\xed\xa0\x80"), std::string("\xf4\x90\x80\x80")}) {
+    const absl::Status s = CheckKeyText(bad);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("not UTF-8"));
+  }
 }
 
 TEST(ProduceInputTest, KeyDelimiterReadsBackslashTAsATab) {

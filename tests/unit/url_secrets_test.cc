@@ -14,7 +14,13 @@ TEST(MaskUrl, HidesThePasswordAndSecretQueryValues) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"http://alice:TopSecretPW@host/ship", "http://alice:***@host/ship"},
       {"https://alice:p@ss@h:8443/x", "https://alice:***@h:8443/x"},
-      {"https://alice@h/x", "https://alice@h/x"},  // no password
+      // A user name alone may be a token.
+      {"https://ghp_T0ken@github.com/o/r", "https://***@github.com/o/r"},
+      // Not percent-encoded: '/' and '@' in the password.
+      {"https://u:ab/cd@h/x", "https://u:***@h/x"},
+      {"https://u:a@b@h", "https://u:***@h"},
+      {"https://h/cb#access_token=tk&state=1",
+       "https://h/cb#access_token=***&state=1"},
       {"http://h/x?id=7&token=abc", "http://h/x?id=7&token=***"},
       {"http://h/x?api_key=k1&Access_Token=t&v=2#frag",
        "http://h/x?api_key=***&Access_Token=***&v=2#frag"},
@@ -37,6 +43,9 @@ TEST(MaskUrlsIn, MasksEachUrlInAMessage) {
             "\"https://h/?secret=***\" and http://b:***@d/ (httpd)");
   EXPECT_EQ(MaskUrlsIn("no urls, just http and https words"),
             "no urls, just http and https words");
+  EXPECT_EQ(MaskUrlsIn("HTTPS://U:Pw@H/x"), "HTTPS://U:***@H/x");
+  EXPECT_EQ(MaskUrlsIn("(see http://h/?token=abc), then"),
+            "(see http://h/?token=***), then");
   EXPECT_EQ(MaskUrlsIn(""), "");
 }
 
