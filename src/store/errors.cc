@@ -151,8 +151,7 @@ absl::Status StatusFromCurrentException(std::string_view context) {
       absl::StrAppend(&message,
                       "; the connection seems to go through a pooler in "
                       "transaction mode: run with --pool_mode=transaction "
-                      "(ConsumerOptions::transaction_pooler), see "
-                      "docs/POOLERS.md");
+                      "(PoolMode::kTransaction), see docs/POOLERS.md");
     }
     return absl::Status(CodeForSqlState(state), message);
   } catch (const pqxx::transaction_rollback& e) {

@@ -114,7 +114,11 @@ pqxx::result ExecPooled(pqxx::transaction_base& tx, PooledState& state,
   if (dynamic_cast<pqxx::nontransaction*>(&tx) != nullptr) {
     // Each try may run on another server connection: run it, prepare it
     // where it is missing, run it where another client prepared it first.
-    for (int i = 0; i < 3; ++i) {
+    // Under many clients on few server connections the run and the
+    // prepare can land on different ones a few times in a row (once in a
+    // CI run with 3 tries): only cold server connections take this path,
+    // and each try is a round trip.
+    for (int i = 0; i < 10; ++i) {
       try {
         return tx.exec(call);
       } catch (const pqxx::sql_error& e) {
