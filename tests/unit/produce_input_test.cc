@@ -57,7 +57,7 @@ TEST(ProduceInputTest, AKeyMustBeUtf8WithoutNul) {
   EXPECT_TRUE(CheckKeyText("").ok());
   EXPECT_THAT(std::string(CheckKeyText(std::string("a\0b", 3)).message()),
               ::testing::HasSubstr("NUL"));
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string("\xff"), std::string("ab\xc3"), std::string("\xc0\xaf"),
         std::string("\xed\xa0\x80"), std::string("\xf4\x90\x80\x80")}) {
     const absl::Status s = CheckKeyText(bad);
