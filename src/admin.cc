@@ -114,9 +114,7 @@ absl::StatusOr<std::unique_ptr<Admin>> Admin::Connect(AdminOptions options) {
   store::ConnectOptions connect;
   connect.connect_timeout = admin->options_.connect_timeout;
   connect.application_name = "sqlgroup-admin";
-  connect.transaction_pooler =
-      admin->options_.pool_mode == PoolMode::kTransaction;
-  connect.detect_pooler = admin->options_.pool_mode == PoolMode::kAuto;
+  store::SetPoolMode(connect, admin->options_.pool_mode);
   ASSIGN_OR_RETURN(admin->impl_->conn,
                    store::DbConnection::Open(admin->options_.dsn, connect));
   return admin;

@@ -386,8 +386,7 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
   store::ConnectOptions connect;
   connect.connect_timeout = options.connect_timeout;
   connect.application_name = "sqlgroup-consumer";
-  connect.transaction_pooler = options.pool_mode == PoolMode::kTransaction;
-  connect.detect_pooler = options.pool_mode == PoolMode::kAuto;
+  store::SetPoolMode(connect, options.pool_mode);
   ASSIGN_OR_RETURN(auto conn, store::Connect(options.dsn, connect));
   const PoolMode asked = options.pool_mode;
   options.pool_mode =

@@ -55,8 +55,7 @@ struct Producer::Impl {
   absl::Status Connect() {
     store::ConnectOptions connect =
         store::ProducerOptions("sqlgroup-producer", options.connect_timeout);
-    connect.transaction_pooler = options.pool_mode == PoolMode::kTransaction;
-    connect.detect_pooler = options.pool_mode == PoolMode::kAuto;
+    store::SetPoolMode(connect, options.pool_mode);
     ASSIGN_OR_RETURN(conn, store::DbConnection::Open(options.dsn, connect));
     // Found out once: reconnections open in the mode found.
     if (options.pool_mode == PoolMode::kAuto) {

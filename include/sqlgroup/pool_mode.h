@@ -6,8 +6,6 @@
 #ifndef SQLGROUP_POOL_MODE_H_
 #define SQLGROUP_POOL_MODE_H_
 
-#include <string_view>
-
 namespace sqlgroup {
 
 enum class PoolMode {
@@ -25,9 +23,6 @@ enum class PoolMode {
   // LISTEN only on a separate connection string, else polling.
   kTransaction,
 };
-
-// "auto", "direct" or "transaction".
-std::string_view PoolModeName(PoolMode mode);
 
 }  // namespace sqlgroup
 

@@ -27,8 +27,7 @@ namespace {
 store::ConnectOptions ProduceConnectOptions(PoolMode mode) {
   store::ConnectOptions options =
       store::ProducerOptions("sqlgroup-produce", absl::Seconds(5));
-  options.transaction_pooler = mode == PoolMode::kTransaction;
-  options.detect_pooler = mode == PoolMode::kAuto;
+  store::SetPoolMode(options, mode);
   return options;
 }
 

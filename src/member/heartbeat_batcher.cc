@@ -30,8 +30,7 @@ absl::StatusOr<std::shared_ptr<SharedHeartbeat>> SharedHeartbeat::Create(
   store::ConnectOptions connect;
   connect.connect_timeout = options.connect_timeout;
   connect.application_name = "sqlgroup-heartbeat";
-  connect.transaction_pooler = options.pool_mode == PoolMode::kTransaction;
-  connect.detect_pooler = options.pool_mode == PoolMode::kAuto;
+  store::SetPoolMode(connect, options.pool_mode);
   auto conn = store::Connect(options.dsn, connect);
   if (!conn.ok()) {
     if (options.connection_budget) options.connection_budget->Unreserve();

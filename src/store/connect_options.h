@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "sqlgroup/pool_mode.h"
 
 namespace sqlgroup::store {
 
@@ -45,6 +46,13 @@ struct ConnectOptions {
   // up as a direct one. TransactionPooled (store/connection.h) tells which.
   bool detect_pooler = false;
 };
+
+// transaction_pooler and detect_pooler for a connection string that
+// reaches the database in `mode` (kAuto: found out on the connection).
+inline void SetPoolMode(ConnectOptions& options, PoolMode mode) {
+  options.transaction_pooler = mode == PoolMode::kTransaction;
+  options.detect_pooler = mode == PoolMode::kAuto;
+}
 
 // How long one coordination statement (heartbeat, reap, take, drop) may
 // run in a group with this session TTL: well inside it, so one blocked

@@ -1,23 +1,6 @@
-#include "sqlgroup/pool_mode.h"
-
-#include "absl/strings/str_cat.h"
 #include "pooler_found.h"
 
-namespace sqlgroup {
-
-std::string_view PoolModeName(PoolMode mode) {
-  switch (mode) {
-    case PoolMode::kAuto:
-      return "auto";
-    case PoolMode::kDirect:
-      return "direct";
-    case PoolMode::kTransaction:
-      return "transaction";
-  }
-  return "auto";
-}
-
-}  // namespace sqlgroup
+#include "absl/strings/str_cat.h"
 
 namespace sqlgroup::internal {
 
