@@ -91,6 +91,19 @@ BEGIN
 END
 $fn$;
 
+-- The claim without a fingerprint (producers of 0.15): the same, checking
+-- nothing, so the claim's logic is written once.
+CREATE OR REPLACE FUNCTION sqlgroup.claim_enqueue_key(
+    group_name text, idempotency_key text, ids uuid[],
+    previous_key text DEFAULT NULL)
+  RETURNS boolean
+  LANGUAGE sql VOLATILE SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $fn$
+  SELECT sqlgroup.claim_enqueue_key(group_name, idempotency_key, ids,
+                                    previous_key, NULL::bytea)
+$fn$;
+
 -- The bulk enqueue with an idempotency key now records and checks the
 -- items' fingerprint.
 CREATE OR REPLACE FUNCTION sqlgroup.enqueue_many(

@@ -174,32 +174,11 @@ $$;
 --
 
 CREATE FUNCTION sqlgroup.claim_enqueue_key(group_name text, idempotency_key text, ids uuid[], previous_key text DEFAULT NULL::text) RETURNS boolean
-    LANGUAGE plpgsql SECURITY DEFINER
+    LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-#variable_conflict use_column
-DECLARE
-  v_claimed integer;
-BEGIN
-  -- SKIP LOCKED: concurrent enqueues sweep different rows instead of
-  -- queueing behind one another on the oldest.
-  DELETE FROM sqlgroup.enqueue_keys k
-   WHERE k.ctid = ANY (ARRAY(
-     SELECT e.ctid FROM sqlgroup.enqueue_keys e
-      WHERE e.created_at < now() - sqlgroup.idempotency_retention()
-      LIMIT 8 FOR UPDATE SKIP LOCKED));
-  IF claim_enqueue_key.previous_key IS NOT NULL THEN
-    DELETE FROM sqlgroup.enqueue_keys k
-     WHERE k.group_name = claim_enqueue_key.group_name
-       AND k.idempotency_key = claim_enqueue_key.previous_key;
-  END IF;
-  INSERT INTO sqlgroup.enqueue_keys (group_name, idempotency_key, ids)
-  VALUES (claim_enqueue_key.group_name, claim_enqueue_key.idempotency_key,
-          claim_enqueue_key.ids)
-  ON CONFLICT DO NOTHING;
-  GET DIAGNOSTICS v_claimed = ROW_COUNT;
-  RETURN v_claimed = 1;
-END
+  SELECT sqlgroup.claim_enqueue_key(group_name, idempotency_key, ids,
+                                    previous_key, NULL::bytea)
 $$;
 
 --
