@@ -16,8 +16,6 @@ namespace sqlgroup {
 namespace {
 
 constexpr absl::Duration kDrainCheck = absl::Milliseconds(10);
-// A member's connections are recorded for describe at most this often.
-constexpr absl::Duration kConnectionsReport = absl::Seconds(1);
 // The ownership log keeps a day of history. It grows only when membership
 // changes, so it is trimmed at one of those: each join.
 constexpr absl::Duration kOwnershipHistory = absl::Hours(24);
@@ -84,7 +82,7 @@ MemberLoop::MemberLoop(MemberConfig config, store::GroupSettings settings,
                    [this](absl::Duration delay) {
                      scheduler_.ExpectAt(absl::Now() + delay);
                    },
-               .schema_changed = [this] { schema_changed_ = true; }}),
+               .schema_changed = [this] { schema_.Changed(); }}),
       seams_(
           (seams ? seams : PostgresSeams(config_, scheduler_, metrics_, log_))(
               router_, stop_wakeup_)),
@@ -97,8 +95,12 @@ MemberLoop::MemberLoop(MemberConfig config, store::GroupSettings settings,
               store_, metrics_, log_),
       keep_alive_{.replace_at = [this] { return keeper_.ReplaceControlAt(); },
                   .keep_alive = [this] { keeper_.BeatWhileHeld(); }},
-      settings_(settings),
-      schema_(config_.schema) {
+      schema_({.group = config_.group,
+               .at_start = config_.schema,
+               .interval = config_.schema_check},
+              store_, log_),
+      connections_(config_.group, store_, log_),
+      settings_(settings) {
   channel_.SetTtl(settings_.ttl);
 }
 
@@ -166,7 +168,7 @@ void MemberLoop::Run() {
     if (!EnsureConnected()) continue;
     channel_.StartListening();  // when it failed before (cheap when listening)
     if (!channel_.connected()) continue;
-    if (schema_changed_.exchange(false) || absl::Now() >= next_schema_check_) {
+    if (schema_.Due(absl::Now())) {
       CheckSchema();
       if (phase() == Phase::kFailed) break;
       if (!channel_.connected()) continue;
@@ -185,7 +187,7 @@ void MemberLoop::Run() {
     if (!connected()) continue;
     FinishDrains();
     absl::Time until = std::min(
-        {keeper_.next_heartbeat(), next_rebalance_, next_schema_check_});
+        {keeper_.next_heartbeat(), next_rebalance_, schema_.next_check()});
     // Seen in a view read: reap at once.
     if (keeper_.reap_due()) until = absl::Now();
     if (rebalancer_.draining()) {
@@ -211,7 +213,7 @@ bool MemberLoop::EnsureConnected() {
     return false;
   }
   rebalance_now_ = true;
-  schema_changed_ = true;  // a notice may have gone unheard meanwhile
+  schema_.Changed();  // a notice may have gone unheard meanwhile
   return true;
 }
 
@@ -229,7 +231,9 @@ bool MemberLoop::TakeBack() {
 void MemberLoop::WaitForWork(absl::Time until) {
   const absl::StatusOr<bool> replaced = channel_.WaitForWork(
       until, keep_alive_, phase() != Phase::kFailed && !session_.empty(),
-      [this] { return StopRequested() || rebalance_now_ || schema_changed_; });
+      [this] {
+        return StopRequested() || rebalance_now_ || schema_.changed();
+      });
   if (!replaced.ok()) {
     Handle(replaced.status());
   } else if (*replaced) {
@@ -273,55 +277,7 @@ void MemberLoop::Handle(const absl::Status& s) {
              std::string(s.message()));
 }
 
-void MemberLoop::CheckSchema() {
-  next_schema_check_ = absl::Now() + config_.schema_check;
-  const absl::StatusOr<internal::SchemaState> state = store_.ReadSchema();
-  if (!state.ok()) {
-    // Read it again once the connection is back.
-    if (absl::IsUnavailable(state.status())) schema_changed_ = true;
-    Handle(state.status());
-    return;
-  }
-  const internal::BinarySchemas binary = internal::ThisBinary();
-  const absl::StatusOr<internal::Skew> skew =
-      internal::CheckSkew(*state, binary);
-  if (!skew.ok()) {
-    // It may no longer know what an item means (a pause, a new order):
-    // no further item is handed to its handler.
-    Handle(absl::FailedPreconditionError(
-        absl::StrCat(skew.status().message(),
-                     ". This member takes no more items and stops")));
-    return;
-  }
-  if (state->version != schema_.version) {
-    const std::string note = internal::SkewNote(*skew, *state, binary);
-    log_->info("group={} {}", config_.group,
-               note.empty() ? absl::StrCat("the database's sqlgroup schema is "
-                                           "now version ",
-                                           state->version)
-                            : note);
-  }
-  schema_ = *state;
-  if (session_.empty() || version_recorded_ ||
-      schema_.version < internal::kVersionsRecordedFrom) {
-    return;
-  }
-  const absl::Status recorded = store_.RecordVersion(session_);
-  if (absl::IsPermissionDenied(recorded)) {
-    // Bookkeeping: not worth stopping a member that consumes.
-    log_->warn(
-        "group={} session={} its version is not recorded ({}): run "
-        "`sqlgroup grant` again with this release",
-        config_.group, session_, std::string(recorded.message()));
-    return;
-  }
-  if (!recorded.ok()) {
-    if (absl::IsUnavailable(recorded)) schema_changed_ = true;
-    Handle(recorded);
-    return;
-  }
-  version_recorded_ = true;
-}
+void MemberLoop::CheckSchema() { Handle(schema_.Check(session_)); }
 
 bool MemberLoop::Join() {
   // The calls of a lost session were cut off, but may take a moment to
@@ -372,7 +328,7 @@ bool MemberLoop::Join() {
     }
   }
   store::SessionInfo info = config_.session;
-  info.record_version = schema_.version >= internal::kVersionsRecordedFrom;
+  info.record_version = schema_.RecordsVersion();
   auto id = store_.RegisterSession(config_.group, info, config_.use_notify);
   if (!id.ok()) {
     Handle(id.status());
@@ -383,7 +339,7 @@ bool MemberLoop::Join() {
   }
   join_failures_ = 0;
   session_ = id->session;
-  version_recorded_ = info.record_version;
+  schema_.Joined(info.record_version);
   channel_.SetSession(session_);
   rebalancer_.NoteJoined(id->replaced);
   keeper_.Started(session_, settings_);
@@ -551,31 +507,8 @@ void MemberLoop::LoseSession(const std::string& why) {
 }
 
 void MemberLoop::ReportConnections() {
-  const int held = static_cast<int>(metrics_.connections());
-  const int budget = config_.channel.budget->limit();
-  if (reported_session_ == session_ && held == reported_connections_ &&
-      budget == reported_budget_) {
-    return;
-  }
-  const absl::Time now = absl::Now();
-  if (now < next_connections_report_) return;
-  next_connections_report_ = now + kConnectionsReport;
-  const absl::Status s = store_.ReportConnections(session_, held, budget);
-  if (!s.ok()) {
-    // A schema older than 11 has no such columns; nothing else depends on
-    // them, so the member goes on without reporting.
-    if (absl::IsFailedPrecondition(s) || absl::IsPermissionDenied(s)) {
-      log_->warn("group={} cannot report its connections for describe: {}",
-                 config_.group, std::string(s.message()));
-      next_connections_report_ = absl::InfiniteFuture();
-      return;
-    }
-    Handle(s);
-    return;
-  }
-  reported_session_ = session_;
-  reported_connections_ = held;
-  reported_budget_ = budget;
+  Handle(connections_.Report(session_, static_cast<int>(metrics_.connections()),
+                             config_.channel.budget->limit()));
 }
 
 void MemberLoop::Leave() {

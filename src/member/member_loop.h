@@ -23,6 +23,7 @@
 #include "absl/random/random.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "member/connections_report.h"
 #include "member/control_channel.h"
 #include "member/heartbeat_batcher.h"
 #include "member/lent_connection.h"
@@ -30,6 +31,7 @@
 #include "member/part_scheduler.h"
 #include "member/pg_control_channel.h"
 #include "member/rebalancer.h"
+#include "member/schema_watch.h"
 #include "member/session_keeper.h"
 #include "metrics.h"
 #include "sqlgroup/connection_budget.h"
@@ -140,8 +142,8 @@ class MemberLoop {
   // Takes the control connection back from the workers; false when it is
   // gone.
   bool TakeBack();
-  // Records the member's connections and budget for describe when they
-  // changed, at most once per kConnectionsReport.
+  // Records the member's connections and budget for describe
+  // (ConnectionsReport).
   void ReportConnections();
   void WaitForWork(absl::Time until);
   void SleepUnlessStopped(absl::Duration d);
@@ -149,10 +151,8 @@ class MemberLoop {
   // its current session (lost, disconnected or failed).
   bool HeartbeatIfDue();
   void PublishSession();
-  // Reads the schema (at each join, after `sqlgroup migrate` said it
-  // changed, on a reconnect, and every config_.schema_check): stops the member
-  // (fatal) if this binary may not run against it, else records the
-  // member's version once the schema can hold it.
+  // SchemaWatch::Check; stops the member (fatal) if this binary may not
+  // run against the schema.
   void CheckSchema();
   // UNAVAILABLE drops the connection; NOT_FOUND of the group, a wrong
   // schema and a missing privilege are fatal.
@@ -167,7 +167,6 @@ class MemberLoop {
   // Set by NOTIFYs, which a worker that borrowed the control connection
   // may dispatch.
   std::atomic<bool> rebalance_now_{true};
-  std::atomic<bool> schema_changed_{false};
   const NotificationRouter router_;
   MemberSeams seams_;
   ControlChannel& channel_;
@@ -175,16 +174,13 @@ class MemberLoop {
   Rebalancer rebalancer_;
   SessionKeeper keeper_;
   const KeepAlive keep_alive_;
+  SchemaWatch schema_;
+  ConnectionsReport connections_;
 
   // Control thread only.
   store::GroupSettings settings_;
   std::string session_;
   int join_failures_ = 0;
-  // What ReportConnections last recorded, for which session.
-  std::string reported_session_;
-  int reported_connections_ = -1;
-  int reported_budget_ = -1;
-  absl::Time next_connections_report_ = absl::InfinitePast();
   absl::BitGen jitter_;        // spreads the safety re-reads
   std::string assignor_name_;  // the group's, as last adopted
   absl::Time next_rebalance_;
@@ -193,9 +189,6 @@ class MemberLoop {
   bool rejoined_after_loss_ = false;
   // Join waits for the calls of a lost session to return (said once).
   bool waiting_for_calls_ = false;
-  internal::SchemaState schema_;  // as last read
-  absl::Time next_schema_check_ = absl::InfinitePast();
-  bool version_recorded_ = false;  // in session_
 
   std::atomic<bool> leave_for_good_{false};
   mutable absl::Mutex mu_;

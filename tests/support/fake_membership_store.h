@@ -128,8 +128,11 @@ class FakeMembershipStore : public store::MembershipStore {
     }
     return absl::OkStatus();
   }
-  absl::Status ReportConnections(const std::string&, int, int) override {
+  absl::Status ReportConnections(const std::string& session, int held,
+                                 int budget) override {
     std::lock_guard<std::mutex> lock(mu);
+    if (!fail_report.ok()) return fail_report;
+    reports.push_back({session, held, budget});
     return absl::OkStatus();
   }
   absl::Status StepAway(const std::string&, const std::string&, bool) override {
@@ -153,10 +156,12 @@ class FakeMembershipStore : public store::MembershipStore {
   absl::StatusOr<internal::SchemaState> ReadSchema() override {
     std::lock_guard<std::mutex> lock(mu);
     ++schema_reads;
+    if (!fail_schema_read.ok()) return Consume(fail_schema_read);
     return schema;
   }
   absl::Status RecordVersion(const std::string& session) override {
     std::lock_guard<std::mutex> lock(mu);
+    if (!fail_record_version.ok()) return fail_record_version;
     versions_recorded.insert(session);
     return absl::OkStatus();
   }
@@ -167,6 +172,15 @@ class FakeMembershipStore : public store::MembershipStore {
   internal::SchemaState schema{kSchemaVersion, kSchemaVersion};
   std::set<std::string> versions_recorded;  // RecordVersion's sessions
   int schema_reads = 0;
+  absl::Status fail_schema_read;     // the next read fails with it
+  absl::Status fail_record_version;  // every RecordVersion fails with it
+  struct Report {
+    std::string session;
+    int held = 0;
+    int budget = 0;
+  };
+  std::vector<Report> reports;  // ReportConnections's, in order
+  absl::Status fail_report;     // every report fails with it
   std::vector<store::SessionInfo> registered_infos;  // each registration's
   absl::Status fail_register;  // every registration fails with it
   std::map<int, store::Owner> owners;
