@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 #include <limits>
 
 #include "md5.h"
@@ -116,4 +117,11 @@ bool BlockIsSplitBruteForce(uint64_t block) {
 }
 
 }  // namespace testing_only
+
+Uuid128 PositionOf(const Item& item) {
+  const std::optional<Uuid128> id = ParseUuid(item.id);
+  assert(id.has_value() && "a claimed item's id is UUID text");
+  return id.value_or(0);
+}
+
 }  // namespace sqlgroup

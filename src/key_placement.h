@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "keyspace.h"
+#include "sqlgroup/item.h"
 
 namespace sqlgroup {
 
@@ -47,6 +48,13 @@ Uuid128 BlockStart(uint64_t block);
 Uuid128 BlockLast(uint64_t block);
 // The block an id belongs to: id >> 64.
 uint64_t BlockOf(Uuid128 id);
+
+// Where an item read from the items table lies in the key space: its id,
+// which the runtime carries as the text the store read (Item::id), parsed
+// here and nowhere else. A claimed item's id is always UUID text.
+Uuid128 PositionOf(const Item& item);
+// The block of the item's key (or of its run of unkeyed items).
+inline uint64_t BlockOf(const Item& item) { return BlockOf(PositionOf(item)); }
 
 // The id of a keyed item: (block << 64) | (min(unix_micros, 2^52 - 1) << 12)
 // | (noise & 0xfff). Inside the block; of two items of one block, the later

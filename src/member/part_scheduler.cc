@@ -59,7 +59,7 @@ void PartScheduler::Left(int part) {
 }
 
 void PartScheduler::DropOffered(Entry& e) {
-  for (const Item& item : e.offered) e.keys.erase(BlockOf(*ParseUuid(item.id)));
+  for (const Item& item : e.offered) e.keys.erase(BlockOf(item));
   e.offered.clear();
 }
 
@@ -462,7 +462,7 @@ size_t PartScheduler::Offer(int part, int64_t epoch, uint64_t finished,
   e.turn = 0;
   size_t taken = 0;
   for (Item& item : items) {
-    const uint64_t key = BlockOf(*ParseUuid(item.id));
+    const uint64_t key = BlockOf(item);
     auto done = e.finished_at.find(key);
     // Read before its key's last ack committed. That finish asked for the
     // next claim already, unless it asked the part to wait (a broken ack).
@@ -487,7 +487,7 @@ void PartScheduler::FinishItem(int part, int64_t epoch, const Item& item,
   Entry* entry = Returned(part, epoch);
   if (entry == nullptr) return;
   Entry& e = *entry;
-  const uint64_t key = BlockOf(*ParseUuid(item.id));
+  const uint64_t key = BlockOf(item);
   e.keys.erase(key);
   e.finished_at[key] = ++e.finished;
   if (!again) {

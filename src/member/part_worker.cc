@@ -29,7 +29,7 @@ int64_t UnixMicros(absl::Time t) {
 // end of the range.
 Uuid128 After(const std::vector<Item>& items, const KeyRange& range,
               bool key_order) {
-  Uuid128 last = *ParseUuid(items.back().id);
+  Uuid128 last = PositionOf(items.back());
   if (key_order) last = BlockLast(BlockOf(last));
   return last >= range.last ? range.first : last + 1;
 }
@@ -51,7 +51,7 @@ struct Resume {
 // `batch` was claimed from `cursor` on its `turn`.
 Resume AfterRun(const std::vector<Item>& batch, const Resume& from,
                 const KeyRange& range, int claim_batch) {
-  const Uuid128 last = *ParseUuid(batch.back().id);
+  const Uuid128 last = PositionOf(batch.back());
   const uint64_t key = BlockOf(last);
   const int turn =
       from.turn > 0 && BlockOf(from.cursor) == key ? from.turn + 1 : 1;
@@ -89,8 +89,8 @@ PartWorker::PartWorker(int index, WorkerConfig config, PartScheduler& scheduler,
       log_(std::move(logger)),
       connection_(index_, config_.connection, config_.settle.kind, metrics_,
                   log_),
-      settler_(index_, config_.settle, connection_, scheduler_, metrics_,
-               log_) {}
+      settler_(index_, config_.settle, connection_.acks(), connection_,
+               scheduler_, metrics_, log_) {}
 
 void PartWorker::Run() {
   while (true) {
@@ -357,19 +357,19 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
                        !scheduler_.ShouldYield(ref.part, epoch) &&
                        run.cursor != task.range.first;
     if (chain) {
-      more.from = run.cursor;
-      more.last = task.range.last;
+      more.ask.from = run.cursor;
+      more.ask.last = task.range.last;
       if (key_order) {
-        more.runs = true;
-        more.continued = run.turn > 0;
-        more.pass_over = &task.busy_keys;
+        more.ask.runs = true;
+        more.ask.continued = run.turn > 0;
+        more.ask.pass_over = &task.busy_keys;
       }
     }
     const Settler::Progress p =
         settler_.ProcessItems(ref, batch, chain ? &more : nullptr);
     // Items left unsettled (a yield, a broken connection) are still in the
     // table, due: the next claim starts at the first of them.
-    next = p.settled == batch.size() ? after : *ParseUuid(batch[p.settled].id);
+    next = p.settled == batch.size() ? after : PositionOf(batch[p.settled]);
     if (p.broken) break;
     broken_in_a_row_ = 0;
     if (!more.sent || p.settled < batch.size() || (key_order && !p.acked)) {
@@ -458,7 +458,7 @@ void PartWorker::RunItem(const PartTask& task) {
       const bool go_on =
           n < kItemTurn && item.key.has_value() && !connection_.YieldControl();
       Settler::NextClaim more;
-      more.of_key = true;
+      more.ask.of_key = true;
       // As for a claim that broke, the part waits instead of spinning; the
       // scheduler keeps its backoff, since the next try may be another
       // worker's.

@@ -1,6 +1,5 @@
 #include "member/settler.h"
 
-#include <pqxx/pqxx>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -9,9 +8,6 @@
 #include "key_placement.h"
 #include "member/backoff.h"
 #include "spdlog/spdlog.h"
-#include "store/errors.h"
-#include "store/function_ack.h"
-#include "store/member_store.h"
 
 namespace sqlgroup {
 namespace {
@@ -28,34 +24,14 @@ constexpr int kConflictsPerAttempt = 10;
 // the failures' backoff_initial before its default became 1 s.
 constexpr absl::Duration kConflictBackoff = absl::Milliseconds(200);
 
-// The handler's verdict; an exception is a failure with its message, except
-// a broken connection or an error that says nothing of the item (a
-// conflict), which the caller handles.
-template <typename F>
-absl::Status RunHandler(F&& f) {
-  try {
-    return f();
-  } catch (const pqxx::broken_connection&) {
-    throw;
-  } catch (const pqxx::transaction_rollback&) {
-    throw;
-  } catch (const pqxx::sql_error& e) {
-    if (store::SaysNothingOfTheItem(store::SqlStateOf(e))) throw;
-    return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("handler threw: ", e.what()));
-  } catch (...) {
-    return absl::InternalError("handler threw a non-standard exception");
-  }
-}
-
 }  // namespace
 
-Settler::Settler(int index, SettlerConfig config, WorkerConnection& connection,
-                 PartScheduler& scheduler, MemberMetrics& metrics,
-                 std::shared_ptr<spdlog::logger> logger)
+Settler::Settler(int index, SettlerConfig config, store::ItemAcks& acks,
+                 TaskConnection& connection, PartScheduler& scheduler,
+                 MemberMetrics& metrics, std::shared_ptr<spdlog::logger> logger)
     : index_(index),
       config_(std::move(config)),
+      acks_(acks),
       connection_(connection),
       scheduler_(scheduler),
       metrics_(metrics),
@@ -67,7 +43,7 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
   std::vector<std::string> ids;
   ids.reserve(items.size());
   for (const Item& item : items) ids.push_back(item.id);
-  auto counted = store::CountDeliveriesOfTheDead(db(), ref, ids, died_at);
+  auto counted = acks_.CountDeliveriesOfTheDead(ref, ids, died_at);
   if (!counted.ok()) {
     if (absl::IsUnavailable(counted.status())) {
       connection_.Disconnect(counted.status());
@@ -105,8 +81,7 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
         "delivered ", it->second,
         " time(s) without an outcome: the member running it stopped each "
         "time (crashed, was killed or lost its session)");
-    auto dead = store::DeadLetter(db(), ref, item.id, why,
-                                  /*count_attempt=*/false);
+    auto dead = acks_.DeadLetter(ref, item.id, why, /*count_attempt=*/false);
     if (!dead.ok() && absl::IsUnavailable(dead.status())) {
       connection_.Disconnect(dead.status());
       return false;
@@ -243,8 +218,8 @@ void Settler::RecordOutcome(const store::ClaimRef& ref,
     }
   }
   if (change->first || change->to == CircuitBreaker::State::kClosed) {
-    const absl::Status s = store::ReportCircuit(
-        db(), ref.session, change->to != CircuitBreaker::State::kClosed,
+    const absl::Status s = acks_.ReportCircuit(
+        ref.session, change->to != CircuitBreaker::State::kClosed,
         change->error);
     if (!s.ok()) {
       log_->debug("group={} session={} circuit not recorded for describe: {}",
@@ -257,43 +232,23 @@ Settler::Attempt Settler::RunAndAck(const store::ClaimRef& ref,
                                     const std::vector<Item>& items,
                                     const std::vector<std::string>& ids,
                                     NextClaim* next) {
+  const store::CarriedClaim carry =
+      next ? next->Carried(config_.claim_batch) : store::CarriedClaim{};
+  store::HandledAndAcked r = acks_.HandleAndAck(
+      ref, ids,
+      [&](AckTransaction& ack) {
+        return config_.batch_handler ? config_.batch_handler(items, ack)
+                                     : config_.handler(items.front(), ack);
+      },
+      next ? &carry : nullptr);
   Attempt a;
-  try {
-    AckTransaction ack(db());
-    a.verdict = RunHandler([&] {
-      return config_.batch_handler ? config_.batch_handler(items, ack)
-                                   : config_.handler(items.front(), ack);
-    });
-    if (a.verdict.ok()) {
-      a.acking = true;
-      a.ack_start = absl::Now();
-      if (ack.started() && next && next->of_key) {
-        // The key's next item is read by the ack's statement, in the
-        // transaction, and taken only once it committed.
-        store::AckedAndClaimed r =
-            store::AckAndNextOfKey(ack.work(), ref, ids.front());
-        a.deleted = r.acked;
-        if (a.deleted == 1) {
-          ack.work().commit();
-          next->Take(std::move(r), absl::Now() - a.ack_start);
-        }
-      } else if (ack.started()) {
-        a.deleted = store::DeleteClaimed(ack.work(), ref, ids);
-        if (a.deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
-        // Otherwise the transaction rolls back as `ack` goes out of scope.
-      } else if (next) {
-        a.alone = true;
-        store::AckedAndClaimed r = AckCarrying(ref, ids, *next);
-        a.deleted = r.acked;
-        next->Take(std::move(r), absl::Now() - a.ack_start);
-      } else {
-        a.alone = true;
-        a.deleted = store::DeleteClaimedNow(db(), ref, ids);
-      }
-    }
-  } catch (...) {
-    Caught(a, ref, items);
-  }
+  a.verdict = std::move(r.verdict);
+  a.acking = r.acking;
+  a.deleted = r.deleted;
+  a.alone = r.alone;
+  a.ack_start = r.ack_start;
+  if (r.carried) next->Take(std::move(*r.carried), absl::Now() - a.ack_start);
+  if (!r.error.ok()) Failed(a, r.error, ref, items);
   return a;
 }
 
@@ -306,91 +261,57 @@ Settler::Attempt Settler::CallInAck(const store::ClaimRef& ref,
   Attempt a;
   a.alone = true;
   a.ack_start = absl::Now();
-  try {
-    if (next && next->of_key) {
-      store::AckedAndClaimed r =
-          store::AckInFunctionAndNextOfKey(db(), ref, ids.front());
-      a.deleted = r.acked;
-      next->Take(std::move(r), absl::Now() - a.ack_start);
-    } else if (config_.kind.sql_function.arrays) {
-      a.deleted = store::AckInFunctionOnArrays(db(), ref, ids);
-    } else {
-      // A function of single items gets one at a time (config_.kind.batched).
-      a.deleted = store::AckInFunction(db(), ref, ids.front());
-    }
-  } catch (...) {
+  const bool of_key = next && next->ask.of_key;
+  const store::CarriedClaim carry =
+      of_key ? next->Carried(config_.claim_batch) : store::CarriedClaim{};
+  // A function of single items gets one at a time (config_.kind.batched).
+  absl::StatusOr<store::AckedAndClaimed> r = acks_.AckInFunction(
+      ref, ids, config_.kind.sql_function.arrays, of_key ? &carry : nullptr);
+  if (!r.ok()) {
     // Committed or not after a broken connection: the items are read again
     // if they are still there.
-    Caught(a, ref, items);
+    Failed(a, r.status(), ref, items);
+    return a;
   }
+  a.deleted = r->acked;
+  if (of_key) next->Take(std::move(*r), absl::Now() - a.ack_start);
   return a;
 }
 
-void Settler::Caught(Attempt& a, const store::ClaimRef& ref,
+void Settler::Failed(Attempt& a, const absl::Status& error,
+                     const store::ClaimRef& ref,
                      const std::vector<Item>& items) {
-  try {
-    throw;
-  } catch (const pqxx::broken_connection&) {
-    connection_.Disconnect(
-        absl::UnavailableError("connection lost during ack"));
+  if (absl::IsUnavailable(error)) {
+    connection_.Disconnect(error);
     a.ended = Outcome::kBroken;
-  } catch (const pqxx::transaction_rollback& e) {
-    a.ended = Conflict(ref, items, e.what());
-  } catch (const pqxx::in_doubt_error& e) {
+  } else if (absl::IsUnknown(error)) {
     // The commit may or may not have happened; the item is read again if
     // it is still there, and an ack that did commit deleted it for good.
-    log_->error("part={} epoch={} commit outcome unknown: {}", ref.part,
-                ref.epoch, e.what());
+    log_->error("part={} epoch={} {}", ref.part, ref.epoch,
+                std::string(error.message()));
     connection_.Disconnect(absl::UnknownError("commit in doubt"));
     a.ended = Outcome::kBroken;
-  } catch (const pqxx::sql_error& e) {
-    if (store::SaysNothingOfTheItem(store::SqlStateOf(e))) {
-      a.ended = Conflict(ref, items, e.what());
-    } else if (config_.kind.in_function()) {
-      a.verdict = FunctionVerdict(e);  // the statement is the handler
-    } else {
-      a.verdict = store::StatusFromCurrentException("acknowledge");
-    }
-  } catch (...) {
-    a.verdict = store::StatusFromCurrentException("acknowledge");
-    if (absl::IsUnavailable(a.verdict)) {
-      connection_.Disconnect(a.verdict);
-      a.ended = Outcome::kBroken;
-    }
+  } else if (absl::IsAborted(error)) {
+    a.ended = Conflict(ref, items, std::string(error.message()));
+  } else if (config_.kind.in_function()) {
+    a.verdict = FunctionVerdict(error);  // the statement is the handler
+  } else {
+    a.verdict = error;
   }
 }
 
-absl::Status Settler::FunctionVerdict(const pqxx::sql_error& e) const {
-  const std::string& name = config_.kind.sql_function.name;
-  if (store::SqlStateOf(e) != "57014") {
-    return store::SqlErrorVerdict(e, absl::StrCat("sql_function ", name));
-  }
+absl::Status Settler::FunctionVerdict(const absl::Status& verdict) const {
+  if (!absl::IsDeadlineExceeded(verdict)) return verdict;
   const std::string limit =
       config_.transaction_pooler
           ? "the member role's statement_timeout (docs/POOLERS.md)"
-          : absl::StrCat(
-                "half the group's TTL (",
-                absl::FormatDuration(connection_.Options().statement_timeout),
-                ")");
+          : absl::StrCat("half the group's TTL (",
+                         absl::FormatDuration(connection_.FunctionTimeout()),
+                         ")");
   return absl::DeadlineExceededError(absl::StrCat(
-      "sql_function ", name,
-      " was canceled (SQLSTATE 57014): it ran past the statement timeout, ",
-      limit,
+      verdict.message(), ": it ran past the statement timeout, ", limit,
       ", the longest a function may hold its part's take, or someone "
       "canceled it. Make it faster, or raise the group's TTL"));
-}
-
-store::AckedAndClaimed Settler::AckCarrying(const store::ClaimRef& ref,
-                                            const std::vector<std::string>& ids,
-                                            const NextClaim& next) {
-  if (next.runs) {
-    return store::AckAndClaimRuns(db(), ref, ids, next.from, next.last,
-                                  config_.claim_batch, *next.pass_over,
-                                  next.continued);
-  }
-  if (next.of_key) return store::AckAndNextOfKey(db(), ref, ids.front());
-  return store::AckAndClaim(db(), ref, ids, next.from, next.last,
-                            config_.claim_batch);
 }
 
 Settler::Outcome Settler::HandleSingly(const store::ClaimRef& ref,
@@ -403,7 +324,7 @@ Settler::Outcome Settler::HandleSingly(const store::ClaimRef& ref,
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) {
       return Outcome::kRetryLater;
     }
-    const uint64_t block = BlockOf(*ParseUuid(item.id));
+    const uint64_t block = BlockOf(item);
     if (waiting.count(block)) continue;
     const Outcome o = HandleBatch(ref, {item});
     if (!Settled(o)) return o;
@@ -463,8 +384,8 @@ Settler::Outcome Settler::ReleaseAfterConflict(const store::ClaimRef& ref,
   const absl::Duration delay = Backoff(
       std::min(in_a_row, 4),
       std::min(config_.backoff_initial, kConflictBackoff), config_.backoff_max);
-  auto released = store::ReleaseForRetry(db(), ref, ids, error, delay,
-                                         /*count_attempt=*/false);
+  auto released = acks_.ReleaseForRetry(ref, ids, error, delay,
+                                        /*count_attempt=*/false);
   if (!released.ok()) {
     if (absl::IsUnavailable(released.status())) {
       connection_.Disconnect(released.status());
@@ -487,10 +408,10 @@ Settler::Outcome Settler::Fail(const store::ClaimRef& ref, const Item& item,
       asked, config_.backoff_max);
   absl::StatusOr<bool> done;
   if (dead) {
-    done = store::DeadLetter(db(), ref, item.id, error);
+    done = acks_.DeadLetter(ref, item.id, error, /*count_attempt=*/true);
   } else {
-    auto released = store::ReleaseForRetry(db(), ref, {item.id}, error, delay,
-                                           /*count_attempt=*/true);
+    auto released = acks_.ReleaseForRetry(ref, {item.id}, error, delay,
+                                          /*count_attempt=*/true);
     if (released.ok()) {
       done = *released == 1;
     } else {

@@ -4,7 +4,9 @@
 // with a backoff, or dead-letters it. Conflicts (serialization failures,
 // deadlocks) release without counting an attempt, until one item keeps
 // conflicting; a failed batch is tried again item by item. The circuit
-// breaker judges single items' outcomes.
+// breaker judges single items' outcomes. It writes through store::ItemAcks
+// and reaches its connection through TaskConnection, so its unit tests run
+// on fakes.
 //
 // Thread safety: one worker thread.
 #ifndef SQLGROUP_MEMBER_SETTLER_H_
@@ -20,11 +22,12 @@
 #include "member/circuit_breaker.h"
 #include "member/conflict_tally.h"
 #include "member/failure_log.h"
+#include "member/handler_kind.h"
 #include "member/part_scheduler.h"
-#include "member/worker_connection.h"
+#include "member/task_connection.h"
 #include "metrics.h"
 #include "sqlgroup/consumer.h"
-#include "store/item_store.h"
+#include "store/item_acks.h"
 
 namespace spdlog {
 class logger;
@@ -76,18 +79,11 @@ class Settler {
   }
 
   // The part's next claim, to be sent with the ack of a batch when the
-  // handler wrote nothing (one round trip for both): from `from`, past
+  // handler wrote nothing (one round trip for both): from `ask.from`, past
   // the batch. `sent` once it went out, with its result in `items`.
   struct NextClaim {
-    // The next item of the acknowledged one's key (NextOfKey), or a claim
-    // along [from, last]: with `runs`, the batch handler's under per-key
-    // order (ClaimRuns, with `continued` and `pass_over`).
-    bool of_key = false;
-    bool runs = false;
-    bool continued = false;
-    const std::vector<uint64_t>* pass_over = nullptr;
-    Uuid128 from = 0;
-    Uuid128 last = 0;
+    // What to read (its limit is the settler's: claim_batch).
+    store::CarriedClaim ask;
     bool sent = false;
     absl::StatusOr<std::vector<Item>> items;
     // With `runs`: the read reached the end of the range, or else goes on
@@ -95,6 +91,12 @@ class Settler {
     bool exhausted = false;
     Uuid128 resume = 0;
     absl::Duration took;  // of the statement, ack and claim
+    // What the store is asked to read with the ack.
+    store::CarriedClaim Carried(int limit) const {
+      store::CarriedClaim carry = ask;
+      carry.limit = limit;
+      return carry;
+    }
     // The ack's statement `took` went out with this claim, and read `r`.
     void Take(store::AckedAndClaimed r, absl::Duration statement) {
       sent = true;
@@ -113,9 +115,9 @@ class Settler {
     bool acked = false;   // a batch handler's batch, acknowledged whole
   };
 
-  Settler(int index, SettlerConfig config, WorkerConnection& connection,
-          PartScheduler& scheduler, MemberMetrics& metrics,
-          std::shared_ptr<spdlog::logger> logger);
+  Settler(int index, SettlerConfig config, store::ItemAcks& acks,
+          TaskConnection& connection, PartScheduler& scheduler,
+          MemberMetrics& metrics, std::shared_ptr<spdlog::logger> logger);
 
   // Items of one claim; stops early when the part must yield. With
   // `next`, a batch handler's ack may carry the next claim.
@@ -149,7 +151,6 @@ class Settler {
     bool acking = false;
     absl::Time ack_start;
   };
-  pqxx::connection& db() const { return *connection_.get(); }
   bool KeyOrder() const {
     return config_.key_order && config_.key_order->load();
   }
@@ -159,20 +160,15 @@ class Settler {
   // The sql_function, called by the ack's statement (store/function_ack.h).
   Attempt CallInAck(const store::ClaimRef& ref, const std::vector<Item>& items,
                     const std::vector<std::string>& ids, NextClaim* next);
-  // Call only in a catch block, for an exception of either of the two
-  // above: a broken connection or a commit in doubt end `a` (kBroken), an
-  // error that says nothing of the items is a conflict; another SQL error
-  // is the handler's verdict when the statement is the handler (the SQL
-  // function's), else the error of the statement it came from.
-  void Caught(Attempt& a, const store::ClaimRef& ref,
+  // The store's `error` (store/item_acks.h) of either of the two above: a
+  // broken connection or a commit in doubt end `a` (kBroken), a conflict
+  // ends it as Conflict says; another error is the handler's verdict when
+  // the statement is the handler (the SQL function's), else the error of
+  // the statement it came from.
+  void Failed(Attempt& a, const absl::Status& error, const store::ClaimRef& ref,
               const std::vector<Item>& items);
-  // The SQL function's verdict on the error its statement raised.
-  absl::Status FunctionVerdict(const pqxx::sql_error& e) const;
-  // The autocommitted ack of `ids` (a handler that wrote nothing) with the
-  // claim `next` asks for, in one statement.
-  store::AckedAndClaimed AckCarrying(const store::ClaimRef& ref,
-                                     const std::vector<std::string>& ids,
-                                     const NextClaim& next);
+  // The SQL function's verdict: a cancel says which limit it ran into.
+  absl::Status FunctionVerdict(const absl::Status& verdict) const;
   // A batch that failed or kept conflicting, again item by item, so that
   // only the item at fault is counted against.
   Outcome HandleSingly(const store::ClaimRef& ref,
@@ -204,7 +200,8 @@ class Settler {
 
   const int index_;
   const SettlerConfig config_;
-  WorkerConnection& connection_;
+  store::ItemAcks& acks_;
+  TaskConnection& connection_;
   PartScheduler& scheduler_;
   MemberMetrics& metrics_;
   std::shared_ptr<spdlog::logger> log_;

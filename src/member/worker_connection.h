@@ -16,27 +16,20 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "member/handler_kind.h"
 #include "member/lent_connection.h"
+#include "member/task_connection.h"
 #include "metrics.h"
 #include "sqlgroup/connection_budget.h"
 #include "sqlgroup/consumer.h"
 #include "store/connection.h"
+#include "store/pg_item_acks.h"
 
 namespace spdlog {
 class logger;
 }
 
 namespace sqlgroup {
-
-// What the worker's handler is, as the statements it needs see it: which
-// ack and claim statements to prepare and warm up.
-struct HandlerKind {
-  // A BatchHandler, or a SQL function on arrays: items in batches.
-  bool batched = false;
-  // The handler is a SQL function that the ack's statement calls.
-  SqlFunction sql_function;
-  bool in_function() const { return !sql_function.name.empty(); }
-};
 
 struct WorkerConnectionConfig {
   std::string dsn;
@@ -54,7 +47,7 @@ struct WorkerConnectionConfig {
   LentConnection* lent = nullptr;
 };
 
-class WorkerConnection {
+class WorkerConnection : public TaskConnection {
  public:
   WorkerConnection(int index, WorkerConnectionConfig config, HandlerKind kind,
                    MemberMetrics& metrics,
@@ -67,15 +60,20 @@ class WorkerConnection {
   bool Acquire(bool own_wanted);
   // The connection of the task at hand; null when it broke.
   pqxx::connection* get() const { return conn_; }
+  // The settling statements, on the connection of the task at hand.
+  store::ItemAcks& acks() { return acks_; }
   // After each task: a borrowed connection goes back to the control
   // thread; the worker's own stays for the next task.
   void GiveBack();
   // Drops the connection after `why` (a borrowed one only when it broke:
   // the control thread reconnects).
-  void Disconnect(const absl::Status& why);
+  void Disconnect(const absl::Status& why) override;
   // Whether to cut a batch short: the control thread waits for the
   // connection this worker borrowed.
-  bool YieldControl() const;
+  bool YieldControl() const override;
+  absl::Duration FunctionTimeout() const override {
+    return Options().statement_timeout;
+  }
   // The idle-in-transaction limit (and a SQL function's statement
   // timeout) under the group's TTL now, and setting them on the connection
   // in use (after the TTL was altered, or on a borrowed control
@@ -159,6 +157,7 @@ class WorkerConnection {
   // first claims on the control connection until it had one of its own.
   bool abandoned_ = false;
   int connect_failures_ = 0;
+  store::PgItemAcks acks_{[this] { return conn_; }, kind_.sql_function};
 };
 
 }  // namespace sqlgroup

@@ -17,6 +17,7 @@
 #include "keyspace.h"
 #include "sqlgroup/item.h"
 #include "sqlgroup/producer.h"
+#include "store/item_acks.h"
 #include "store/model.h"
 
 namespace sqlgroup::store {
@@ -64,15 +65,7 @@ int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
 // DeleteClaimedNow and then ClaimItems(from, last, limit) in one statement
 // (one round trip): `from` must lie past every id in `ids`, since the claim
 // reads from before the delete. Throws as DeleteClaimedNow does; `acked`
-// counts as its result does.
-struct AckedAndClaimed {
-  int64_t acked = 0;
-  absl::StatusOr<std::vector<Item>> next;
-  // AckAndClaimRuns only, as HeadClaim's: the read reached the end of the
-  // range, or else goes on at `resume`.
-  bool exhausted = false;
-  Uuid128 resume = 0;
-};
+// counts as its result does (AckedAndClaimed: store/item_acks.h).
 AckedAndClaimed AckAndClaim(pqxx::connection& conn, const ClaimRef& ref,
                             const std::vector<std::string>& ids, Uuid128 from,
                             Uuid128 last, int limit);

@@ -346,7 +346,7 @@ absl::StatusOr<HeadClaim> RunsOf(const pqxx::result& r, int first,
   if (read.empty() || r.size() < static_cast<size_t>(limit)) {
     out.exhausted = true;
   } else {
-    const uint64_t block = BlockOf(*ParseUuid(read.back().item.id));
+    const uint64_t block = BlockOf(read.back().item);
     out.exhausted = block == ~uint64_t{0} || BlockLast(block) >= last;
     if (!out.exhausted) out.resume = BlockStart(block + 1);
   }
@@ -355,8 +355,7 @@ absl::StatusOr<HeadClaim> RunsOf(const pqxx::result& r, int first,
   for (Read& x : read) {
     // Only a keyed row's block matters: an unkeyed one is its own key.
     const std::optional<uint64_t> block =
-        x.item.key ? std::optional(BlockOf(*ParseUuid(x.item.id)))
-                   : std::nullopt;
+        x.item.key ? std::optional(BlockOf(x.item)) : std::nullopt;
     if (x.due && !(block && held == block)) {
       out.items.push_back(std::move(x.item));
     }
@@ -406,7 +405,7 @@ absl::StatusOr<HeadClaim> ClaimHeads(pqxx::connection& conn,
       after_block = wraps ? 0 : BlockStart(block + 1);
     };
     if (!out.items.empty()) {
-      after(*ParseUuid(out.items.back().id));
+      after(PositionOf(out.items.back()));
     } else if (!row[8].is_null()) {
       after(*ParseUuid(row[8].as<std::string>()));
     }

@@ -1,0 +1,61 @@
+// ItemAcks on PostgreSQL: the statements of store/item_store.h and
+// store/function_ack.h on the connection a worker's task runs on, with
+// their exceptions turned into statuses as item_acks.h lays out.
+//
+// Thread safety: one worker thread, as the connection.
+#ifndef SQLGROUP_STORE_PG_ITEM_ACKS_H_
+#define SQLGROUP_STORE_PG_ITEM_ACKS_H_
+
+#include <functional>
+#include <pqxx/connection>
+
+#include "sqlgroup/item.h"
+#include "store/item_acks.h"
+
+namespace sqlgroup::store {
+
+class PgItemAcks : public ItemAcks {
+ public:
+  // `connection`: the connection of the task at hand (never null while a
+  // method runs); `function`: the group's SQL function, if the handler is
+  // one (its statements prepared by PrepareFunctionAcks).
+  PgItemAcks(std::function<pqxx::connection*()> connection,
+             SqlFunction function)
+      : connection_(std::move(connection)), function_(std::move(function)) {}
+
+  HandledAndAcked HandleAndAck(const ClaimRef& ref,
+                               const std::vector<std::string>& ids,
+                               const HandlerCall& handler,
+                               const CarriedClaim* carry) override;
+  absl::StatusOr<AckedAndClaimed> AckInFunction(
+      const ClaimRef& ref, const std::vector<std::string>& ids, bool arrays,
+      const CarriedClaim* carry) override;
+  absl::StatusOr<int64_t> ReleaseForRetry(const ClaimRef& ref,
+                                          const std::vector<std::string>& ids,
+                                          const std::string& error,
+                                          absl::Duration backoff,
+                                          bool count_attempt) override;
+  absl::StatusOr<bool> DeadLetter(const ClaimRef& ref, const std::string& id,
+                                  const std::string& error,
+                                  bool count_attempt) override;
+  absl::StatusOr<std::map<std::string, int>> CountDeliveriesOfTheDead(
+      const ClaimRef& ref, const std::vector<std::string>& ids,
+      absl::Time died_at) override;
+  absl::Status ReportCircuit(const std::string& session, bool open,
+                             const std::string& error) override;
+
+ private:
+  pqxx::connection& db() const { return *connection_(); }
+  // The autocommitted ack of `ids` with the claim `carry` asks for, in one
+  // statement.
+  AckedAndClaimed AckCarrying(const ClaimRef& ref,
+                              const std::vector<std::string>& ids,
+                              const CarriedClaim& carry);
+
+  const std::function<pqxx::connection*()> connection_;
+  const SqlFunction function_;
+};
+
+}  // namespace sqlgroup::store
+
+#endif  // SQLGROUP_STORE_PG_ITEM_ACKS_H_

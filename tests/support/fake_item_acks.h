@@ -1,0 +1,126 @@
+// An in-memory store::ItemAcks for unit tests of the settler: each handler
+// call's outcome comes from a script (by default: the handler returns OK
+// and the ack deletes every item), and every write is recorded.
+#ifndef SQLGROUP_TESTS_SUPPORT_FAKE_ITEM_ACKS_H_
+#define SQLGROUP_TESTS_SUPPORT_FAKE_ITEM_ACKS_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "member/task_connection.h"
+#include "store/item_acks.h"
+
+namespace sqlgroup::testing {
+
+class FakeItemAcks : public store::ItemAcks {
+ public:
+  // What HandleAndAck returns for a call on `ids` (the handler itself is
+  // not run: the test says what it did).
+  using Script = std::function<store::HandledAndAcked(
+      const std::vector<std::string>& ids, const store::CarriedClaim* carry)>;
+  static store::HandledAndAcked Acked(size_t n) {
+    store::HandledAndAcked r;
+    r.acking = true;
+    r.alone = true;
+    r.deleted = static_cast<int64_t>(n);
+    return r;
+  }
+  static store::HandledAndAcked Verdict(absl::Status verdict) {
+    store::HandledAndAcked r;
+    r.verdict = std::move(verdict);
+    return r;
+  }
+  static store::HandledAndAcked Error(absl::Status error, bool acking = false) {
+    store::HandledAndAcked r;
+    r.acking = acking;
+    r.error = std::move(error);
+    return r;
+  }
+
+  store::HandledAndAcked HandleAndAck(
+      const store::ClaimRef&, const std::vector<std::string>& ids,
+      const store::HandlerCall&, const store::CarriedClaim* carry) override {
+    handled.push_back(ids);
+    if (script) return script(ids, carry);
+    return Acked(ids.size());
+  }
+  absl::StatusOr<store::AckedAndClaimed> AckInFunction(
+      const store::ClaimRef&, const std::vector<std::string>& ids, bool,
+      const store::CarriedClaim*) override {
+    handled.push_back(ids);
+    if (!function_error.ok()) return function_error;
+    store::AckedAndClaimed r;
+    r.acked = static_cast<int64_t>(ids.size());
+    return r;
+  }
+  absl::StatusOr<int64_t> ReleaseForRetry(const store::ClaimRef&,
+                                          const std::vector<std::string>& ids,
+                                          const std::string& error,
+                                          absl::Duration backoff,
+                                          bool count_attempt) override {
+    if (!fail_writes.ok()) return fail_writes;
+    for (const std::string& id : ids) {
+      released.push_back({id, error, backoff, count_attempt});
+    }
+    return static_cast<int64_t>(ids.size());
+  }
+  absl::StatusOr<bool> DeadLetter(const store::ClaimRef&, const std::string& id,
+                                  const std::string& error,
+                                  bool count_attempt) override {
+    if (!fail_writes.ok()) return fail_writes;
+    dead.push_back({id, error, absl::ZeroDuration(), count_attempt});
+    return true;
+  }
+  absl::StatusOr<std::map<std::string, int>> CountDeliveriesOfTheDead(
+      const store::ClaimRef&, const std::vector<std::string>& ids,
+      absl::Time) override {
+    std::map<std::string, int> counted;
+    for (const std::string& id : ids) {
+      auto it = delivered_before.find(id);
+      if (it != delivered_before.end()) counted[id] = it->second;
+    }
+    return counted;
+  }
+  absl::Status ReportCircuit(const std::string&, bool open,
+                             const std::string&) override {
+    circuit_reports.push_back(open);
+    return absl::OkStatus();
+  }
+
+  struct Write {
+    std::string id;
+    std::string error;
+    absl::Duration backoff;
+    bool count_attempt = false;
+  };
+  Script script;
+  absl::Status function_error;  // every AckInFunction fails with it
+  absl::Status fail_writes;     // every release and dead-letter fails
+  // CountDeliveriesOfTheDead: items due when the owner died, with their
+  // attempts counted now.
+  std::map<std::string, int> delivered_before;
+  std::vector<std::vector<std::string>> handled;  // each call's ids
+  std::vector<Write> released;
+  std::vector<Write> dead;
+  std::vector<bool> circuit_reports;
+};
+
+// A TaskConnection that counts what the settler asks of it.
+class FakeTaskConnection : public TaskConnection {
+ public:
+  void Disconnect(const absl::Status& why) override {
+    disconnects.push_back(why);
+  }
+  bool YieldControl() const override { return yield; }
+  absl::Duration FunctionTimeout() const override { return absl::Seconds(5); }
+
+  std::vector<absl::Status> disconnects;
+  bool yield = false;
+};
+
+}  // namespace sqlgroup::testing
+
+#endif  // SQLGROUP_TESTS_SUPPORT_FAKE_ITEM_ACKS_H_

@@ -1,0 +1,289 @@
+// The settler's decisions over fakes (no database): what an item's handler
+// outcome and the store's errors make it write, count and say.
+#include "member/settler.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+#include "keyspace.h"
+#include "member/backoff.h"
+#include "spdlog/sinks/null_sink.h"
+#include "spdlog/spdlog.h"
+#include "support/fake_item_acks.h"
+
+namespace sqlgroup {
+namespace {
+
+using testing::FakeItemAcks;
+
+Item ItemNumbered(int n, int attempt = 1) {
+  Item item;
+  item.id =
+      absl::StrCat("00000000-0000-0000-0000-0000000000", n < 10 ? "0" : "", n);
+  item.attempt = attempt;
+  return item;
+}
+
+class SettlerTest : public ::testing::Test {
+ protected:
+  SettlerTest() { scheduler_.Add(ref_, PartRange(0, 1)); }
+
+  // A settler of single items (a Handler), or of batches.
+  Settler Make(bool batched = false, SqlFunction function = {}) {
+    SettlerConfig config;
+    config.group = "g";
+    config.kind.batched = batched;
+    config.kind.sql_function = function;
+    if (batched) {
+      config.batch_handler = [](const std::vector<Item>&, AckTransaction&) {
+        return absl::OkStatus();
+      };
+    } else {
+      config.handler = [](const Item&, AckTransaction&) {
+        return absl::OkStatus();
+      };
+    }
+    config.max_attempts = 3;
+    config.backoff_initial = absl::Seconds(1);
+    config.backoff_max = absl::Seconds(30);
+    return Settler(0, config, acks_, connection_, scheduler_, metrics_, log_);
+  }
+
+  const store::ClaimRef ref_{"g", "s", 0, 1};
+  FakeItemAcks acks_;
+  testing::FakeTaskConnection connection_;
+  PartScheduler scheduler_{absl::Hours(1), absl::ZeroDuration()};
+  MemberMetrics metrics_{nullptr, "g", "test"};
+  std::shared_ptr<spdlog::logger> log_ = std::make_shared<spdlog::logger>(
+      "t", std::make_shared<spdlog::sinks::null_sink_mt>());
+};
+
+TEST_F(SettlerTest, AnItemWhoseHandlerSucceedsIsAcknowledgedOnce) {
+  Settler settler = Make();
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kAcked);
+  EXPECT_EQ(acks_.handled.size(), 1u);
+  EXPECT_EQ(metrics_.Snapshot().acked, 1);
+  EXPECT_TRUE(acks_.released.empty());
+  EXPECT_TRUE(connection_.disconnects.empty());
+}
+
+TEST_F(SettlerTest, AFailureIsReleasedWithABackoffAndCountsAnAttempt) {
+  Settler settler = Make();
+  acks_.script = [](auto&, auto) {
+    return FakeItemAcks::Verdict(absl::InternalError("boom"));
+  };
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kReleased);
+  ASSERT_EQ(acks_.released.size(), 1u);
+  EXPECT_TRUE(acks_.released[0].count_attempt);
+  EXPECT_EQ(acks_.released[0].error, "boom");
+  // backoff_initial, with its jitter.
+  EXPECT_GE(acks_.released[0].backoff, absl::Seconds(1) * kBackoffJitterLow);
+  EXPECT_LT(acks_.released[0].backoff, absl::Seconds(1) * kBackoffJitterHigh);
+  EXPECT_EQ(metrics_.Snapshot().failed, 1);
+  EXPECT_TRUE(acks_.dead.empty());
+}
+
+TEST_F(SettlerTest, TheLastAttemptsFailureIsDeadLettered) {
+  Settler settler = Make();
+  acks_.script = [](auto&, auto) {
+    return FakeItemAcks::Verdict(absl::InternalError("boom"));
+  };
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1, /*attempt=*/3)}),
+            Settler::Outcome::kFailed);
+  ASSERT_EQ(acks_.dead.size(), 1u);
+  EXPECT_TRUE(acks_.dead[0].count_attempt);
+  EXPECT_TRUE(acks_.released.empty());
+  EXPECT_EQ(metrics_.Snapshot().dead_lettered, 1);
+}
+
+TEST_F(SettlerTest, ADeadLetterVerdictDeadLettersOnTheFirstAttempt) {
+  Settler settler = Make();
+  acks_.script = [](auto&, auto) {
+    return FakeItemAcks::Verdict(DeadLetterVerdict("never parses"));
+  };
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kFailed);
+  ASSERT_EQ(acks_.dead.size(), 1u);
+  EXPECT_EQ(acks_.dead[0].error, "never parses");
+}
+
+TEST_F(SettlerTest, ARetryAfterVerdictWaitsAsLongAsAsked) {
+  Settler settler = Make();
+  acks_.script = [](auto&, auto) {
+    return FakeItemAcks::Verdict(
+        RetryAfterVerdict(absl::Seconds(7), "rate limited"));
+  };
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kReleased);
+  ASSERT_EQ(acks_.released.size(), 1u);
+  EXPECT_EQ(acks_.released[0].backoff, absl::Seconds(7));
+}
+
+TEST_F(SettlerTest, AConflictCountsNoAttemptUntilTenInARow) {
+  Settler settler = Make();
+  acks_.script = [](auto&, auto) {
+    return FakeItemAcks::Error(absl::AbortedError("deadlock detected"));
+  };
+  for (int i = 1; i < 10; ++i) {
+    EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+              Settler::Outcome::kReleased);
+    ASSERT_EQ(acks_.released.size(), static_cast<size_t>(i));
+    EXPECT_FALSE(acks_.released.back().count_attempt) << i;
+    // From 200 ms (not backoff_initial's 1 s), doubling up to 8x.
+    EXPECT_LT(acks_.released.back().backoff,
+              absl::Milliseconds(200 * 8) * kBackoffJitterHigh);
+  }
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kReleased);
+  EXPECT_TRUE(acks_.released.back().count_attempt);
+  EXPECT_NE(acks_.released.back().error.find("conflicted 10 times in a row"),
+            std::string::npos);
+  EXPECT_EQ(metrics_.Snapshot().failed, 1);
+}
+
+TEST_F(SettlerTest, ABrokenConnectionOrACommitInDoubtSettlesNothing) {
+  Settler settler = Make();
+  for (const absl::Status& error :
+       {absl::UnavailableError("connection lost during ack"),
+        absl::UnknownError("commit outcome unknown")}) {
+    acks_.script = [&](auto&, auto) {
+      return FakeItemAcks::Error(error, /*acking=*/true);
+    };
+    EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+              Settler::Outcome::kBroken);
+  }
+  EXPECT_EQ(connection_.disconnects.size(), 2u);
+  EXPECT_TRUE(acks_.released.empty());
+  EXPECT_TRUE(acks_.dead.empty());
+  EXPECT_EQ(metrics_.Snapshot().acked, 0);
+}
+
+TEST_F(SettlerTest, AnAckThatFailsIsNotHeldAgainstTheItem) {
+  Settler settler = Make();
+  acks_.script = [](auto&, auto) {
+    return FakeItemAcks::Error(
+        absl::PermissionDeniedError("permission denied for table items"),
+        /*acking=*/true);
+  };
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kBroken);
+  EXPECT_TRUE(acks_.released.empty());
+  EXPECT_EQ(metrics_.Snapshot().failed, 0);
+}
+
+TEST_F(SettlerTest, AnAckTheFenceRefusesIsALostClaim) {
+  Settler settler = Make();
+  acks_.script = [](auto&, auto) {
+    store::HandledAndAcked r = FakeItemAcks::Acked(0);
+    r.alone = false;  // in the handler's transaction: rolled back
+    return r;
+  };
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kLost);
+  EXPECT_EQ(metrics_.Snapshot().lost_claims, 1);
+  EXPECT_EQ(metrics_.Snapshot().acked, 0);
+}
+
+TEST_F(SettlerTest, AFailedBatchIsTriedSinglyAndOnlyTheFaultyItemCounts) {
+  Settler settler = Make(/*batched=*/true);
+  const std::vector<Item> batch = {ItemNumbered(1), ItemNumbered(2),
+                                   ItemNumbered(3)};
+  acks_.script = [&](const std::vector<std::string>& ids, auto) {
+    for (const std::string& id : ids) {
+      if (id == batch[1].id) {
+        return FakeItemAcks::Verdict(absl::InternalError("bad item"));
+      }
+    }
+    return FakeItemAcks::Acked(ids.size());
+  };
+  const Settler::Progress p = settler.ProcessItems(ref_, batch);
+  EXPECT_EQ(p.settled, 3u);
+  EXPECT_FALSE(p.acked);
+  ASSERT_EQ(acks_.handled.size(), 4u);  // the batch, then each item
+  ASSERT_EQ(acks_.released.size(), 1u);
+  EXPECT_EQ(acks_.released[0].id, batch[1].id);
+  EXPECT_EQ(metrics_.Snapshot().acked, 2);
+}
+
+TEST_F(SettlerTest, ABatchAckCarriesThePartsNextClaim) {
+  Settler settler = Make(/*batched=*/true);
+  acks_.script = [](const std::vector<std::string>& ids,
+                    const store::CarriedClaim* carry) {
+    store::HandledAndAcked r = FakeItemAcks::Acked(ids.size());
+    EXPECT_NE(carry, nullptr);
+    EXPECT_EQ(carry->limit, 64);
+    store::AckedAndClaimed read;
+    read.acked = r.deleted;
+    read.next = std::vector<Item>{ItemNumbered(9)};
+    r.carried = std::move(read);
+    return r;
+  };
+  Settler::NextClaim next;
+  next.ask.from = 10;
+  next.ask.last = 20;
+  const Settler::Progress p =
+      settler.ProcessItems(ref_, {ItemNumbered(1), ItemNumbered(2)}, &next);
+  EXPECT_TRUE(p.acked);
+  ASSERT_TRUE(next.sent);
+  ASSERT_TRUE(next.items.ok());
+  ASSERT_EQ(next.items->size(), 1u);
+  EXPECT_EQ(next.items->front().id, ItemNumbered(9).id);
+}
+
+TEST_F(SettlerTest, ACanceledSqlFunctionSaysWhichLimitItRanInto) {
+  Settler settler = Make(/*batched=*/false, SqlFunction{.name = "app.handle"});
+  acks_.function_error = absl::DeadlineExceededError(
+      "sql_function app.handle was canceled (SQLSTATE 57014)");
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kReleased);
+  ASSERT_EQ(acks_.released.size(), 1u);
+  EXPECT_NE(acks_.released[0].error.find("half the group's TTL (5s)"),
+            std::string::npos)
+      << acks_.released[0].error;
+}
+
+TEST_F(SettlerTest, AnOutageOpensTheCircuitAndLaterItemsWait) {
+  Settler settler = Make();
+  acks_.script = [](auto&, auto) {
+    return FakeItemAcks::Verdict(absl::UnavailableError("smtp down"));
+  };
+  for (int i = 1; i <= 5; ++i) {
+    EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(i)}),
+              Settler::Outcome::kReleased);
+  }
+  EXPECT_EQ(acks_.circuit_reports, std::vector<bool>{true});
+  const size_t calls = acks_.handled.size();
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(6)}),
+            Settler::Outcome::kRetryLater);
+  EXPECT_EQ(acks_.handled.size(), calls);  // not handed to the handler
+}
+
+TEST_F(SettlerTest, ADeadOwnersDeliveriesCountAndAPoisonItemEndsThere) {
+  Settler settler = Make();
+  acks_.delivered_before = {{ItemNumbered(1).id, 1}, {ItemNumbered(2).id, 3}};
+  std::vector<Item> items = {ItemNumbered(1), ItemNumbered(2), ItemNumbered(3)};
+  ASSERT_TRUE(settler.CountDeliveriesOfTheDead(ref_, absl::UnixEpoch(), items));
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0].attempt, 2);  // its delivery there counted
+  EXPECT_EQ(items[1].id, ItemNumbered(3).id);
+  EXPECT_EQ(items[1].attempt, 1);
+  ASSERT_EQ(acks_.dead.size(), 1u);
+  EXPECT_EQ(acks_.dead[0].id, ItemNumbered(2).id);
+  EXPECT_FALSE(acks_.dead[0].count_attempt);  // counted already
+}
+
+TEST_F(SettlerTest, AReleaseThatCannotBeWrittenIsReadAgain) {
+  Settler settler = Make();
+  acks_.script = [](auto&, auto) {
+    return FakeItemAcks::Verdict(absl::InternalError("boom"));
+  };
+  acks_.fail_writes = absl::UnavailableError("connection lost");
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kBroken);
+  EXPECT_EQ(connection_.disconnects.size(), 1u);
+}
+
+}  // namespace
+}  // namespace sqlgroup
