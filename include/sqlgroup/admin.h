@@ -47,8 +47,8 @@ absl::StatusOr<Ordering> ParseOrdering(const std::string& text);
 struct GroupConfig {
   // Letters, digits and "_.-", starting with a letter or digit; 1..128.
   std::string name;
-  // P: the key space is split into this many parts. 1..4096. Fixed at
-  // creation (changing it online is not supported yet).
+  // P: the key space is split into this many parts. 1..4096. A live
+  // group's count changes with Admin::AlterParts (docs/PART_COUNT.md).
   int parts = 16;
   // A session that has not heartbeated for this long is expired and may be
   // reaped by any member: its parts move after about this long (at most one

@@ -104,7 +104,7 @@ struct ConsumerOptions {
   std::shared_ptr<const Assignor> assignor;
 
   // Worker threads that serve all owned parts in turn, each item on a
-  // connection of its own (within max_connections). >= 1. Default 2.
+  // connection of its own (within max_connections). 1..256. Default 2.
   int workers = 2;
   // The most database connections to `dsn` this consumer holds at once:
   // one control connection for as long as it runs, and worker connections

@@ -65,6 +65,8 @@ struct ProducerOptions {
   // Larger payloads are refused with INVALID_ARGUMENT, and nothing of the
   // call is enqueued. Default kDefaultMaxPayloadBytes (1 MiB).
   size_t max_payload_bytes = kDefaultMaxPayloadBytes;
+  // Bound on reaching the server (libpq counts whole seconds, at least 1).
+  // Default 5 s.
   absl::Duration connect_timeout = absl::Seconds(5);
   // How the dsn reaches the database (pool_mode.h): by default found out
   // by Create, said once to the logger (if any).

@@ -109,7 +109,8 @@ ABSL_FLAG(std::string, pool_mode, "auto",
           "produce/consume: how --dsn reaches the database: auto (found out "
           "at start: a pooler in front is taken for one in transaction "
           "mode, and said once in the log), direct (also right through a "
-          "pooler in session mode) or transaction (a pooler in transaction "
+          "pooler in session mode; `session` is another name for it) or "
+          "transaction (a pooler in transaction "
           "mode, e.g. PgBouncer's pool_mode = transaction: no named prepared "
           "statements, no session SET; LISTEN only through --listen_dsn, "
           "else polling). See docs/POOLERS.md");
