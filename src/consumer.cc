@@ -258,6 +258,9 @@ class Consumer::Impl {
     worker.settle.key_order = key_order;
     worker.idle_connection_timeout = options_.idle_connection_timeout;
     worker.settle.breaker = breaker_;
+    if (options_.workers > 1) {
+      worker.settle.shared_commit = std::make_shared<SharedCommit>();
+    }
     // No claim while the handler's circuit is open or a probe is out.
     scheduler_.SetGate([breaker = worker.settle.breaker](absl::Time now) {
       return breaker->NoCallBefore(now);

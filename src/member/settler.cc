@@ -234,13 +234,15 @@ Settler::Attempt Settler::RunAndAck(const store::ClaimRef& ref,
                                     NextClaim* next) {
   const store::CarriedClaim carry =
       next ? next->Carried(config_.claim_batch) : store::CarriedClaim{};
+  // A claim carried needs a statement of its own.
+  const bool share = config_.shared_commit != nullptr && next == nullptr;
   store::HandledAndAcked r = acks_.HandleAndAck(
       ref, ids,
       [&](AckTransaction& ack) {
         return config_.batch_handler ? config_.batch_handler(items, ack)
                                      : config_.handler(items.front(), ack);
       },
-      next ? &carry : nullptr);
+      next ? &carry : nullptr, share);
   Attempt a;
   a.verdict = std::move(r.verdict);
   a.acking = r.acking;
@@ -249,7 +251,40 @@ Settler::Attempt Settler::RunAndAck(const store::ClaimRef& ref,
   a.ack_start = r.ack_start;
   if (r.carried) next->Take(std::move(*r.carried), absl::Now() - a.ack_start);
   if (!r.error.ok()) Failed(a, r.error, ref, items);
+  if (r.deferred) AckShared(a, ref, ids, items);
   return a;
+}
+
+void Settler::AckShared(Attempt& a, const store::ClaimRef& ref,
+                        const std::vector<std::string>& ids,
+                        const std::vector<Item>& items) {
+  std::vector<store::TakeItem> takes;
+  takes.reserve(ids.size());
+  for (const std::string& id : ids) {
+    takes.push_back({id, ref.session, ref.part, ref.epoch});
+  }
+  a.ack_start = absl::Now();
+  // Led by this worker, the statement runs on its own connection.
+  const SharedCommit::Result shared = config_.shared_commit->Ack(
+      std::move(takes), [this, &ref](const std::vector<store::TakeItem>& all) {
+        return acks_.DeleteOfTakes(ref.group, all);
+      });
+  if (shared.status.ok()) {
+    a.deleted = shared.deleted;
+    return;
+  }
+  if (!shared.led &&
+      (absl::IsUnavailable(shared.status) || absl::IsUnknown(shared.status))) {
+    // Another worker's connection broke under the shared statement: the
+    // outcome is unknown, as with a broken ack of its own, but this
+    // worker's connection is fine.
+    log_->warn(
+        "part={} epoch={} the shared ack of {} item(s) ended unknown: {}",
+        ref.part, ref.epoch, ids.size(), std::string(shared.status.message()));
+    a.ended = Outcome::kBroken;
+    return;
+  }
+  Failed(a, shared.status, ref, items);
 }
 
 Settler::Attempt Settler::CallInAck(const store::ClaimRef& ref,

@@ -24,6 +24,7 @@
 #include "member/failure_log.h"
 #include "member/handler_kind.h"
 #include "member/part_scheduler.h"
+#include "member/shared_commit.h"
 #include "member/task_connection.h"
 #include "metrics.h"
 #include "sqlgroup/consumer.h"
@@ -55,6 +56,10 @@ struct SettlerConfig {
   // the part scheduler's gate (PartScheduler::SetGate) reads it.
   std::shared_ptr<CircuitBreaker> breaker =
       std::make_shared<CircuitBreaker>(CircuitBreaker::Options{});
+  // The acks that run alone (a handler that wrote nothing, no claim
+  // carried) share commits with the member's other workers' through it.
+  // Null: each its own.
+  std::shared_ptr<SharedCommit> shared_commit;
 };
 
 class Settler {
@@ -167,6 +172,10 @@ class Settler {
   // the statement it came from.
   void Failed(Attempt& a, const absl::Status& error, const store::ClaimRef& ref,
               const std::vector<Item>& items);
+  // The ack of `ids` in the member's next shared commit (SharedCommit).
+  void AckShared(Attempt& a, const store::ClaimRef& ref,
+                 const std::vector<std::string>& ids,
+                 const std::vector<Item>& items);
   // The SQL function's verdict: a cancel says which limit it ran into.
   absl::Status FunctionVerdict(const absl::Status& verdict) const;
   // A batch that failed or kept conflicting, again item by item, so that

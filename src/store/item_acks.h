@@ -61,6 +61,15 @@ struct AckedAndClaimed {
   Uuid128 resume = 0;
 };
 
+// An item to acknowledge under its take, in an ack shared by several takes
+// of the member (DeleteOfTakes).
+struct TakeItem {
+  std::string id;
+  std::string session;
+  int part = 0;
+  int64_t epoch = 0;
+};
+
 // A handler with the items' acknowledging transaction, and its ack.
 struct HandledAndAcked {
   // The handler's: OK when it returned OK. Not OK: the transaction rolled
@@ -81,6 +90,9 @@ struct HandledAndAcked {
   absl::Time ack_start;  // when the ack's statement started
   // The claim asked for, read by the ack's statement once it committed.
   std::optional<AckedAndClaimed> carried;
+  // `defer_alone`: the handler returned OK without beginning its
+  // transaction, and the ack is the caller's to make (DeleteOfTakes).
+  bool deferred = false;
 };
 
 // The handler of one call (a single item's, or a batch handler's batch).
@@ -95,11 +107,21 @@ class ItemAcks {
   // transaction if it began one (committed only when every item was
   // deleted), else alone in autocommit. `carry` asks the ack's statement
   // to read the part's next claim too: any claim when alone, only of_key
-  // in a transaction.
+  // in a transaction. `defer_alone` (with no `carry`): an ack that would
+  // run alone is not made but left to the caller (`deferred`).
   virtual HandledAndAcked HandleAndAck(const ClaimRef& ref,
                                        const std::vector<std::string>& ids,
                                        const HandlerCall& handler,
-                                       const CarriedClaim* carry) = 0;
+                                       const CarriedClaim* carry,
+                                       bool defer_alone = false) = 0;
+
+  // The fenced delete, in one autocommit statement, of items of several
+  // takes of group `group` (each item under its own: deleted if and only
+  // if that take still owns its part and its session is alive, as
+  // DeleteClaimedNow). Returns the ids it deleted, each acknowledged for
+  // good. The acks of a member's workers share it (SharedCommit).
+  virtual absl::StatusOr<std::vector<std::string>> DeleteOfTakes(
+      const std::string& group, const std::vector<TakeItem>& items) = 0;
 
   // The fenced delete of `ids` calling the group's SQL function on those
   // it deletes, in one autocommit statement: on arrays of them, or on the

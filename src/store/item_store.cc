@@ -58,6 +58,31 @@ const std::string& AckOneSql() {
   return *kSql;
 }
 
+// $1 group, $2 ids (uuid[]), $3 their sessions (uuid[]), $4 their parts
+// (int[]), $5 their epochs (bigint[]): the acks of several takes in one
+// statement (SharedCommit), each item fenced on its own take as TakeHeld
+// fences one (alive by the database clock, held FOR KEY SHARE until the
+// statement ends, so a drop or reap of the part waits for it).
+constexpr char kAckOfTakes[] = "sqlgroup_ack_of_takes";
+const std::string& AckOfTakesSql() {
+  static const std::string* const kSql = new std::string(
+      "DELETE FROM sqlgroup.items i "
+      "USING unnest($2::uuid[], $3::uuid[], $4::int[], $5::bigint[]) "
+      "  AS a(id, session_id, part, epoch) "
+      "WHERE i.group_name = $1 AND i.id = a.id "
+      "  AND EXISTS (SELECT 1 FROM sqlgroup.session_parts sp "
+      "    JOIN sqlgroup.sessions s "
+      "      ON s.group_name = sp.group_name AND s.id = sp.session_id "
+      "    JOIN sqlgroup.groups g ON g.name = sp.group_name "
+      "    WHERE sp.group_name = $1 AND sp.part = a.part "
+      "    AND sp.session_id = a.session_id AND sp.epoch = a.epoch "
+      "    AND (s.heartbeated_at > clock_timestamp() - g.session_ttl "
+      "      OR coalesce(s.away_until, '-infinity') > clock_timestamp()) "
+      "    FOR KEY SHARE OF sp) "
+      "RETURNING i.id::text");
+  return *kSql;
+}
+
 // $1..$7 as in the claim, $8 ids (uuid[]). The ack of a batch and the
 // claim of the next in one statement (one round trip, not two): the fenced
 // delete of the ack, then the claim's columns after the deleted count. The
@@ -264,6 +289,7 @@ void PrepareItemStatements(pqxx::connection& conn) {
   Prepare(conn, kAck, AckSql());
   Prepare(conn, kAckOne, AckOneSql());
   Prepare(conn, kAckAndClaim, AckAndClaimSql());
+  Prepare(conn, kAckOfTakes, AckOfTakesSql());
   Prepare(conn, kRelease, ReleaseSql());
   Prepare(conn, kDeadLetter, DeadLetterSql());
   Prepare(conn, kProbe, ProbeSql());
@@ -304,6 +330,28 @@ int64_t DeleteClaimed(pqxx::transaction_base& tx, const ClaimRef& ref,
                       : ExecPrepared(tx, kAck, ref.group, KeyOrderedIds(ids),
                                      ref.session, ref.part, ref.epoch);
   return static_cast<int64_t>(r.affected_rows());
+}
+
+std::vector<std::string> DeleteOfTakes(pqxx::connection& conn,
+                                       const std::string& group,
+                                       const std::vector<TakeItem>& items) {
+  std::vector<std::string> ids, sessions;
+  std::vector<int> parts;
+  std::vector<int64_t> epochs;
+  for (const TakeItem& item : items) {
+    ids.push_back(item.id);
+    sessions.push_back(item.session);
+    parts.push_back(item.part);
+    epochs.push_back(item.epoch);
+  }
+  pqxx::nontransaction tx(conn);
+  const pqxx::result r =
+      ExecPrepared(tx, kAckOfTakes, group, SqlArray(ids), SqlArray(sessions),
+                   SqlArray(parts), SqlArray(epochs));
+  std::vector<std::string> deleted;
+  deleted.reserve(r.size());
+  for (const auto& row : r) deleted.push_back(row[0].as<std::string>());
+  return deleted;
 }
 
 int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,

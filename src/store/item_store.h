@@ -62,6 +62,13 @@ int64_t DeleteClaimed(pqxx::transaction_base& tx, const ClaimRef& ref,
 int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
                          const std::vector<std::string>& ids);
 
+// DeleteClaimedNow of items under several takes of group `group`, each
+// item fenced on its own take, in one autocommit statement: the ids it
+// deleted. Throws as DeleteClaimedNow does.
+std::vector<std::string> DeleteOfTakes(pqxx::connection& conn,
+                                       const std::string& group,
+                                       const std::vector<TakeItem>& items);
+
 // DeleteClaimedNow and then ClaimItems(from, last, limit) in one statement
 // (one round trip): `from` must lie past every id in `ids`, since the claim
 // reads from before the delete. Throws as DeleteClaimedNow does; `acked`

@@ -67,7 +67,8 @@ absl::Status AckError(const std::string& function) {
 HandledAndAcked PgItemAcks::HandleAndAck(const ClaimRef& ref,
                                          const std::vector<std::string>& ids,
                                          const HandlerCall& handler,
-                                         const CarriedClaim* carry) {
+                                         const CarriedClaim* carry,
+                                         bool defer_alone) {
   HandledAndAcked r;
   try {
     AckTransaction ack(db());
@@ -88,6 +89,9 @@ HandledAndAcked PgItemAcks::HandleAndAck(const ClaimRef& ref,
       r.deleted = DeleteClaimed(ack.work(), ref, ids);
       if (r.deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
       // Otherwise the transaction rolls back as `ack` goes out of scope.
+    } else if (defer_alone && !carry) {
+      r.alone = true;
+      r.deferred = true;
     } else if (carry) {
       r.alone = true;
       AckedAndClaimed read = AckCarrying(ref, ids, *carry);
@@ -101,6 +105,24 @@ HandledAndAcked PgItemAcks::HandleAndAck(const ClaimRef& ref,
     r.error = AckError("");
   }
   return r;
+}
+
+absl::StatusOr<std::vector<std::string>> PgItemAcks::DeleteOfTakes(
+    const std::string& group, const std::vector<TakeItem>& items) {
+  try {
+    if (items.size() == 1) {
+      // Alone: the ack of one item, the cheapest statement.
+      const TakeItem& item = items.front();
+      const ClaimRef ref{group, item.session, item.part, item.epoch};
+      if (DeleteClaimedNow(db(), ref, {item.id}) == 1) {
+        return std::vector<std::string>{item.id};
+      }
+      return std::vector<std::string>{};
+    }
+    return store::DeleteOfTakes(db(), group, items);
+  } catch (...) {
+    return AckError("");
+  }
 }
 
 absl::StatusOr<AckedAndClaimed> PgItemAcks::AckInFunction(

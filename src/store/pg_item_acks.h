@@ -26,7 +26,10 @@ class PgItemAcks : public ItemAcks {
   HandledAndAcked HandleAndAck(const ClaimRef& ref,
                                const std::vector<std::string>& ids,
                                const HandlerCall& handler,
-                               const CarriedClaim* carry) override;
+                               const CarriedClaim* carry,
+                               bool defer_alone) override;
+  absl::StatusOr<std::vector<std::string>> DeleteOfTakes(
+      const std::string& group, const std::vector<TakeItem>& items) override;
   absl::StatusOr<AckedAndClaimed> AckInFunction(
       const ClaimRef& ref, const std::vector<std::string>& ids, bool arrays,
       const CarriedClaim* carry) override;

@@ -151,6 +151,10 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
   store::DeleteClaimedNow(worker, ref,
                           {kOtherPart, "ffffffff-ffff-4fff-bfff-ffffffffffff"});
   store::AckAndClaim(worker, ref, {kOtherPart}, r.first, r.last, 10);
+  store::DeleteOfTakes(
+      worker, kGroup,
+      {{kOtherPart, ref.session, ref.part, ref.epoch},
+       {"ffffffff-ffff-4fff-bfff-ffffffffffff", ref.session, 7, ref.epoch}});
   ASSERT_TRUE(store::ReleaseForRetry(worker, ref, {kOtherPart}, "",
                                      absl::ZeroDuration(), false)
                   .ok());
@@ -313,6 +317,41 @@ TEST_F(ClaimFenceTest, AnAckUnderAnOldEpochDeletesNothing) {
   EXPECT_EQ(store::DeleteClaimedNow(*conn_, ref_, {kFirst}), 0);
   EXPECT_EQ(store::DeleteClaimedNow(*conn_, ref_, {kSecond, kFirst}), 0);
   EXPECT_EQ(store::DeleteClaimedNow(*conn_, again, {kFirst}), 1);
+}
+
+// The acks of several takes in one statement (SharedCommit): each item is
+// deleted under its own take, as its own ack would be.
+TEST_F(ClaimFenceTest, ASharedAckDeletesEachItemUnderItsOwnTakeOnly) {
+  const store::ClaimRef other = Take(1);
+  const std::vector<std::string> deleted = store::DeleteOfTakes(
+      *conn_, kGroup,
+      {{kFirst, kSession, 0, ref_.epoch},
+       {kOtherPart, kSession, 1, other.epoch},
+       // An old epoch of part 0: not this take's item any more.
+       {kSecond, kSession, 0, ref_.epoch - 1}});
+  EXPECT_THAT(deleted, ::testing::UnorderedElementsAre(kFirst, kOtherPart));
+  EXPECT_EQ(Count("items"), 1);
+  // Again: acknowledged once.
+  EXPECT_TRUE(
+      store::DeleteOfTakes(*conn_, kGroup, {{kFirst, kSession, 0, ref_.epoch}})
+          .empty());
+}
+
+TEST_F(ClaimFenceTest, ASharedAckOfAZombieOrADroppedTakeDeletesNothing) {
+  const store::ClaimRef other = Take(1);
+  Drop(0);
+  EXPECT_TRUE(
+      store::DeleteOfTakes(*conn_, kGroup, {{kFirst, kSession, 0, ref_.epoch}})
+          .empty());
+  pqxx::nontransaction(*conn_).exec_params(
+      "UPDATE sqlgroup.sessions SET heartbeated_at = "
+      "clock_timestamp() - interval '1 hour' WHERE id = $1",
+      kSession);
+  EXPECT_TRUE(store::DeleteOfTakes(*conn_, kGroup,
+                                   {{kOtherPart, kSession, 1, other.epoch},
+                                    {kSecond, kSession, 0, ref_.epoch}})
+                  .empty());
+  EXPECT_EQ(Count("items"), 3);
 }
 
 // A SQL function handler runs in the ack's statement, on exactly the

@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,12 +41,28 @@ class FakeItemAcks : public store::ItemAcks {
     return r;
   }
 
-  store::HandledAndAcked HandleAndAck(
-      const store::ClaimRef&, const std::vector<std::string>& ids,
-      const store::HandlerCall&, const store::CarriedClaim* carry) override {
+  store::HandledAndAcked HandleAndAck(const store::ClaimRef&,
+                                      const std::vector<std::string>& ids,
+                                      const store::HandlerCall&,
+                                      const store::CarriedClaim* carry,
+                                      bool defer_alone) override {
     handled.push_back(ids);
-    if (script) return script(ids, carry);
-    return Acked(ids.size());
+    store::HandledAndAcked r = script ? script(ids, carry) : Acked(ids.size());
+    if (defer_alone && !carry && r.verdict.ok() && r.error.ok() && r.alone) {
+      r.deferred = true;  // the settler acks through DeleteOfTakes
+      r.deleted = -1;
+    }
+    return r;
+  }
+  absl::StatusOr<std::vector<std::string>> DeleteOfTakes(
+      const std::string&, const std::vector<store::TakeItem>& items) override {
+    shared_acks.push_back(items.size());
+    if (!fail_shared.ok()) return fail_shared;
+    std::vector<std::string> deleted;
+    for (const store::TakeItem& item : items) {
+      if (!lost.count(item.id)) deleted.push_back(item.id);
+    }
+    return deleted;
   }
   absl::StatusOr<store::AckedAndClaimed> AckInFunction(
       const store::ClaimRef&, const std::vector<std::string>& ids, bool,
@@ -97,8 +114,11 @@ class FakeItemAcks : public store::ItemAcks {
     bool count_attempt = false;
   };
   Script script;
-  absl::Status function_error;  // every AckInFunction fails with it
-  absl::Status fail_writes;     // every release and dead-letter fails
+  absl::Status function_error;      // every AckInFunction fails with it
+  absl::Status fail_writes;         // every release and dead-letter fails
+  absl::Status fail_shared;         // every DeleteOfTakes fails with it
+  std::set<std::string> lost;       // ids DeleteOfTakes finds gone
+  std::vector<size_t> shared_acks;  // each DeleteOfTakes's item count
   // CountDeliveriesOfTheDead: items due when the owner died, with their
   // attempts counted now.
   std::map<std::string, int> delivered_before;

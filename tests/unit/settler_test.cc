@@ -29,7 +29,8 @@ class SettlerTest : public ::testing::Test {
   SettlerTest() { scheduler_.Add(ref_, PartRange(0, 1)); }
 
   // A settler of single items (a Handler), or of batches.
-  Settler Make(bool batched = false, SqlFunction function = {}) {
+  Settler Make(bool batched = false, SqlFunction function = {},
+               bool shared = false) {
     SettlerConfig config;
     config.group = "g";
     config.kind.batched = batched;
@@ -43,6 +44,7 @@ class SettlerTest : public ::testing::Test {
         return absl::OkStatus();
       };
     }
+    if (shared) config.shared_commit = std::make_shared<SharedCommit>();
     config.max_attempts = 3;
     config.backoff_initial = absl::Seconds(1);
     config.backoff_max = absl::Seconds(30);
@@ -283,6 +285,50 @@ TEST_F(SettlerTest, AReleaseThatCannotBeWrittenIsReadAgain) {
   EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
             Settler::Outcome::kBroken);
   EXPECT_EQ(connection_.disconnects.size(), 1u);
+}
+
+TEST_F(SettlerTest, WithASharedCommitAnAckAloneGoesThroughIt) {
+  Settler settler = Make(/*batched=*/false, {}, /*shared=*/true);
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kAcked);
+  EXPECT_EQ(acks_.shared_acks, std::vector<size_t>{1});
+  EXPECT_EQ(metrics_.Snapshot().acked, 1);
+  // A carried claim needs a statement of its own.
+  Settler::NextClaim next;
+  next.ask.of_key = true;
+  acks_.script = [](const std::vector<std::string>& ids, auto) {
+    store::HandledAndAcked r = FakeItemAcks::Acked(ids.size());
+    store::AckedAndClaimed read;
+    read.acked = r.deleted;
+    read.next = std::vector<Item>{};
+    r.carried = std::move(read);
+    return r;
+  };
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(2)}, &next),
+            Settler::Outcome::kAcked);
+  EXPECT_TRUE(next.sent);
+  EXPECT_EQ(acks_.shared_acks.size(), 1u);
+}
+
+TEST_F(SettlerTest, AnItemTheSharedAckFindsGoneIsALostClaim) {
+  Settler settler = Make(/*batched=*/false, {}, /*shared=*/true);
+  acks_.lost = {ItemNumbered(1).id};
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kLost);
+  EXPECT_EQ(metrics_.Snapshot().lost_claims, 1);
+}
+
+TEST_F(SettlerTest, ASharedAckThatBrokeItsLeadersConnectionDropsIt) {
+  Settler settler = Make(/*batched=*/false, {}, /*shared=*/true);
+  acks_.fail_shared = absl::UnavailableError("connection lost during ack");
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
+            Settler::Outcome::kBroken);
+  EXPECT_EQ(connection_.disconnects.size(), 1u);
+  acks_.fail_shared = absl::AbortedError("deadlock detected");
+  EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(2)}),
+            Settler::Outcome::kReleased);
+  ASSERT_EQ(acks_.released.size(), 1u);
+  EXPECT_FALSE(acks_.released[0].count_attempt);
 }
 
 }  // namespace

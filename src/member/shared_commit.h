@@ -1,0 +1,86 @@
+// Acknowledgements that share a commit (group commit, as PostgreSQL's own
+// WAL flush and River's completer do it): a worker whose handler wrote
+// nothing in the acknowledging transaction hands its items' ack here. With
+// no commit in flight, the ack runs at once, alone: an idle member adds no
+// delay. While one is in flight, the acks of the member's other workers
+// gather, and the first worker to find the line free runs them all as one
+// fenced statement on its own connection (it leads; the others wait for
+// its result). Each worker waits until the commit that holds its items has
+// ended, so everything after an ack (a key's next item, the breaker, the
+// scheduler) sees it committed, exactly as with an ack of its own.
+//
+// Bounded: at most kMaxItems items per statement; an ack waits at most for
+// the commit in flight and then its own. A crash loses only the acks of
+// the commit in flight: those items come back as redeliveries.
+//
+// Thread safety: Ack() from any number of threads.
+#ifndef SQLGROUP_MEMBER_SHARED_COMMIT_H_
+#define SQLGROUP_MEMBER_SHARED_COMMIT_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "store/item_acks.h"
+
+namespace sqlgroup {
+
+class SharedCommit {
+ public:
+  static constexpr size_t kMaxItems = 256;
+
+  // Runs one shared ack on the leading worker's connection: the fenced
+  // delete of `items` (store::ItemAcks::DeleteOfTakes), returning the ids
+  // it deleted, or its error.
+  using Run = std::function<absl::StatusOr<std::vector<std::string>>(
+      const std::vector<store::TakeItem>& items)>;
+
+  struct Result {
+    // The statement's error (store/item_acks.h codes), for every ack it
+    // held; OK: `deleted` says how many of this ack's items it deleted.
+    absl::Status status;
+    int64_t deleted = 0;
+    // This worker ran the statement, on its own connection: an error of
+    // the connection is its own. Otherwise another worker's connection
+    // broke, and this one's is fine.
+    bool led = false;
+    // Items in the statement that held this ack (for the metric).
+    size_t shared_by = 0;
+  };
+
+  // Acknowledges `items` (one handler call's) in the next commit: runs it,
+  // leading, with `run`, or waits for the worker that does.
+  Result Ack(std::vector<store::TakeItem> items, const Run& run);
+
+  // Statements run, and items acknowledged through them, so far.
+  int64_t commits() const;
+  int64_t items() const;
+
+ private:
+  struct Pending {
+    std::vector<store::TakeItem> items;
+    bool done = false;
+    Result result;
+  };
+  // `leader` runs one statement over the oldest pending acks, up to
+  // kMaxItems items (FIFO: its own ack's turn comes). Called with mu_ held
+  // and no statement in flight; releases it while the statement runs.
+  void Lead(const Pending* leader, const Run& run)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);
+  bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar ended_;  // a statement ended
+  int64_t commits_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t items_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_MEMBER_SHARED_COMMIT_H_
