@@ -258,7 +258,12 @@ class Consumer::Impl {
     worker.settle.key_order = key_order;
     worker.idle_connection_timeout = options_.idle_connection_timeout;
     worker.settle.breaker = breaker_;
-    if (options_.workers > 1) {
+    // Acks share commits in members of kSharedCommitWorkers or more: with
+    // fewer, a worker would mostly wait for a statement it is not in
+    // (PostgreSQL already flushes two side-by-side commits together; 8
+    // processes of 2 workers drained 0.80x as fast with one line, session
+    // 25), while 16 workers drained 1.36x as fast.
+    if (options_.workers >= SharedCommit::kSharedCommitWorkers) {
       worker.settle.shared_commit = std::make_shared<SharedCommit>();
     }
     // No claim while the handler's circuit is open or a probe is out.

@@ -18,14 +18,15 @@
 //
 // Usage: NODE_PATH=.../node_modules node graphile_latency.js
 //   --connection postgres://... --out FILE [--concurrency 4] [--items 300]
-//   [--drain N]
+//   [--drain N] [--local_queue N] [--complete_delay MS]
 "use strict";
 const fs = require("fs");
 const { EventEmitter } = require("events");
 const { performance } = require("perf_hooks");
 const { run, Logger } = require("graphile-worker");
 
-const args = { concurrency: 4, items: 300, drain: 0 };
+const args = { concurrency: 4, items: 300, drain: 0, local_queue: 0,
+               complete_delay: -1 };
 for (let i = 2; i < process.argv.length; i += 2) {
   args[process.argv[i].replace(/^--/, "")] = process.argv[i + 1];
 }
@@ -93,6 +94,17 @@ const taskList = {
 
 process.on("SIGTERM", () => finish({ interrupted: true }));
 
+// --local_queue N (> 1): graphile's batched mode, the pool fetching and
+// locking N jobs at a time; --complete_delay MS (>= 0): completions
+// batched over that long (its completeJobBatchDelay).
+const worker = {};
+if (Number(args.local_queue) > 1) {
+  worker.localQueue = { size: Number(args.local_queue) };
+}
+if (Number(args.complete_delay) >= 0) {
+  worker.completeJobBatchDelay = Number(args.complete_delay);
+}
+
 run({
   connectionString: args.connection,
   concurrency,
@@ -100,6 +112,7 @@ run({
   logger,
   events,
   noHandleSignals: true,
+  preset: { worker },
 }).then((r) => { runner = r; }, (e) => {
   console.error(e);
   process.exit(1);

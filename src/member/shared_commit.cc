@@ -11,12 +11,12 @@ SharedCommit::Result SharedCommit::Ack(std::vector<store::TakeItem> items,
   absl::MutexLock lock(&mu_);
   queue_.push_back(&own);
   while (!own.done) {
-    if (!in_flight_) {
+    if (!own.taken && in_flight_ < max_in_flight_) {
       Lead(&own, run);
       continue;
     }
-    // A statement is in flight: wait for it to end (it may hold this ack,
-    // or free the line for it).
+    // Its statement runs, or every line is busy: wait for a statement to
+    // end (one may hold this ack, or free a line for it).
     ended_.Wait(&mu_);
   }
   return own.result;
@@ -30,16 +30,17 @@ void SharedCommit::Lead(const Pending* leader, const Run& run) {
           items.size() + queue_.front()->items.size() <= kMaxItems)) {
     Pending* p = queue_.front();
     queue_.pop_front();
+    p->taken = true;
     items.insert(items.end(), p->items.begin(), p->items.end());
     batch.push_back(p);
   }
-  in_flight_ = true;
+  ++in_flight_;
   mu_.Unlock();
   const absl::StatusOr<std::vector<std::string>> deleted = run(items);
   std::set<std::string> gone;
   if (deleted.ok()) gone.insert(deleted->begin(), deleted->end());
   mu_.Lock();
-  in_flight_ = false;
+  --in_flight_;
   ++commits_;
   items_ += static_cast<int64_t>(items.size());
   for (Pending* p : batch) {

@@ -1,11 +1,12 @@
 // Acknowledgements that share a commit (group commit, as PostgreSQL's own
 // WAL flush and River's completer do it): a worker whose handler wrote
 // nothing in the acknowledging transaction hands its items' ack here. With
-// no commit in flight, the ack runs at once, alone: an idle member adds no
-// delay. While one is in flight, the acks of the member's other workers
-// gather, and the first worker to find the line free runs them all as one
-// fenced statement on its own connection (it leads; the others wait for
-// its result). Each worker waits until the commit that holds its items has
+// fewer than `max_in_flight` statements in flight (one, by default), the
+// ack runs at once: an idle member adds no delay. With that many in
+// flight, the acks of the member's other workers gather, and
+// the first worker to find a line free runs them all as one fenced
+// statement on its own connection (it leads; the others wait for its
+// result). Each worker waits until the commit that holds its items has
 // ended, so everything after an ack (a key's next item, the breaker, the
 // scheduler) sees it committed, exactly as with an ack of its own.
 //
@@ -33,6 +34,11 @@ namespace sqlgroup {
 class SharedCommit {
  public:
   static constexpr size_t kMaxItems = 256;
+  // The fewest workers of a member for which its acks share commits.
+  static constexpr int kSharedCommitWorkers = 4;
+
+  explicit SharedCommit(int max_in_flight = 1)
+      : max_in_flight_(max_in_flight) {}
 
   // Runs one shared ack on the leading worker's connection: the fenced
   // delete of `items` (store::ItemAcks::DeleteOfTakes), returning the ids
@@ -64,19 +70,21 @@ class SharedCommit {
  private:
   struct Pending {
     std::vector<store::TakeItem> items;
+    bool taken = false;  // in a statement
     bool done = false;
     Result result;
   };
   // `leader` runs one statement over the oldest pending acks, up to
   // kMaxItems items (FIFO: its own ack's turn comes). Called with mu_ held
-  // and no statement in flight; releases it while the statement runs.
+  // and a line free; releases it while the statement runs.
   void Lead(const Pending* leader, const Run& run)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  const int max_in_flight_;
   mutable absl::Mutex mu_;
   std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);
-  bool in_flight_ ABSL_GUARDED_BY(mu_) = false;
-  absl::CondVar ended_;  // a statement ended
+  int in_flight_ ABSL_GUARDED_BY(mu_) = 0;  // statements running
+  absl::CondVar ended_;                     // a statement ended
   int64_t commits_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t items_ ABSL_GUARDED_BY(mu_) = 0;
 };

@@ -207,11 +207,14 @@ class ChaosRun:
     def new_member(self, name):
         """A member started under `name`: the `record` handler, or with
         --handler slow tests/support/slow_handler.py logging to a file of
-        each process the member starts."""
+        each process the member starts. The slow profile's members run 4
+        workers: their handler writes nothing in the ack, so their acks
+        share commits (SharedCommit) under every fault."""
         handler = (f"exec:python3 {SLOW_HANDLER} {{log}}" if self.slow
                    else "record")
+        workers = 4 if self.slow else 2
         m = Member(self.args.cli, name, self.member_slots, self.log_dir,
-                   "chaos_member", handler, 2, self.args.fail_rate,
+                   "chaos_member", handler, workers, self.args.fail_rate,
                    self.args.static_timeout, extra_args=self.member_extra)
         m.start()
         return m

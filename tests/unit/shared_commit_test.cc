@@ -123,6 +123,18 @@ TEST(SharedCommit, AStatementHoldsAtMostMaxItems) {
   EXPECT_EQ(rec.runs[2], 100u);
 }
 
+// With two lines, a second ack runs beside the first.
+TEST(SharedCommit, TwoLinesRunTwoStatementsSideBySide) {
+  SharedCommit commit(/*max_in_flight=*/2);
+  Recorder rec;
+  FirstInFlight first(commit, rec);
+  const SharedCommit::Result second = commit.Ack(Items(1, 1), rec.Run());
+  EXPECT_TRUE(second.led);
+  EXPECT_EQ(second.shared_by, 1u);
+  first.Release();
+  EXPECT_EQ(rec.runs, (std::vector<size_t>{1, 1}));
+}
+
 TEST(SharedCommit, EachAckCountsOnlyItsOwnDeletedItems) {
   SharedCommit commit;
   auto some = [](const std::vector<store::TakeItem>& items)
