@@ -1,6 +1,5 @@
 #include "member/part_worker.h"
 
-#include <pqxx/pqxx>
 #include <set>
 #include <thread>
 
