@@ -266,25 +266,39 @@ void Settler::AckShared(Attempt& a, const store::ClaimRef& ref,
   a.ack_start = absl::Now();
   // Led by this worker, the statement runs on its own connection.
   const SharedCommit::Result shared = config_.shared_commit->Ack(
-      std::move(takes), [this, &ref](const std::vector<store::TakeItem>& all) {
+      takes, [this, &ref](const std::vector<store::TakeItem>& all) {
         return acks_.DeleteOfTakes(ref.group, all);
       });
   if (shared.status.ok()) {
     a.deleted = shared.deleted;
     return;
   }
-  if (!shared.led &&
-      (absl::IsUnavailable(shared.status) || absl::IsUnknown(shared.status))) {
-    // Another worker's connection broke under the shared statement: the
-    // outcome is unknown, as with a broken ack of its own, but this
-    // worker's connection is fine.
-    log_->warn(
-        "part={} epoch={} the shared ack of {} item(s) ended unknown: {}",
-        ref.part, ref.epoch, ids.size(), std::string(shared.status.message()));
-    a.ended = Outcome::kBroken;
+  if (shared.led ||
+      !(absl::IsUnavailable(shared.status) || absl::IsUnknown(shared.status))) {
+    Failed(a, shared.status, ref, items);
     return;
   }
-  Failed(a, shared.status, ref, items);
+  // Another worker's connection broke under the shared statement, so
+  // whether it deleted these items is unknown; this worker's connection is
+  // fine: the fenced delete again, alone. Deleting them all, it is their
+  // ack (the shared one did not commit them); deleting fewer, some were
+  // acknowledged there, and the items still waiting are read again.
+  auto again = acks_.DeleteOfTakes(ref.group, takes);
+  if (!again.ok()) {
+    Failed(a, again.status(), ref, items);
+    return;
+  }
+  int64_t deleted = 0;
+  for (bool d : *again) deleted += d;
+  if (deleted == static_cast<int64_t>(ids.size())) {
+    a.deleted = deleted;
+    return;
+  }
+  log_->warn(
+      "part={} epoch={} a shared ack of {} item(s) broke on another worker's "
+      "connection ({}); reading them again",
+      ref.part, ref.epoch, ids.size(), std::string(shared.status.message()));
+  a.ended = Outcome::kBroken;
 }
 
 Settler::Attempt Settler::CallInAck(const store::ClaimRef& ref,

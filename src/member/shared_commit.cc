@@ -1,7 +1,5 @@
 #include "member/shared_commit.h"
 
-#include <set>
-
 namespace sqlgroup {
 
 SharedCommit::Result SharedCommit::Ack(std::vector<store::TakeItem> items,
@@ -36,19 +34,19 @@ void SharedCommit::Lead(const Pending* leader, const Run& run) {
   }
   ++in_flight_;
   mu_.Unlock();
-  const absl::StatusOr<std::vector<std::string>> deleted = run(items);
-  std::set<std::string> gone;
-  if (deleted.ok()) gone.insert(deleted->begin(), deleted->end());
+  const absl::StatusOr<std::vector<bool>> deleted = run(items);
   mu_.Lock();
   --in_flight_;
   ++commits_;
   items_ += static_cast<int64_t>(items.size());
+  size_t at = 0;  // the place of each pending ack's first item in `items`
   for (Pending* p : batch) {
     p->result.status = deleted.status();
     p->result.led = p == leader;
-    p->result.shared_by = items.size();
-    for (const store::TakeItem& item : p->items) {
-      p->result.deleted += gone.count(item.id);
+    for (size_t i = 0; i < p->items.size(); ++i, ++at) {
+      if (deleted.ok() && at < deleted->size() && (*deleted)[at]) {
+        ++p->result.deleted;
+      }
     }
     p->done = true;
   }
@@ -63,6 +61,11 @@ int64_t SharedCommit::commits() const {
 int64_t SharedCommit::items() const {
   absl::MutexLock lock(&mu_);
   return items_;
+}
+
+size_t SharedCommit::waiting() const {
+  absl::MutexLock lock(&mu_);
+  return queue_.size();
 }
 
 }  // namespace sqlgroup

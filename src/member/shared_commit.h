@@ -3,16 +3,18 @@
 // nothing in the acknowledging transaction hands its items' ack here. With
 // fewer than `max_in_flight` statements in flight (one, by default), the
 // ack runs at once: an idle member adds no delay. With that many in
-// flight, the acks of the member's other workers gather, and
-// the first worker to find a line free runs them all as one fenced
-// statement on its own connection (it leads; the others wait for its
-// result). Each worker waits until the commit that holds its items has
-// ended, so everything after an ack (a key's next item, the breaker, the
-// scheduler) sees it committed, exactly as with an ack of its own.
+// flight, the acks of the member's other workers gather, and the first
+// worker to find a line free runs them all as one fenced statement on its
+// own connection (it leads; the others wait for its result). Each worker
+// waits until the commit that holds its items has ended, so everything
+// after an ack (a key's next item, the breaker, the scheduler) sees it
+// committed, exactly as with an ack of its own.
 //
-// Bounded: at most kMaxItems items per statement; an ack waits at most for
-// the commit in flight and then its own. A crash loses only the acks of
-// the commit in flight: those items come back as redeliveries.
+// Bounded: at most kMaxItems items per statement, taken oldest first; an
+// ack waits for the statements in flight and then for its own (behind
+// more than kMaxItems items, for as many statements as hold those). A
+// crash loses only the acks of the statements in flight: those items come
+// back as redeliveries.
 //
 // Thread safety: Ack() from any number of threads.
 #ifndef SQLGROUP_MEMBER_SHARED_COMMIT_H_
@@ -21,7 +23,6 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -37,13 +38,14 @@ class SharedCommit {
   // The fewest workers of a member for which its acks share commits.
   static constexpr int kSharedCommitWorkers = 4;
 
+  // `max_in_flight`: statements that may run at once (at least 1).
   explicit SharedCommit(int max_in_flight = 1)
-      : max_in_flight_(max_in_flight) {}
+      : max_in_flight_(max_in_flight < 1 ? 1 : max_in_flight) {}
 
   // Runs one shared ack on the leading worker's connection: the fenced
-  // delete of `items` (store::ItemAcks::DeleteOfTakes), returning the ids
-  // it deleted, or its error.
-  using Run = std::function<absl::StatusOr<std::vector<std::string>>(
+  // delete of `items` (store::ItemAcks::DeleteOfTakes), returning whether
+  // it deleted each (by place), or its error. Must not throw.
+  using Run = std::function<absl::StatusOr<std::vector<bool>>(
       const std::vector<store::TakeItem>& items)>;
 
   struct Result {
@@ -55,17 +57,17 @@ class SharedCommit {
     // the connection is its own. Otherwise another worker's connection
     // broke, and this one's is fine.
     bool led = false;
-    // Items in the statement that held this ack (for the metric).
-    size_t shared_by = 0;
   };
 
   // Acknowledges `items` (one handler call's) in the next commit: runs it,
   // leading, with `run`, or waits for the worker that does.
   Result Ack(std::vector<store::TakeItem> items, const Run& run);
 
-  // Statements run, and items acknowledged through them, so far.
+  // Statements run, and items acknowledged through them, so far; acks
+  // waiting for a statement now.
   int64_t commits() const;
   int64_t items() const;
+  size_t waiting() const;
 
  private:
   struct Pending {

@@ -118,9 +118,10 @@ class ItemAcks {
   // The fenced delete, in one autocommit statement, of items of several
   // takes of group `group` (each item under its own: deleted if and only
   // if that take still owns its part and its session is alive, as
-  // DeleteClaimedNow). Returns the ids it deleted, each acknowledged for
-  // good. The acks of a member's workers share it (SharedCommit).
-  virtual absl::StatusOr<std::vector<std::string>> DeleteOfTakes(
+  // DeleteClaimedNow). Returns whether it deleted each of `items` (by
+  // place), each deleted one acknowledged for good. The acks of a member's
+  // workers share it (SharedCommit).
+  virtual absl::StatusOr<std::vector<bool>> DeleteOfTakes(
       const std::string& group, const std::vector<TakeItem>& items) = 0;
 
   // The fenced delete of `ids` calling the group's SQL function on those

@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <pqxx/pqxx>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -59,16 +60,19 @@ const std::string& AckOneSql() {
 }
 
 // $1 group, $2 ids (uuid[]), $3 their sessions (uuid[]), $4 their parts
-// (int[]), $5 their epochs (bigint[]): the acks of several takes in one
-// statement (SharedCommit), each item fenced on its own take as TakeHeld
-// fences one (alive by the database clock, held FOR KEY SHARE until the
-// statement ends, so a drop or reap of the part waits for it).
+// (int[]), $5 their epochs (bigint[]), $6 their places in the caller's
+// list (int[]): the acks of several takes in one statement
+// (SharedCommit), each item fenced on its own take as TakeHeld fences one
+// (alive by the database clock, held FOR KEY SHARE until the statement
+// ends, so a drop or reap of the part waits for it). Returns the place of
+// each row it deleted: one id under two takes (an old epoch and the new)
+// is credited to the take that deleted it only.
 constexpr char kAckOfTakes[] = "sqlgroup_ack_of_takes";
 const std::string& AckOfTakesSql() {
   static const std::string* const kSql = new std::string(
       "DELETE FROM sqlgroup.items i "
-      "USING unnest($2::uuid[], $3::uuid[], $4::int[], $5::bigint[]) "
-      "  AS a(id, session_id, part, epoch) "
+      "USING unnest($2::uuid[], $3::uuid[], $4::int[], $5::bigint[], "
+      "  $6::int[]) AS a(id, session_id, part, epoch, place) "
       "WHERE i.group_name = $1 AND i.id = a.id "
       "  AND EXISTS (SELECT 1 FROM sqlgroup.session_parts sp "
       "    JOIN sqlgroup.sessions s "
@@ -79,7 +83,7 @@ const std::string& AckOfTakesSql() {
       "    AND (s.heartbeated_at > clock_timestamp() - g.session_ttl "
       "      OR coalesce(s.away_until, '-infinity') > clock_timestamp()) "
       "    FOR KEY SHARE OF sp) "
-      "RETURNING i.id::text");
+      "RETURNING a.place");
   return *kSql;
 }
 
@@ -286,25 +290,38 @@ int64_t DeleteClaimed(pqxx::transaction_base& tx, const ClaimRef& ref,
   return static_cast<int64_t>(r.affected_rows());
 }
 
-std::vector<std::string> DeleteOfTakes(pqxx::connection& conn,
-                                       const std::string& group,
-                                       const std::vector<TakeItem>& items) {
+std::vector<bool> DeleteOfTakes(pqxx::connection& conn,
+                                const std::string& group,
+                                const std::vector<TakeItem>& items) {
+  // In the order of their parts, epochs and ids: the takes' rows are then
+  // locked in the order a drop of several parts locks them (no deadlock),
+  // and the items' rows in key order, as KeyOrderedIds does for one take.
+  std::vector<int> order(items.size());
+  for (size_t i = 0; i < items.size(); ++i) order[i] = static_cast<int>(i);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return std::tie(items[a].part, items[a].epoch, items[a].id) <
+           std::tie(items[b].part, items[b].epoch, items[b].id);
+  });
   std::vector<std::string> ids, sessions;
   std::vector<int> parts;
   std::vector<int64_t> epochs;
-  for (const TakeItem& item : items) {
-    ids.push_back(item.id);
-    sessions.push_back(item.session);
-    parts.push_back(item.part);
-    epochs.push_back(item.epoch);
+  for (int i : order) {
+    ids.push_back(items[i].id);
+    sessions.push_back(items[i].session);
+    parts.push_back(items[i].part);
+    epochs.push_back(items[i].epoch);
   }
   pqxx::nontransaction tx(conn);
   const pqxx::result r =
       ExecPrepared(tx, kAckOfTakes, group, SqlArray(ids), SqlArray(sessions),
-                   SqlArray(parts), SqlArray(epochs));
-  std::vector<std::string> deleted;
-  deleted.reserve(r.size());
-  for (const auto& row : r) deleted.push_back(row[0].as<std::string>());
+                   SqlArray(parts), SqlArray(epochs), SqlArray(order));
+  std::vector<bool> deleted(items.size(), false);
+  for (const auto& row : r) {
+    const int place = row[0].as<int>();
+    if (place >= 0 && place < static_cast<int>(items.size())) {
+      deleted[place] = true;
+    }
+  }
   return deleted;
 }
 

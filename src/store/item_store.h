@@ -63,11 +63,12 @@ int64_t DeleteClaimedNow(pqxx::connection& conn, const ClaimRef& ref,
                          const std::vector<std::string>& ids);
 
 // DeleteClaimedNow of items under several takes of group `group`, each
-// item fenced on its own take, in one autocommit statement: the ids it
-// deleted. Throws as DeleteClaimedNow does.
-std::vector<std::string> DeleteOfTakes(pqxx::connection& conn,
-                                       const std::string& group,
-                                       const std::vector<TakeItem>& items);
+// item fenced on its own take, in one autocommit statement: whether it
+// deleted each of `items` (by place, so one id under two takes counts for
+// the live one only). Throws as DeleteClaimedNow does.
+std::vector<bool> DeleteOfTakes(pqxx::connection& conn,
+                                const std::string& group,
+                                const std::vector<TakeItem>& items);
 
 // DeleteClaimedNow and then ClaimItems(from, last, limit) in one statement
 // (one round trip): `from` must lie past every id in `ids`, since the claim

@@ -14,7 +14,7 @@ namespace {
 
 // The handler's verdict; an exception is a failure with its message, except
 // a broken connection or an error that says nothing of the item (a
-// conflict), which are rethrown for AckError.
+// conflict), which are rethrown for AckErrorOfCurrentException.
 absl::Status RunHandler(const HandlerCall& handler, AckTransaction& ack) {
   try {
     return handler(ack);
@@ -32,10 +32,12 @@ absl::Status RunHandler(const HandlerCall& handler, AckTransaction& ack) {
   }
 }
 
+}  // namespace
+
 // Call only in a catch block: the exception of a statement that settles
 // items as item_acks.h's codes. `function`: the statement calls the
 // group's SQL function, whose own errors are its verdict.
-absl::Status AckError(const std::string& function) {
+absl::Status AckErrorOfCurrentException(const std::string& function) {
   try {
     throw;
   } catch (const pqxx::broken_connection&) {
@@ -50,7 +52,16 @@ absl::Status AckError(const std::string& function) {
   } catch (const pqxx::sql_error& e) {
     const std::string state = SqlStateOf(e);
     if (SaysNothingOfTheItem(state)) return absl::AbortedError(e.what());
-    if (function.empty()) return StatusFromCurrentException("acknowledge");
+    if (function.empty()) {
+      // The statement's own error (a missing grant, a broken schema): never
+      // read as a broken connection or a conflict, which were sorted out
+      // above by their exception types and states.
+      const absl::Status s = StatusFromCurrentException("acknowledge");
+      if (absl::IsUnavailable(s) || absl::IsUnknown(s) || absl::IsAborted(s)) {
+        return absl::InternalError(s.message());
+      }
+      return s;
+    }
     const std::string what = absl::StrCat("sql_function ", function);
     if (state == "57014") {
       return absl::DeadlineExceededError(
@@ -61,8 +72,6 @@ absl::Status AckError(const std::string& function) {
     return StatusFromCurrentException("acknowledge");
   }
 }
-
-}  // namespace
 
 HandledAndAcked PgItemAcks::HandleAndAck(const ClaimRef& ref,
                                          const std::vector<std::string>& ids,
@@ -102,26 +111,23 @@ HandledAndAcked PgItemAcks::HandleAndAck(const ClaimRef& ref,
       r.deleted = DeleteClaimedNow(db(), ref, ids);
     }
   } catch (...) {
-    r.error = AckError("");
+    r.error = AckErrorOfCurrentException("");
   }
   return r;
 }
 
-absl::StatusOr<std::vector<std::string>> PgItemAcks::DeleteOfTakes(
+absl::StatusOr<std::vector<bool>> PgItemAcks::DeleteOfTakes(
     const std::string& group, const std::vector<TakeItem>& items) {
   try {
     if (items.size() == 1) {
       // Alone: the ack of one item, the cheapest statement.
       const TakeItem& item = items.front();
       const ClaimRef ref{group, item.session, item.part, item.epoch};
-      if (DeleteClaimedNow(db(), ref, {item.id}) == 1) {
-        return std::vector<std::string>{item.id};
-      }
-      return std::vector<std::string>{};
+      return std::vector<bool>{DeleteClaimedNow(db(), ref, {item.id}) == 1};
     }
     return store::DeleteOfTakes(db(), group, items);
   } catch (...) {
-    return AckError("");
+    return AckErrorOfCurrentException("");
   }
 }
 
@@ -139,7 +145,7 @@ absl::StatusOr<AckedAndClaimed> PgItemAcks::AckInFunction(
                      : store::AckInFunction(db(), ref, ids.front());
     return r;
   } catch (...) {
-    return AckError(function_.name);
+    return AckErrorOfCurrentException(function_.name);
   }
 }
 

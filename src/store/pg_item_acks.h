@@ -14,6 +14,12 @@
 
 namespace sqlgroup::store {
 
+// Call only in a catch block: the exception of a statement that settles
+// items (or of a handler's own statement that says nothing of the item) as
+// item_acks.h's codes. `function`: the statement calls the group's SQL
+// function of that name, whose own errors are its verdict.
+absl::Status AckErrorOfCurrentException(const std::string& function);
+
 class PgItemAcks : public ItemAcks {
  public:
   // `connection`: the connection of the task at hand (never null while a
@@ -28,7 +34,7 @@ class PgItemAcks : public ItemAcks {
                                const HandlerCall& handler,
                                const CarriedClaim* carry,
                                bool defer_alone) override;
-  absl::StatusOr<std::vector<std::string>> DeleteOfTakes(
+  absl::StatusOr<std::vector<bool>> DeleteOfTakes(
       const std::string& group, const std::vector<TakeItem>& items) override;
   absl::StatusOr<AckedAndClaimed> AckInFunction(
       const ClaimRef& ref, const std::vector<std::string>& ids, bool arrays,

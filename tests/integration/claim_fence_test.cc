@@ -323,34 +323,42 @@ TEST_F(ClaimFenceTest, AnAckUnderAnOldEpochDeletesNothing) {
 // deleted under its own take, as its own ack would be.
 TEST_F(ClaimFenceTest, ASharedAckDeletesEachItemUnderItsOwnTakeOnly) {
   const store::ClaimRef other = Take(1);
-  const std::vector<std::string> deleted = store::DeleteOfTakes(
-      *conn_, kGroup,
-      {{kFirst, kSession, 0, ref_.epoch},
-       {kOtherPart, kSession, 1, other.epoch},
-       // An old epoch of part 0: not this take's item any more.
-       {kSecond, kSession, 0, ref_.epoch - 1}});
-  EXPECT_THAT(deleted, ::testing::UnorderedElementsAre(kFirst, kOtherPart));
+  // Given out of part order: the statement sorts them (its locks in the
+  // order a drop takes them) and answers by the caller's places.
+  EXPECT_THAT(store::DeleteOfTakes(
+                  *conn_, kGroup,
+                  {{kOtherPart, kSession, 1, other.epoch},
+                   // An old epoch of part 0: not this take's item any more.
+                   {kSecond, kSession, 0, ref_.epoch - 1},
+                   {kFirst, kSession, 0, ref_.epoch}}),
+              ElementsAre(true, false, true));
   EXPECT_EQ(Count("items"), 1);
   // Again: acknowledged once.
-  EXPECT_TRUE(
-      store::DeleteOfTakes(*conn_, kGroup, {{kFirst, kSession, 0, ref_.epoch}})
-          .empty());
+  EXPECT_THAT(
+      store::DeleteOfTakes(*conn_, kGroup, {{kFirst, kSession, 0, ref_.epoch}}),
+      ElementsAre(false));
+  // One id under an old take and the live one: deleted for the live one.
+  EXPECT_THAT(store::DeleteOfTakes(*conn_, kGroup,
+                                   {{kSecond, kSession, 0, ref_.epoch},
+                                    {kSecond, kSession, 0, ref_.epoch - 1}}),
+              ElementsAre(true, false));
+  EXPECT_EQ(Count("items"), 0);
 }
 
 TEST_F(ClaimFenceTest, ASharedAckOfAZombieOrADroppedTakeDeletesNothing) {
   const store::ClaimRef other = Take(1);
   Drop(0);
-  EXPECT_TRUE(
-      store::DeleteOfTakes(*conn_, kGroup, {{kFirst, kSession, 0, ref_.epoch}})
-          .empty());
+  EXPECT_THAT(
+      store::DeleteOfTakes(*conn_, kGroup, {{kFirst, kSession, 0, ref_.epoch}}),
+      ElementsAre(false));
   pqxx::nontransaction(*conn_).exec_params(
       "UPDATE sqlgroup.sessions SET heartbeated_at = "
       "clock_timestamp() - interval '1 hour' WHERE id = $1",
       kSession);
-  EXPECT_TRUE(store::DeleteOfTakes(*conn_, kGroup,
+  EXPECT_THAT(store::DeleteOfTakes(*conn_, kGroup,
                                    {{kOtherPart, kSession, 1, other.epoch},
-                                    {kSecond, kSession, 0, ref_.epoch}})
-                  .empty());
+                                    {kSecond, kSession, 0, ref_.epoch}}),
+              ElementsAre(false, false));
   EXPECT_EQ(Count("items"), 3);
 }
 

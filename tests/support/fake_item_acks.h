@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "member/task_connection.h"
 #include "store/item_acks.h"
 
@@ -54,13 +55,18 @@ class FakeItemAcks : public store::ItemAcks {
     }
     return r;
   }
-  absl::StatusOr<std::vector<std::string>> DeleteOfTakes(
+  absl::StatusOr<std::vector<bool>> DeleteOfTakes(
       const std::string&, const std::vector<store::TakeItem>& items) override {
+    if (before_shared) before_shared();
+    absl::MutexLock lock(&mu);
     shared_acks.push_back(items.size());
     if (!fail_shared.ok()) return fail_shared;
-    std::vector<std::string> deleted;
+    if (!fail_shared_of_many.ok() && items.size() > 1) {
+      return fail_shared_of_many;
+    }
+    std::vector<bool> deleted;
     for (const store::TakeItem& item : items) {
-      if (!lost.count(item.id)) deleted.push_back(item.id);
+      deleted.push_back(!lost.count(item.id));
     }
     return deleted;
   }
@@ -114,11 +120,15 @@ class FakeItemAcks : public store::ItemAcks {
     bool count_attempt = false;
   };
   Script script;
-  absl::Status function_error;      // every AckInFunction fails with it
-  absl::Status fail_writes;         // every release and dead-letter fails
-  absl::Status fail_shared;         // every DeleteOfTakes fails with it
-  std::set<std::string> lost;       // ids DeleteOfTakes finds gone
-  std::vector<size_t> shared_acks;  // each DeleteOfTakes's item count
+  absl::Status function_error;  // every AckInFunction fails with it
+  absl::Status fail_writes;     // every release and dead-letter fails
+  absl::Status fail_shared;     // every DeleteOfTakes fails with it
+  std::set<std::string> lost;   // ids DeleteOfTakes finds gone
+  // Every DeleteOfTakes of more than one item fails with it.
+  absl::Status fail_shared_of_many;
+  std::function<void()> before_shared;  // runs first in DeleteOfTakes
+  absl::Mutex mu;                       // DeleteOfTakes's, from threads
+  std::vector<size_t> shared_acks ABSL_GUARDED_BY(mu);  // their item counts
   // CountDeliveriesOfTheDead: items due when the owner died, with their
   // attempts counted now.
   std::map<std::string, int> delivered_before;

@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "keyspace.h"
 #include "member/backoff.h"
 #include "spdlog/sinks/null_sink.h"
@@ -24,6 +28,11 @@ Item ItemNumbered(int n, int attempt = 1) {
   return item;
 }
 
+std::vector<size_t> SharedAcks(FakeItemAcks& acks) {
+  absl::MutexLock lock(&acks.mu);
+  return acks.shared_acks;
+}
+
 class SettlerTest : public ::testing::Test {
  protected:
   SettlerTest() { scheduler_.Add(ref_, PartRange(0, 1)); }
@@ -31,6 +40,12 @@ class SettlerTest : public ::testing::Test {
   // A settler of single items (a Handler), or of batches.
   Settler Make(bool batched = false, SqlFunction function = {},
                bool shared = false) {
+    return Make(acks_, connection_, batched, function,
+                shared ? std::make_shared<SharedCommit>() : nullptr);
+  }
+  Settler Make(FakeItemAcks& acks, testing::FakeTaskConnection& connection,
+               bool batched, SqlFunction function,
+               std::shared_ptr<SharedCommit> shared, int index = 0) {
     SettlerConfig config;
     config.group = "g";
     config.kind.batched = batched;
@@ -44,11 +59,11 @@ class SettlerTest : public ::testing::Test {
         return absl::OkStatus();
       };
     }
-    if (shared) config.shared_commit = std::make_shared<SharedCommit>();
+    config.shared_commit = std::move(shared);
     config.max_attempts = 3;
     config.backoff_initial = absl::Seconds(1);
     config.backoff_max = absl::Seconds(30);
-    return Settler(0, config, acks_, connection_, scheduler_, metrics_, log_);
+    return Settler(index, config, acks, connection, scheduler_, metrics_, log_);
   }
 
   const store::ClaimRef ref_{"g", "s", 0, 1};
@@ -291,7 +306,7 @@ TEST_F(SettlerTest, WithASharedCommitAnAckAloneGoesThroughIt) {
   Settler settler = Make(/*batched=*/false, {}, /*shared=*/true);
   EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(1)}),
             Settler::Outcome::kAcked);
-  EXPECT_EQ(acks_.shared_acks, std::vector<size_t>{1});
+  EXPECT_EQ(SharedAcks(acks_), std::vector<size_t>{1});
   EXPECT_EQ(metrics_.Snapshot().acked, 1);
   // A carried claim needs a statement of its own.
   Settler::NextClaim next;
@@ -307,7 +322,7 @@ TEST_F(SettlerTest, WithASharedCommitAnAckAloneGoesThroughIt) {
   EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(2)}, &next),
             Settler::Outcome::kAcked);
   EXPECT_TRUE(next.sent);
-  EXPECT_EQ(acks_.shared_acks.size(), 1u);
+  EXPECT_EQ(SharedAcks(acks_).size(), 1u);
 }
 
 TEST_F(SettlerTest, AnItemTheSharedAckFindsGoneIsALostClaim) {
@@ -329,6 +344,53 @@ TEST_F(SettlerTest, ASharedAckThatBrokeItsLeadersConnectionDropsIt) {
             Settler::Outcome::kReleased);
   ASSERT_EQ(acks_.released.size(), 1u);
   EXPECT_FALSE(acks_.released[0].count_attempt);
+}
+
+// Three workers share commits: while the first one's statement is held in
+// flight, two more acks gather behind it, and the statement that holds
+// both breaks on its leader's connection. The leader drops its connection
+// and reads its item again; the follower's connection is fine: it deletes
+// its item again alone, and that is its ack.
+TEST_F(SettlerTest, AFollowerWhoseLeaderBrokeAcksAloneOnItsOwnConnection) {
+  auto shared = std::make_shared<SharedCommit>();
+  FakeItemAcks acks1, acks2;
+  testing::FakeTaskConnection conn1, conn2;
+  absl::Notification in_flight, release;
+  acks_.before_shared = [&] {
+    in_flight.Notify();
+    release.WaitForNotification();
+  };
+  for (FakeItemAcks* acks : {&acks1, &acks2}) {
+    acks->fail_shared_of_many =
+        absl::UnavailableError("connection lost during ack");
+  }
+  Settler first = Make(acks_, connection_, false, {}, shared, 0);
+  Settler s1 = Make(acks1, conn1, false, {}, shared, 1);
+  Settler s2 = Make(acks2, conn2, false, {}, shared, 2);
+  Settler::Outcome o0, o1, o2;
+  std::thread t0([&] { o0 = first.HandleBatch(ref_, {ItemNumbered(1)}); });
+  in_flight.WaitForNotification();
+  std::thread t1([&] { o1 = s1.HandleBatch(ref_, {ItemNumbered(2)}); });
+  std::thread t2([&] { o2 = s2.HandleBatch(ref_, {ItemNumbered(3)}); });
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (shared->waiting() < 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(shared->waiting(), 2u);
+  release.Notify();
+  t0.join();
+  t1.join();
+  t2.join();
+  EXPECT_EQ(o0, Settler::Outcome::kAcked);
+  // One of the two led the broken statement; the other followed.
+  const bool led1 = o1 == Settler::Outcome::kBroken;
+  EXPECT_EQ(led1 ? o2 : o1, Settler::Outcome::kAcked);
+  EXPECT_EQ(led1 ? o1 : o2, Settler::Outcome::kBroken);
+  EXPECT_EQ((led1 ? conn1 : conn2).disconnects.size(), 1u);
+  EXPECT_TRUE((led1 ? conn2 : conn1).disconnects.empty());
+  // The follower's own delete, alone.
+  EXPECT_EQ(SharedAcks(led1 ? acks2 : acks1), std::vector<size_t>{1});
+  EXPECT_EQ(metrics_.Snapshot().acked, 2);
 }
 
 }  // namespace
