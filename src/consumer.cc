@@ -262,7 +262,8 @@ class Consumer::Impl {
     // fewer, a worker would mostly wait for a statement it is not in
     // (PostgreSQL already flushes two side-by-side commits together; 8
     // processes of 2 workers drained 0.80x as fast with one line, session
-    // 25), while 16 workers drained 1.36x as fast.
+    // 25), while one member of 16 workers drained 1.12x to 1.36x as fast
+    // (three runs of bench/drain_bench.py).
     if (options_.workers >= SharedCommit::kSharedCommitWorkers) {
       worker.settle.shared_commit = std::make_shared<SharedCommit>();
     }
