@@ -266,6 +266,7 @@ class Consumer::Impl {
     // (three runs of bench/drain_bench.py).
     if (options_.workers >= SharedCommit::kSharedCommitWorkers) {
       worker.settle.shared_commit = std::make_shared<SharedCommit>();
+      worker.connection.shared_acks = true;
     }
     // No claim while the handler's circuit is open or a probe is out.
     scheduler_.SetGate([breaker = worker.settle.breaker](absl::Time now) {

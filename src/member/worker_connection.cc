@@ -195,6 +195,12 @@ void WorkerConnection::WarmUp() {
       store::DeleteClaimedNow(*conn_, ref, {nil});
       if (KeyOrder()) store::AckAndNextOfKey(*conn_, ref, nil);
     }
+    // A handler that writes nothing may have its acks shared: two items,
+    // since one goes through the single ack above.
+    if (config_.shared_acks && !kind_.in_function()) {
+      store::DeleteOfTakes(*conn_, config_.group,
+                           {{nil, nil, 0, 0}, {nil, nil, 0, 0}});
+    }
   });
   if (absl::IsUnavailable(s)) Disconnect(s);
 }

@@ -36,6 +36,9 @@ struct WorkerConnectionConfig {
   std::string group;
   absl::Duration connect_timeout;
   bool transaction_pooler = false;
+  // The member's acks share commits (SharedCommit): the shared statement
+  // is warmed up too.
+  bool shared_acks = false;
   // The group's TTL as last read: a worker connection's
   // idle-in-transaction limit is half of it. Required.
   std::shared_ptr<std::atomic<int64_t>> ttl_ns;
