@@ -16,6 +16,8 @@
 -- UPDATE only.
 GRANT USAGE ON SCHEMA sqlgroup TO :"role";
 GRANT SELECT ON sqlgroup.schema_migrations, sqlgroup.groups TO :"role";
+-- Every claim reads the group's pauses (schema 17).
+GRANT SELECT ON sqlgroup.pauses TO :"role";
 GRANT SELECT, INSERT, DELETE,
   UPDATE (heartbeated_at, away_until, connections, connection_budget,
           circuit_open_since, circuit_error, member_version, member_schema)

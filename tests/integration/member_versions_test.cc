@@ -86,11 +86,20 @@ class MemberVersionsTest : public ::testing::Test {
     }
     auto sql = internal::GrantSql("member", testing::kMemberRole);
     EXPECT_TRUE(sql.ok());
-    ExecSql(db_.dsn(),
-            schema >= 14
-                ? *sql
-                : absl::StrReplaceAll(
-                      *sql, {{", member_version, member_schema", ""}}));
+    // Schema 17 added the pauses members read.
+    const std::string grants =
+        schema >= 17
+            ? *sql
+            : absl::StrReplaceAll(
+                  *sql, {{absl::StrCat("GRANT SELECT ON sqlgroup.pauses "
+                                       "TO \"",
+                                       testing::kMemberRole, "\";"),
+                          ""}});
+    ExecSql(db_.dsn(), schema >= 14
+                           ? grants
+                           : absl::StrReplaceAll(grants, {{", member_version, "
+                                                           "member_schema",
+                                                           ""}}));
     return absl::StrCat(
         "host=127.0.0.1 port=", testing::SharedPostgres().port(),
         " dbname=", db_.name(), " user=", testing::kMemberRole,

@@ -126,6 +126,7 @@ TEST_F(RolesTest, TheMemberRoleHasExactlyTheGrantedPrivileges) {
       "ownership_log.released_at UPDATE",
       "ownership_log.released_by UPDATE",
       "part_epochs USAGE",
+      "pauses SELECT",
       "schema_migrations SELECT",
       "session_parts DELETE",
       "session_parts INSERT",
