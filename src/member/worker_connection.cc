@@ -151,8 +151,10 @@ WorkerConnection::Opened WorkerConnection::OpenOwn() {
 }
 
 void WorkerConnection::PrepareStatements(pqxx::connection& conn) {
-  store::PrepareItemStatements(conn);
-  if (kind_.in_function()) store::PrepareFunctionAcks(conn, kind_.sql_function);
+  const bool pauses = store::PrepareItemStatements(conn);
+  if (kind_.in_function()) {
+    store::PrepareFunctionAcks(conn, kind_.sql_function, pauses);
+  }
 }
 
 void WorkerConnection::OpenAfterWarmTasks() {

@@ -10,6 +10,41 @@
 
 namespace sqlgroup::store {
 
+bool SchemaHasPauses(pqxx::connection& conn) {
+  return pqxx::nontransaction(conn)
+      .exec1("SELECT to_regclass('sqlgroup.pauses') IS NOT NULL")[0]
+      .as<bool>();
+}
+
+namespace {
+// Group $1's paused keys' blocks, as a text[] (a subquery that refers to
+// nothing of the row: PostgreSQL runs it once per statement).
+constexpr char kPausedBlocks[] =
+    "ARRAY(SELECT p.block FROM sqlgroup.pauses p "
+    "WHERE p.group_name = $1 AND p.block <> '')";
+}  // namespace
+
+std::string GroupOpen(bool pauses) {
+  if (!pauses) return "";
+  return " AND NOT EXISTS (SELECT 1 FROM sqlgroup.pauses gp "
+         "WHERE gp.group_name = $1 AND gp.block = '')";
+}
+
+std::string KeyOpen(bool pauses, const std::string& row) {
+  if (!pauses) return "";
+  return absl::StrCat(" AND (", row, "key IS NULL OR left(", row,
+                      "id::text, 18) <> ALL (", kPausedBlocks, "))");
+}
+
+std::string NoRequeuedBefore(bool pauses, const std::string& id) {
+  if (!pauses) return "";
+  return absl::StrCat(
+      " AND NOT EXISTS (SELECT 1 FROM sqlgroup.items rq "
+      "WHERE rq.group_name = $1 AND rq.requeued_at IS NOT NULL "
+      "AND rq.id >= (left(",
+      id, "::text, 18) || '-0000-000000000000')::uuid AND rq.id < ", id, ")");
+}
+
 std::string TakeHeld(int session, int part, int epoch, bool hold) {
   return absl::StrCat(
       "EXISTS (SELECT 1 FROM sqlgroup.session_parts sp "

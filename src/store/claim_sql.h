@@ -16,6 +16,25 @@
 
 namespace sqlgroup::store {
 
+// Whether the database's schema stores pauses and marks requeued items
+// (schema 17, sql/017_operate_items.sql): read on `conn` when its
+// statements are prepared, which then enforce them. An older schema has
+// neither, and the statements as before.
+bool SchemaHasPauses(pqxx::connection& conn);
+
+// With `pauses`, " AND " a condition that group $1 is not paused (an
+// uncorrelated InitPlan: once per statement); else empty.
+std::string GroupOpen(bool pauses);
+// With `pauses`, " AND " a condition that the row `row` ("i.", or "" for
+// the table's own columns) is not of a paused key of group $1 (its block
+// against the group's paused blocks, read once per statement); else empty.
+std::string KeyOpen(bool pauses, const std::string& row);
+// With `pauses`, " AND " a condition that no item of the block of the
+// uuid expression `id` older than it was put back from the dead letters
+// at its old place (items_requeued, a small index): the key's next item
+// after `id` is its head only then. Else empty.
+std::string NoRequeuedBefore(bool pauses, const std::string& id);
+
 // Whether the take `$<session>, $<part>, $<epoch>` of group $1 still owns
 // its part and its session is alive by the database clock: a zombie past
 // its TTL can neither claim nor settle anything, even before it is reaped.
@@ -65,7 +84,7 @@ std::string AckThen(const std::string& which, const std::string& claim,
 // $1 group, $2 session, $3 part, $4 epoch, $5 an item just settled, $6
 // the last id of its key's block (BlockLastOf): the key's next item, when
 // it is due (a next item that is not holds the key back: no row).
-const std::string& NextOfKeySql();
+std::string NextOfKeySql(bool pauses);
 // The last id of the block (key) of the item `id`, as text.
 std::string BlockLastOf(const std::string& id);
 
@@ -117,7 +136,7 @@ ProbeResult ProbeResultOf(const pqxx::result& r);
 
 // Prepares ClaimHeads' and ProbeHeads' statements (PrepareItemStatements
 // calls it).
-void PrepareKeyedStatements(pqxx::connection& conn);
+void PrepareKeyedStatements(pqxx::connection& conn, bool pauses);
 
 }  // namespace sqlgroup::store
 

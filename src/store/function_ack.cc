@@ -55,8 +55,8 @@ std::string AckInFunctionOnArraysSql(const SqlFunction& f) {
 // the item $5 returning the function's call.
 constexpr char kAckInFunctionAndNextOfKey[] =
     "sqlgroup_ack_in_function_and_next_of_key";
-std::string AckInFunctionAndNextOfKeySql(const SqlFunction& f) {
-  return AckThen(WithId(5), NextOfKeySql(), CallOnRow(f));
+std::string AckInFunctionAndNextOfKeySql(const SqlFunction& f, bool pauses) {
+  return AckThen(WithId(5), NextOfKeySql(pauses), CallOnRow(f));
 }
 
 }  // namespace
@@ -106,14 +106,15 @@ bool IsFunctionName(const std::string& name) {
   return std::regex_match(name, kFunctionName);
 }
 
-void PrepareFunctionAcks(pqxx::connection& conn, const SqlFunction& function) {
+void PrepareFunctionAcks(pqxx::connection& conn, const SqlFunction& function,
+                         bool pauses) {
   if (function.arrays) {
     Prepare(conn, kAckInFunctionOnArrays, AckInFunctionOnArraysSql(function));
     return;
   }
   Prepare(conn, kAckInFunction, AckInFunctionSql(function));
   Prepare(conn, kAckInFunctionAndNextOfKey,
-          AckInFunctionAndNextOfKeySql(function));
+          AckInFunctionAndNextOfKeySql(function, pauses));
 }
 
 int64_t AckInFunction(pqxx::connection& conn, const ClaimRef& ref,

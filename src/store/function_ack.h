@@ -40,7 +40,10 @@ bool IsFunctionName(const std::string& name);
 // Prepares the statements below for `function` on `conn` (lazily, as
 // PrepareItemStatements does, after it): AckInFunctionOnArrays's for a
 // function on arrays, the other two's for a function of single items.
-void PrepareFunctionAcks(pqxx::connection& conn, const SqlFunction& function);
+// `pauses`: what PrepareItemStatements returned (the read of a key's next
+// item enforces pauses when the schema has them).
+void PrepareFunctionAcks(pqxx::connection& conn, const SqlFunction& function,
+                         bool pauses);
 
 // The fenced delete of the item `id` (DeleteClaimedNow), calling the
 // function of single items on it if it deletes it, in autocommit. Returns

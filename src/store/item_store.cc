@@ -28,19 +28,21 @@ namespace {
 // it. The first column says whether the take still holds, so a claim
 // under a dropped take or an expired session fails instead of reading as
 // "no items"; the items come along the primary key from the sweep cursor,
-// O(limit) whatever the backlog.
+// O(limit) whatever the backlog. With `pauses` (schema 17), nothing of a
+// paused group or key.
 constexpr char kClaim[] = "sqlgroup_claim";
-const std::string& ClaimSql() {
-  static const std::string* const kSql = new std::string(absl::StrCat(
+std::string ClaimSql(bool pauses) {
+  return absl::StrCat(
       "SELECT t.owned, ", kClaimedColumns, " FROM (SELECT ",
       TakeHeld(2, 3, 4, false),
       " AS owned) t "
       "LEFT JOIN LATERAL (SELECT id, key, payload, attempts, enqueued_at "
-      "  FROM sqlgroup.items WHERE t.owned AND group_name = $1 "
+      "  FROM sqlgroup.items WHERE t.owned",
+      GroupOpen(pauses),
+      " AND group_name = $1 "
       "  AND id BETWEEN $5::uuid AND $6::uuid "
-      "  AND not_before <= clock_timestamp() ORDER BY id LIMIT $7) i "
-      "ON true"));
-  return *kSql;
+      "  AND not_before <= clock_timestamp()",
+      KeyOpen(pauses, ""), " ORDER BY id LIMIT $7) i ON true");
 }
 
 // $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch.
@@ -93,10 +95,8 @@ const std::string& AckOfTakesSql() {
 // claim reads the statement's snapshot, from before the delete, so it must
 // start after the acknowledged ids ($5 past the last of them).
 constexpr char kAckAndClaim[] = "sqlgroup_ack_and_claim";
-const std::string& AckAndClaimSql() {
-  static const std::string* const kSql =
-      new std::string(AckThen(WithIds(8), ClaimSql()));
-  return *kSql;
+std::string AckAndClaimSql(bool pauses) {
+  return AckThen(WithIds(8), ClaimSql(pauses));
 }
 
 // $1 group, $2 ids (uuid[]), $3 session, $4 part, $5 epoch, $6 error,
@@ -138,13 +138,15 @@ constexpr char kProbe[] = "sqlgroup_probe";
 // Per part: whether an item is due and, only when none is, the soonest of
 // the first waiting ones (both along the primary key from the range start):
 // a part with a backlog of due items costs one row.
-const std::string& ProbeSql() {
-  static const std::string* const kSql = new std::string(absl::StrCat(
+std::string ProbeSql(bool pauses) {
+  return absl::StrCat(
       "SELECT b.part, d.due, ", MicrosOf("w.soonest - clock_timestamp()"),
       " FROM unnest($2::int[], $3::uuid[], $4::uuid[]) AS b(part, lo, hi) "
       "CROSS JOIN LATERAL (SELECT EXISTS (SELECT 1 FROM sqlgroup.items i "
       "  WHERE i.group_name = $1 AND i.id BETWEEN b.lo AND b.hi "
-      "  AND i.not_before <= clock_timestamp()) AS due) d "
+      "  AND i.not_before <= clock_timestamp()",
+      GroupOpen(pauses), KeyOpen(pauses, "i."),
+      ") AS due) d "
       "CROSS JOIN LATERAL (SELECT CASE WHEN d.due THEN NULL ELSE ("
       "  SELECT min(x.not_before) FROM (SELECT i.not_before "
       "    FROM sqlgroup.items i WHERE i.group_name = $1 "
@@ -153,8 +155,7 @@ const std::string& ProbeSql() {
       kProbeLookahead,
       ") x WHERE x.not_before > '-infinity' "
       "  AND x.not_before < 'infinity') END AS soonest) w "
-      "WHERE d.due OR w.soonest IS NOT NULL"));
-  return *kSql;
+      "WHERE d.due OR w.soonest IS NOT NULL");
 }
 
 // $1 group, $2 parts, $3 first keys, $4 last keys, $5 cap. Per part: how
@@ -213,7 +214,7 @@ void AnnounceItems(pqxx::work& tx, const std::string& group,
 
 }  // namespace
 
-void PrepareItemStatements(pqxx::connection& conn) {
+bool PrepareItemStatements(pqxx::connection& conn) {
   // Through a pooler in transaction mode a session setting would reach
   // other clients of the same server connection, and this one's next
   // transaction may run on another: nothing is set.
@@ -243,18 +244,20 @@ void PrepareItemStatements(pqxx::connection& conn) {
       }
     }
   }
-  Prepare(conn, kClaim, ClaimSql());
+  const bool pauses = SchemaHasPauses(conn);
+  Prepare(conn, kClaim, ClaimSql(pauses));
   Prepare(conn, kAck, AckSql());
   Prepare(conn, kAckOne, AckOneSql());
-  Prepare(conn, kAckAndClaim, AckAndClaimSql());
+  Prepare(conn, kAckAndClaim, AckAndClaimSql(pauses));
   Prepare(conn, kAckOfTakes, AckOfTakesSql());
   Prepare(conn, kRelease, ReleaseSql());
   Prepare(conn, kDeadLetter, DeadLetterSql());
-  Prepare(conn, kProbe, ProbeSql());
+  Prepare(conn, kProbe, ProbeSql(pauses));
   Prepare(conn, kLag, kLagSql);
   Prepare(conn, kLagSample, kLagSampleSql);
   Prepare(conn, kOldestWaiting, kOldestWaitingSql);
-  PrepareKeyedStatements(conn);
+  PrepareKeyedStatements(conn, pauses);
+  return pauses;
 }
 
 absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,

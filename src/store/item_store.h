@@ -34,8 +34,10 @@ namespace sqlgroup::store {
 // sequential and bitmap scans off: the statements walk the primary key,
 // and the statistics of a queue that churns (nearly empty) made plans that
 // read the whole table on every ack. Ignored by a server that has no such
-// setting.
-void PrepareItemStatements(pqxx::connection& conn);
+// setting. The claims and probes enforce pauses when the schema has them
+// (SchemaHasPauses, schema 17): returns whether it does, for the
+// statements prepared after these (PrepareFunctionAcks).
+bool PrepareItemStatements(pqxx::connection& conn);
 
 // Reads up to `limit` due items with keys in [from, last], in key order,
 // for the take `ref`. Writes nothing: the take is the claim, since only

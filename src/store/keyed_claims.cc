@@ -86,10 +86,11 @@ std::string StepFrom(const std::string& x) {
 // kClaimRuns). Returns, on every row: owned, the item
 // columns (NULL when none), then the steps walked, the due heads seen and
 // where the walk's last step ended, so that the caller knows where to go
-// on. Writes nothing, like the sweep's claim.
+// on. Writes nothing, like the sweep's claim. With `pauses` (schema 17), a
+// paused key's head is not due, and a paused group has no walk.
 constexpr char kClaimHeads[] = "sqlgroup_claim_heads";
-const std::string& ClaimHeadsSql() {
-  static const std::string* const kSql = new std::string(absl::StrCat(
+std::string ClaimHeadsSql(bool pauses) {
+  return absl::StrCat(
       "WITH RECURSIVE t AS (SELECT ", TakeHeld(2, 3, 4, false),
       " AS owned), "
       "walk (id, run_end, unkeyed, step, due, n_due) AS ("
@@ -98,9 +99,12 @@ const std::string& ClaimHeadsSql() {
       "    CASE WHEN f.unkeyed THEN r.n ELSE f.due::int END "
       "  FROM t CROSS JOIN LATERAL ("
       "    SELECT i.id, i.key IS NULL AS unkeyed, ",
-      FirstHeadDue("$1"),
-      "      AND left(i.id::text, 18) <> ALL($10::text[]) AS due "
-      "    FROM sqlgroup.items i WHERE t.owned AND i.group_name = $1 "
+      FirstHeadDue("$1"), "      AND left(i.id::text, 18) <> ALL($10::text[])",
+      KeyOpen(pauses, "i."),
+      " AS due "
+      "    FROM sqlgroup.items i WHERE t.owned",
+      GroupOpen(pauses),
+      " AND i.group_name = $1 "
       "    AND i.id BETWEEN $5::uuid AND $6::uuid ORDER BY i.id LIMIT 1) f "
       "  CROSS JOIN LATERAL (",
       StepFrom("f"),
@@ -112,7 +116,9 @@ const std::string& ClaimHeadsSql() {
       "  FROM walk w CROSS JOIN LATERAL ("
       "    SELECT i.id, i.key IS NULL AS unkeyed, "
       "      i.not_before <= clock_timestamp() "
-      "      AND left(i.id::text, 18) <> ALL($10::text[]) AS due "
+      "      AND left(i.id::text, 18) <> ALL($10::text[])",
+      KeyOpen(pauses, "i."),
+      " AS due "
       "    FROM sqlgroup.items i WHERE i.group_name = $1 "
       "    AND i.id > w.run_end AND i.id <= $6::uuid ORDER BY i.id LIMIT 1) n "
       "  CROSS JOIN LATERAL (",
@@ -142,8 +148,7 @@ const std::string& ClaimHeadsSql() {
       "    AND i.id BETWEEN w.id AND w.run_end AND i.key IS NULL "
       "    AND i.not_before <= clock_timestamp() "
       "    AND left(i.id::text, 18) <> ALL($10::text[])) r "
-      "  WHERE w.due ORDER BY w.step, r.id LIMIT $7) i ON true"));
-  return *kSql;
+      "  WHERE w.due ORDER BY w.step, r.id LIMIT $7) i ON true");
 }
 
 // $1 group, $2 session, $3 part, $4 epoch, $5 cursor, $6 last key of the
@@ -160,10 +165,12 @@ const std::string& ClaimHeadsSql() {
 // statement, it took a window over the rows, a sort or a running
 // aggregate per claim, on the server's CPU. Returns, for every row read:
 // owned, the item columns (NULL when none; the payload NULL when the row
-// is not due itself), then whether it is due.
+// is not due itself), then whether it is due. With `pauses` (schema 17):
+// no row of a paused group or key is due, nor, with $9, one of the
+// cursor's key while an older item of it was requeued at its old place.
 constexpr char kClaimRuns[] = "sqlgroup_claim_runs";
-const std::string& ClaimRunsSql() {
-  static const std::string* const kSql = new std::string(absl::StrCat(
+std::string ClaimRunsSql(bool pauses) {
+  return absl::StrCat(
       "SELECT t.owned, i.id::text, i.key, "
       // A row held back goes without its payload (a key waiting with a
       // long backlog would otherwise ship claim_batch payloads each time).
@@ -175,17 +182,17 @@ const std::string& ClaimRunsSql() {
       "  SELECT j.id, j.key, j.payload, j.attempts, j.enqueued_at, "
       "    j.not_before <= clock_timestamp() "
       "    AND (cardinality($8::text[]) = 0 "
-      "      OR left(j.id::text, 18) <> ALL($8::text[])) "
-      "    AND (j.key IS NULL OR $9 "
-      "      OR left(j.id::text, 18) <> left($5::text, 18) "
+      "      OR left(j.id::text, 18) <> ALL($8::text[]))",
+      KeyOpen(pauses, "j."), GroupOpen(pauses), "    AND (j.key IS NULL OR ($9",
+      NoRequeuedBefore(pauses, "$5::uuid"),
+      ") OR left(j.id::text, 18) <> left($5::text, 18) "
       "      OR NOT EXISTS (SELECT 1 FROM sqlgroup.items e "
       "        WHERE e.group_name = $1 AND e.id >= ",
       BlockFirstSql("$5::uuid"),
       "        AND e.id < $5::uuid)) AS due "
       "  FROM sqlgroup.items j WHERE t.owned "
       "  AND j.group_name = $1 AND j.id BETWEEN $5::uuid AND $6::uuid "
-      "  ORDER BY j.id LIMIT $7) i ON true"));
-  return *kSql;
+      "  ORDER BY j.id LIMIT $7) i ON true");
 }
 
 // $1..$9 as in kClaimRuns, $10 ids (uuid[]): the ack of a batch and the
@@ -194,25 +201,25 @@ const std::string& ClaimRunsSql() {
 // at the next block, or right after them with $9 (so the look for older
 // items of the cursor's key, which would see them, is not made).
 constexpr char kAckAndClaimRuns[] = "sqlgroup_ack_and_claim_runs";
-const std::string& AckAndClaimRunsSql() {
-  static const std::string* const kSql =
-      new std::string(AckThen(WithIds(10), ClaimRunsSql()));
-  return *kSql;
+std::string AckAndClaimRunsSql(bool pauses) {
+  return AckThen(WithIds(10), ClaimRunsSql(pauses));
 }
 
 constexpr char kNextOfKey[] = "sqlgroup_next_of_key";
 
 }  // namespace
 
-const std::string& NextOfKeySql() {
-  static const std::string* const kSql = new std::string(absl::StrCat(
+std::string NextOfKeySql(bool pauses) {
+  return absl::StrCat(
       "SELECT t.owned, ", kClaimedColumns, " FROM (SELECT ",
       TakeHeld(2, 3, 4, false),
       " AS owned) t LEFT JOIN LATERAL (SELECT * FROM sqlgroup.items i "
-      "  WHERE t.owned AND i.group_name = $1 AND i.id > $5::uuid "
+      "  WHERE t.owned",
+      GroupOpen(pauses),
+      " AND i.group_name = $1 AND i.id > $5::uuid "
       "  AND i.id <= $6::uuid ORDER BY i.id LIMIT 1) i "
-      "ON i.not_before <= clock_timestamp()"));
-  return *kSql;
+      "ON i.not_before <= clock_timestamp()",
+      KeyOpen(pauses, "i."), NoRequeuedBefore(pauses, "$5::uuid"));
 }
 
 namespace {
@@ -221,31 +228,33 @@ namespace {
 // key's next item in one statement, as kAckAndClaim. The read sees the
 // snapshot from before the delete, and starts after $5.
 constexpr char kAckAndNextOfKey[] = "sqlgroup_ack_and_next_of_key";
-const std::string& AckAndNextOfKeySql() {
-  static const std::string* const kSql =
-      new std::string(AckThen(WithId(5), NextOfKeySql()));
-  return *kSql;
+std::string AckAndNextOfKeySql(bool pauses) {
+  return AckThen(WithId(5), NextOfKeySql(pauses));
 }
 
 // $1 group, $2 parts (int[]), $3 first keys (uuid[]), $4 last keys, $5
 // blocks to walk at most per part. Per part: a walk from the range's start
 // to its first due head; a part is due when it has one, or when the walk
 // was cut short (a claim then walks on from its cursor). Otherwise, when
-// the soonest of the heads it passed falls due.
+// the soonest of the heads it passed falls due. With `pauses` (schema 17),
+// a paused key's head is not due, and a paused group's parts have none.
 constexpr char kProbeHeads[] = "sqlgroup_probe_heads";
-const std::string& ProbeHeadsSql() {
-  static const std::string* const kSql = new std::string(absl::StrCat(
+std::string ProbeHeadsSql(bool pauses) {
+  return absl::StrCat(
       "WITH RECURSIVE walk (part, hi, id, step, due, nb) AS ("
       "  SELECT b.part, b.hi, i.id, 1, i.due, i.not_before "
       "  FROM unnest($2::int[], $3::uuid[], $4::uuid[]) AS b(part, lo, hi) "
       "  CROSS JOIN LATERAL (SELECT i.id, i.not_before, ",
-      FirstHeadDue("$1"),
-      "    AS due FROM sqlgroup.items i WHERE i.group_name = $1 "
+      FirstHeadDue("$1"), KeyOpen(pauses, "i."),
+      "    AS due FROM sqlgroup.items i WHERE i.group_name = $1",
+      GroupOpen(pauses),
       "    AND i.id BETWEEN b.lo AND b.hi ORDER BY i.id LIMIT 1) i "
       "  UNION ALL "
       "  SELECT w.part, w.hi, n.id, w.step + 1, n.due, n.not_before "
       "  FROM walk w CROSS JOIN LATERAL ("
-      "    SELECT i.id, i.not_before, i.not_before <= clock_timestamp() AS due "
+      "    SELECT i.id, i.not_before, i.not_before <= clock_timestamp()",
+      KeyOpen(pauses, "i."),
+      " AS due "
       "    FROM sqlgroup.items i WHERE i.group_name = $1 "
       "    AND i.id > ",
       BlockLastSql("w.id"),
@@ -254,8 +263,7 @@ const std::string& ProbeHeadsSql() {
       "SELECT part, bool_or(due) OR max(step) >= $5, ",
       MicrosOf("min(nb) FILTER (WHERE NOT due AND nb > clock_timestamp() "
                "AND nb < 'infinity') - clock_timestamp()"),
-      " FROM walk GROUP BY part"));
-  return *kSql;
+      " FROM walk GROUP BY part");
 }
 
 // $1 group, $2 parts (int[]), $3 first keys (uuid[]), $4 last keys, $5
@@ -366,13 +374,13 @@ absl::StatusOr<HeadClaim> RunsOf(const pqxx::result& r, int first,
 
 }  // namespace
 
-void PrepareKeyedStatements(pqxx::connection& conn) {
-  Prepare(conn, kClaimHeads, ClaimHeadsSql());
-  Prepare(conn, kClaimRuns, ClaimRunsSql());
-  Prepare(conn, kAckAndClaimRuns, AckAndClaimRunsSql());
-  Prepare(conn, kNextOfKey, NextOfKeySql());
-  Prepare(conn, kAckAndNextOfKey, AckAndNextOfKeySql());
-  Prepare(conn, kProbeHeads, ProbeHeadsSql());
+void PrepareKeyedStatements(pqxx::connection& conn, bool pauses) {
+  Prepare(conn, kClaimHeads, ClaimHeadsSql(pauses));
+  Prepare(conn, kClaimRuns, ClaimRunsSql(pauses));
+  Prepare(conn, kAckAndClaimRuns, AckAndClaimRunsSql(pauses));
+  Prepare(conn, kNextOfKey, NextOfKeySql(pauses));
+  Prepare(conn, kAckAndNextOfKey, AckAndNextOfKeySql(pauses));
+  Prepare(conn, kProbeHeads, ProbeHeadsSql(pauses));
   Prepare(conn, kBlocked, BlockedSql());
 }
 

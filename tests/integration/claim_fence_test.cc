@@ -172,11 +172,13 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
   store::AckAndNextOfKey(worker, ref, kOtherPart);
   ASSERT_TRUE(store::ProbeHeads(worker, kGroup, {0}, {r}, 64).ok());
   ASSERT_TRUE(store::MeasureBlocked(worker, kGroup, {0}, {r}, 100).ok());
-  store::PrepareFunctionAcks(worker, {.name = "public.handle"});
+  store::PrepareFunctionAcks(worker, {.name = "public.handle"},
+                             /*pauses=*/true);
   store::AckInFunction(worker, ref, kOtherPart);
   store::AckInFunctionAndNextOfKey(worker, ref, kOtherPart);
   store::PrepareFunctionAcks(worker,
-                             {.name = "public.handle_all", .arrays = true});
+                             {.name = "public.handle_all", .arrays = true},
+                             /*pauses=*/true);
   store::AckInFunctionOnArrays(worker, ref, {kOtherPart});
   const std::string a = FormatUuid(r.first), z = FormatUuid(r.last);
   const std::string take = absl::StrCat("'", kSession, "', 0, ", ref.epoch);
@@ -366,7 +368,8 @@ TEST_F(ClaimFenceTest, ASharedAckOfAZombieOrADroppedTakeDeletesNothing) {
 // items the fence lets it delete: never under a take that is gone, never
 // twice for an item.
 TEST_F(ClaimFenceTest, ASqlFunctionRunsOnlyOnWhatTheFencedAckDeletes) {
-  store::PrepareFunctionAcks(*conn_, {.name = "public.handle"});
+  store::PrepareFunctionAcks(*conn_, {.name = "public.handle"},
+                             /*pauses=*/true);
   Drop(0);
   const store::ClaimRef again = Take(0);
   EXPECT_EQ(store::AckInFunction(*conn_, ref_, kFirst), 0);
@@ -381,7 +384,8 @@ TEST_F(ClaimFenceTest, ASqlFunctionRunsOnlyOnWhatTheFencedAckDeletes) {
 
 TEST_F(ClaimFenceTest, ASqlFunctionOnArraysIsCalledOncePerBatch) {
   store::PrepareFunctionAcks(*conn_,
-                             {.name = "public.handle_all", .arrays = true});
+                             {.name = "public.handle_all", .arrays = true},
+                             /*pauses=*/true);
   EXPECT_EQ(store::AckInFunctionOnArrays(*conn_, ref_, {}), 0);
   EXPECT_EQ(store::AckInFunctionOnArrays(*conn_, ref_, {kSecond, kFirst}), 2);
   EXPECT_THAT(Calls(), ElementsAre(kFirst, kSecond));
@@ -393,7 +397,8 @@ TEST_F(ClaimFenceTest, ASqlFunctionOnArraysIsCalledOncePerBatch) {
 // An error the function raises undoes the whole statement, the delete
 // with it, and reaches the caller with its SQLSTATE (SGDLQ: dead-letter).
 TEST_F(ClaimFenceTest, ASqlFunctionsErrorUndoesItsAck) {
-  store::PrepareFunctionAcks(*conn_, {.name = "public.handle"});
+  store::PrepareFunctionAcks(*conn_, {.name = "public.handle"},
+                             /*pauses=*/true);
   pqxx::nontransaction(*conn_).exec_params(
       "UPDATE sqlgroup.items SET payload = 'dead' WHERE id = $1", kFirst);
   try {
@@ -467,7 +472,8 @@ TEST_F(ClaimFenceTest, ASqlFunctionThatCannotBeCalledIsRefusedByTheCheck) {
 // the function replaced by one of another result type, the statements
 // prepared before go on (a plan must not change its result type, 0A000).
 TEST_F(ClaimFenceTest, ASqlFunctionReplacedWithAnotherResultTypeGoesOn) {
-  store::PrepareFunctionAcks(*conn_, {.name = "public.handle"});
+  store::PrepareFunctionAcks(*conn_, {.name = "public.handle"},
+                             /*pauses=*/true);
   EXPECT_EQ(store::AckInFunction(*conn_, ref_, kFirst), 1);
   pqxx::nontransaction(*conn_).exec(
       "DROP FUNCTION public.handle(text, bytea, uuid); "
