@@ -1,6 +1,7 @@
 #include "sqlgroup/admin.h"
 
 #include "absl/strings/str_cat.h"
+#include "admin_impl.h"
 #include "grants.h"
 #include "keyspace.h"
 #include "migrations.h"
@@ -10,6 +11,7 @@
 #include "store/db_connection.h"
 #include "store/describe_store.h"
 #include "store/group_store.h"
+#include "store/operations_store.h"
 #include "store/schema_store.h"
 
 namespace sqlgroup {
@@ -100,10 +102,6 @@ absl::Status GroupConfig::Validate() const {
 }
 
 int SchemaVersionKnown() { return internal::LatestKnownVersion(); }
-
-struct Admin::Impl {
-  std::optional<store::DbConnection> conn;  // set by Connect
-};
 
 Admin::Admin(AdminOptions options)
     : options_(std::move(options)), impl_(std::make_unique<Impl>()) {}
@@ -198,9 +196,10 @@ absl::StatusOr<std::vector<GroupConfig>> Admin::ListGroups() {
 }
 
 absl::Status Admin::GrantRoles(const RoleGrants& roles) {
-  if (roles.member_role.empty() && roles.producer_role.empty()) {
+  if (roles.member_role.empty() && roles.producer_role.empty() &&
+      roles.operator_role.empty()) {
     return absl::InvalidArgumentError(
-        "grant needs a member role and/or a producer role");
+        "grant needs a member, a producer and/or an operator role");
   }
   ASSIGN_OR_RETURN(const internal::SchemaState schema,
                    store::CheckSchema(*impl_->conn));
@@ -210,6 +209,9 @@ absl::Status Admin::GrantRoles(const RoleGrants& roles) {
   }
   if (!roles.producer_role.empty()) {
     grants.emplace_back("producer", roles.producer_role);
+  }
+  if (!roles.operator_role.empty()) {
+    grants.emplace_back("operator", roles.operator_role);
   }
   std::string sql;
   for (const auto& [kind, role] : grants) {
@@ -241,7 +243,11 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
   ASSIGN_OR_RETURN(GroupConfig config, GetGroup(name));
   ASSIGN_OR_RETURN(const internal::SchemaState schema,
                    store::CheckSchema(*impl_->conn));
-  return store::DescribeGroup(*impl_->conn, config, count_lag, schema);
+  ASSIGN_OR_RETURN(
+      GroupDescription d,
+      store::DescribeGroup(*impl_->conn, config, count_lag, schema));
+  ASSIGN_OR_RETURN(d.pauses, store::ListPauses(*impl_->conn, name));
+  return d;
 }
 
 }  // namespace sqlgroup

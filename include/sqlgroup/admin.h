@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "sqlgroup/operations.h"
 #include "sqlgroup/pool_mode.h"
 
 namespace sqlgroup {
@@ -181,6 +182,11 @@ struct RoleGrants {
   std::string member_role;
   // Runs Producers: reads groups, inserts items (sql/grants/producer.sql).
   std::string producer_role;
+  // Operates the items (sqlgroup/operations.h): lists, shows, requeues and
+  // purges dead letters, lists and shows waiting items, pauses and
+  // resumes groups and keys, through the schema's functions only
+  // (sql/grants/operator.sql). Reads groups; writes no table itself.
+  std::string operator_role;
 };
 
 // A change of a group's part count (Admin::AlterParts).
@@ -201,6 +207,9 @@ struct GroupDescription {
   std::vector<MemberInfo> members;  // lexical order of session id
   std::vector<PartInfo> parts;      // part order
   int64_t dead_items = 0;
+  // The group's pauses (the whole group's first, then keys'); empty when
+  // it runs, and on a schema before 17.
+  std::vector<Pause> pauses;
   // The database's schema version, and the oldest schema a member may
   // know to run against it (docs/UPGRADING.md).
   int schema_version = 0;
@@ -281,6 +290,50 @@ class Admin {
   // backlog; without it, describe is cheap enough to poll.
   absl::StatusOr<GroupDescription> DescribeGroup(const std::string& name,
                                                  bool count_lag = true);
+
+  // Operating the items (sqlgroup/operations.h, docs/OPERATIONS.md). Each
+  // is one transaction through a function of the schema; errors are
+  // sentences: NOT_FOUND (no such group, dead letter or item),
+  // INVALID_ARGUMENT (a selection not exactly one, a bad id or value),
+  // FAILED_PRECONDITION (a schema before 17: migrate), PERMISSION_DENIED
+  // (the role lacks `sqlgroup grant --operator_role`).
+  //
+  // The group's dead letters that match `filter`, oldest death first.
+  absl::StatusOr<std::vector<DeadItem>> ListDead(const std::string& group,
+                                                 const DeadFilter& filter = {});
+  // One dead letter with its payload.
+  absl::StatusOr<DeadItem> ShowDead(const std::string& group,
+                                    const std::string& id);
+  // Puts the selected dead letters back into the group with a fresh
+  // attempt count, at `position` in their keys, and wakes its members; the
+  // items are handed out again like any other (and may die again). With
+  // `dry_run`, returns what it would do and changes nothing.
+  absl::StatusOr<std::vector<RequeuedItem>> RequeueDead(
+      const std::string& group, const DeadSelection& selection,
+      RequeuePosition position = RequeuePosition::kOriginal,
+      bool dry_run = false);
+  // Deletes the selected dead letters for good (DeadItem without payload
+  // nor error: id, key, died_at). `dry_run` as above.
+  absl::StatusOr<std::vector<DeadItem>> PurgeDead(
+      const std::string& group, const DeadSelection& selection,
+      bool dry_run = false);
+  // The group's waiting items that match `filter`, in key order.
+  absl::StatusOr<std::vector<WaitingItem>> ListItems(
+      const std::string& group, const ItemFilter& filter = {});
+  // One waiting item with its whole payload.
+  absl::StatusOr<WaitingItem> ShowItem(const std::string& group,
+                                       const std::string& id);
+  // Pauses the group (`key` nullopt) or one key of it: from the commit on,
+  // no member hands out its items (each claim reads the pauses); items
+  // already in a handler finish and are acknowledged. Stored in the
+  // database, so it holds through restarts, rebalances and part-count
+  // changes. False when it was paused already.
+  absl::StatusOr<bool> PauseGroup(const std::string& group,
+                                  const std::optional<std::string>& key = {});
+  // Ends that pause and wakes the members. Resuming the group leaves the
+  // keys paused one by one paused. False when it was not paused.
+  absl::StatusOr<bool> ResumeGroup(const std::string& group,
+                                   const std::optional<std::string>& key = {});
 
  private:
   struct Impl;  // the connection; keeps pqxx out of this header

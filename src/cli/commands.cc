@@ -21,14 +21,6 @@
 #include "status_macros.h"
 
 namespace sqlgroup::cli {
-namespace {
-
-struct Command {
-  std::string synopsis;
-  std::vector<std::string> flags;
-  int positional;  // exact number of arguments after the command words
-  std::function<absl::Status(const Args&)> run;
-};
 
 absl::StatusOr<std::unique_ptr<Admin>> ConnectAdmin() {
   AdminOptions options;
@@ -41,6 +33,16 @@ void Print(const std::string& text) {
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fflush(stdout);
 }
+
+namespace {
+
+struct Command {
+  std::string synopsis;
+  std::vector<std::string> flags;
+  int positional;  // number of arguments after the command words
+  std::function<absl::Status(const Args&)> run;
+  bool more = false;  // `positional` or more (ids)
+};
 
 absl::Status Migrate(const Args&) {
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
@@ -180,9 +182,11 @@ absl::Status Grant(const Args&) {
   RoleGrants roles;
   roles.member_role = absl::GetFlag(FLAGS_member_role);
   roles.producer_role = absl::GetFlag(FLAGS_producer_role);
-  if (roles.member_role.empty() && roles.producer_role.empty()) {
+  roles.operator_role = absl::GetFlag(FLAGS_operator_role);
+  if (roles.member_role.empty() && roles.producer_role.empty() &&
+      roles.operator_role.empty()) {
     return absl::InvalidArgumentError(
-        "grant needs --member_role and/or --producer_role");
+        "grant needs --member_role, --producer_role and/or --operator_role");
   }
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
   RETURN_IF_ERROR(admin->GrantRoles(roles));
@@ -192,6 +196,10 @@ absl::Status Grant(const Args&) {
   }
   if (!roles.producer_role.empty()) {
     Print(absl::StrCat("granted producer privileges to ", roles.producer_role,
+                       "\n"));
+  }
+  if (!roles.operator_role.empty()) {
+    Print(absl::StrCat("granted operator privileges to ", roles.operator_role,
                        "\n"));
   }
   return absl::OkStatus();
@@ -205,9 +213,9 @@ const std::map<std::string, Command>& Commands() {
         0,
         Migrate}},
       {"grant",
-       {"grant [--member_role ROLE] [--producer_role ROLE]  (least "
-        "privileges; again after each migrate)",
-        {"member_role", "producer_role"},
+       {"grant [--member_role ROLE] [--producer_role ROLE] [--operator_role "
+        "ROLE]  (least privileges; again after each migrate)",
+        {"member_role", "producer_role", "operator_role"},
         0,
         Grant}},
       {"group create",
@@ -267,6 +275,42 @@ const std::map<std::string, Command>& Commands() {
         0,
         RunConsume}},
       {"demo", {"demo [--duration 60s]", {"duration"}, 0, RunDemo}},
+      {"dead list",
+       {"dead list GROUP [--key K] [--error TEXT] [--since T] [--limit 100] "
+        "[--json]",
+        {"key", "error", "since", "limit", "json"},
+        1,
+        RunDeadList}},
+      {"dead show", {"dead show GROUP ID [--json]", {"json"}, 2, RunDeadShow}},
+      {"dead requeue",
+       {"dead requeue GROUP (ID... | --key K | --error TEXT | --all) "
+        "[--position original|tail] [--dry_run]",
+        {"key", "error", "all", "position", "dry_run"},
+        1,
+        RunDeadRequeue,
+        true}},
+      {"dead purge",
+       {"dead purge GROUP (ID... | --key K | --older_than D | --all) "
+        "[--dry_run]",
+        {"key", "older_than", "all", "dry_run"},
+        1,
+        RunDeadPurge,
+        true}},
+      {"items list",
+       {"items list GROUP [--key K] [--part N] [--limit 100] [--json]",
+        {"key", "part", "limit", "json"},
+        1,
+        RunItemsList}},
+      {"items show",
+       {"items show GROUP ID [--json]", {"json"}, 2, RunItemsShow}},
+      {"group pause",
+       {"group pause GROUP [--key K]  (no item of the group, or of the key, "
+        "is handed out until resumed; items in flight finish)",
+        {"key"},
+        1,
+        RunGroupPause}},
+      {"group resume",
+       {"group resume GROUP [--key K]", {"key"}, 1, RunGroupResume}},
       {"postgres",
        {"postgres [--port 0] [--data_dir DIR | --keep] [--durable]  (a "
         "private PostgreSQL until SIGINT/SIGTERM; prints its DSN)",
@@ -386,7 +430,8 @@ absl::Status RunCommand(const Args& args) {
     const Command& c = it->second;
     const Args rest(args.begin() + words, args.end());
     RETURN_IF_ERROR(CheckFlagsApply(name, c.flags));
-    if (static_cast<int>(rest.size()) != c.positional) {
+    if (static_cast<int>(rest.size()) != c.positional &&
+        !(c.more && static_cast<int>(rest.size()) > c.positional)) {
       return absl::InvalidArgumentError(
           absl::StrCat("usage: sqlgroup ", c.synopsis));
     }

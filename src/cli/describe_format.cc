@@ -96,6 +96,17 @@ std::string DescriptionText(const GroupDescription& d) {
       d.config.assignor, absl::FormatDuration(d.config.session_ttl),
       absl::FormatDuration(d.config.heartbeat_interval), d.members.size(),
       d.dead_items, d.schema_version);
+  for (const Pause& p : d.pauses) {
+    absl::StrAppend(&out,
+                    p.key ? absl::StrCat("PAUSED key ", JsonString(*p.key))
+                          : std::string("PAUSED (the whole group)"),
+                    " since ",
+                    absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", p.paused_at,
+                                     absl::UTCTimeZone()),
+                    " by ", p.paused_by, " (`sqlgroup group resume ",
+                    d.config.name, p.key ? " --key KEY" : "",
+                    "` resumes it)\n");
+  }
   if (const auto& c = d.last_parts_change) {
     const std::string at =
         absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", c->at, absl::UTCTimeZone());
@@ -208,9 +219,19 @@ std::string DescriptionJson(const GroupDescription& d) {
         ",\"first_key\":", JsonString(p.first_key),
         ",\"last_key\":", JsonString(p.last_key), "}"));
   }
+  bool group_paused = false;
+  std::vector<std::string> paused_keys;
+  for (const Pause& p : d.pauses) {
+    if (p.key) {
+      paused_keys.push_back(JsonString(*p.key));
+    } else {
+      group_paused = true;
+    }
+  }
   return absl::StrCat(
       "{\"group\":", JsonString(d.config.name),
-      ",\"part_count\":", d.config.parts,
+      ",\"paused\":", group_paused ? "true" : "false", ",\"paused_keys\":[",
+      absl::StrJoin(paused_keys, ","), "]", ",\"part_count\":", d.config.parts,
       ",\"ordering\":", JsonString(OrderingName(d.config.ordering)),
       ",\"assignor\":", JsonString(d.config.assignor),
       ",\"parts_change\":", PartsChangeJson(d.last_parts_change),

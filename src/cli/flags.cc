@@ -183,6 +183,27 @@ ABSL_FLAG(std::string, member_role, "",
           "grant: the database role members (consume) connect as");
 ABSL_FLAG(std::string, producer_role, "",
           "grant: the database role producers (produce) connect as");
+ABSL_FLAG(std::string, operator_role, "",
+          "grant: the database role operators (dead, items, group pause) "
+          "connect as");
+ABSL_FLAG(std::string, error, "",
+          "dead: only dead letters whose last error contains this text");
+ABSL_FLAG(std::string, since, "",
+          "dead list: only dead letters that died since then: a time "
+          "(2026-11-28T10:00:00Z) or an age (1h: an hour ago)");
+ABSL_FLAG(int32_t, limit, 100, "dead list, items list: at most this many");
+ABSL_FLAG(bool, all, false, "dead requeue, dead purge: every dead letter");
+ABSL_FLAG(std::string, position, "original",
+          "dead requeue: original (back at its old place in its key, ahead "
+          "of the key's later items still waiting) or tail (after its key's "
+          "last item, as if enqueued now)");
+ABSL_FLAG(bool, dry_run, false,
+          "dead requeue, dead purge: say what would be done, change nothing");
+ABSL_FLAG(absl::Duration, older_than, absl::ZeroDuration(),
+          "dead purge: the dead letters that died longer ago than this");
+ABSL_FLAG(int32_t, part, -1,
+          "items list: only the items of this part (of the group's part "
+          "count now)");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off");
 

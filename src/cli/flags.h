@@ -66,6 +66,15 @@ ABSL_DECLARE_FLAG(std::string, data_dir);
 ABSL_DECLARE_FLAG(bool, keep);
 ABSL_DECLARE_FLAG(std::string, member_role);
 ABSL_DECLARE_FLAG(std::string, producer_role);
+ABSL_DECLARE_FLAG(std::string, operator_role);
+ABSL_DECLARE_FLAG(std::string, error);
+ABSL_DECLARE_FLAG(std::string, since);
+ABSL_DECLARE_FLAG(int32_t, limit);
+ABSL_DECLARE_FLAG(bool, all);
+ABSL_DECLARE_FLAG(std::string, position);
+ABSL_DECLARE_FLAG(bool, dry_run);
+ABSL_DECLARE_FLAG(absl::Duration, older_than);
+ABSL_DECLARE_FLAG(int32_t, part);
 
 namespace sqlgroup::cli {
 

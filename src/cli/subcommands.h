@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sqlgroup/admin.h"
 
 namespace spdlog {
 class logger;
@@ -20,6 +22,20 @@ absl::Status RunConsume(const Args& args);
 absl::Status RunProduce(const Args& args);
 absl::Status RunDemo(const Args& args);
 absl::Status RunPostgres(const Args& args);
+// Operating the items (operate_commands.cc).
+absl::Status RunDeadList(const Args& args);
+absl::Status RunDeadShow(const Args& args);
+absl::Status RunDeadRequeue(const Args& args);
+absl::Status RunDeadPurge(const Args& args);
+absl::Status RunItemsList(const Args& args);
+absl::Status RunItemsShow(const Args& args);
+absl::Status RunGroupPause(const Args& args);
+absl::Status RunGroupResume(const Args& args);
+
+// An Admin on --dsn (commands.cc).
+absl::StatusOr<std::unique_ptr<Admin>> ConnectAdmin();
+// `text` on stdout, flushed.
+void Print(const std::string& text);
 
 // The CLI's logger: stderr, level from --log_level.
 std::shared_ptr<spdlog::logger> CliLogger();
