@@ -1,0 +1,327 @@
+// Operating the items against a real PostgreSQL, with running members:
+// dead letters listed, shown, requeued (at their original place or at
+// their key's tail, the order checked from the database) and purged, by
+// the CLI and by the SQL functions as the least-privilege operator role;
+// members and producers refused them; pauses of a group and of a key that
+// hold within a second under load, through a member's restart and a
+// rebalance, until resumed.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <pqxx/pqxx>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "sqlgroup/admin.h"
+#include "sqlgroup/consumer.h"
+#include "sqlgroup/producer.h"
+#include "support/consumer_fixture.h"
+#include "support/subprocess.h"
+#include "support/wait.h"
+
+namespace sqlgroup {
+namespace {
+
+using testing::RunCli;
+using testing::TestRole;
+using testing::WaitFor;
+
+class OperateTest : public testing::ConsumerFixture {
+ protected:
+  void SetUp() override {
+    ConsumerFixture::SetUp();
+    pqxx::work tx(*conn_);
+    // The order in which handlers acknowledged items, by payload.
+    tx.exec("CREATE TABLE acks (n bigserial, payload text)");
+    tx.exec(
+        absl::StrCat("GRANT INSERT, SELECT ON acks TO ", testing::kMemberRole));
+    tx.exec(absl::StrCat("GRANT USAGE ON SEQUENCE acks_n_seq TO ",
+                         testing::kMemberRole));
+    tx.commit();
+  }
+
+  // Acknowledges each item by recording its payload in `acks`, except
+  // the payloads in `poison` while `poisoned` is set, which it
+  // dead-letters at once.
+  Handler Acker(std::shared_ptr<std::atomic<bool>> poisoned,
+                std::vector<std::string> poison) {
+    return [poisoned, poison](const Item& item, AckTransaction& ack) {
+      if (*poisoned && std::find(poison.begin(), poison.end(), item.payload) !=
+                           poison.end()) {
+        return DeadLetterVerdict("poison: the downstream refused it");
+      }
+      ack.work().exec_params("INSERT INTO acks (payload) VALUES ($1)",
+                             item.payload);
+      return absl::OkStatus();
+    };
+  }
+
+  void EnqueueKeyed(const std::string& group, const std::string& key, int from,
+                    int to) {
+    pqxx::work tx(*conn_);
+    for (int i = from; i < to; ++i) {
+      tx.exec_params("SELECT sqlgroup.enqueue($1, $2, $3::bytea)", group, key,
+                     absl::StrCat(key, ":", i));
+    }
+    tx.commit();
+  }
+
+  // The payloads of `key` in the order they were acknowledged.
+  std::vector<std::string> AckOrder(const std::string& key) {
+    pqxx::nontransaction tx(*conn_);
+    std::vector<std::string> out;
+    for (const auto& row :
+         tx.exec_params("SELECT payload FROM acks WHERE payload LIKE $1 "
+                        "ORDER BY n",
+                        key + ":%")) {
+      out.push_back(row[0].as<std::string>());
+    }
+    return out;
+  }
+
+  int64_t Acked() { return Count("SELECT count(*) FROM acks"); }
+  int64_t Dead() { return Count("SELECT count(*) FROM sqlgroup.dead_items"); }
+
+  // The id of the dead letter with `payload`.
+  std::string DeadId(const std::string& payload) {
+    pqxx::nontransaction tx(*conn_);
+    return tx
+        .exec_params1(
+            "SELECT id::text FROM sqlgroup.dead_items "
+            "WHERE payload = $1::bytea",
+            payload)[0]
+        .as<std::string>();
+  }
+
+  // A login role with `kind` grants ("operator", "producer").
+  void Grant(const TestRole& role, const std::string& kind) {
+    RoleGrants g;
+    (kind == "operator" ? g.operator_role : g.producer_role) = role.name();
+    ASSERT_TRUE(admin_->GrantRoles(g).ok());
+  }
+};
+
+TEST_F(OperateTest, DeadLettersThroughCliAndSqlAsTheOperatorOnly) {
+  TestRole op, producer;
+  CreateGroup("g", 4);
+  Grant(op, "operator");
+  Grant(producer, "producer");
+  const std::string op_dsn = op.Dsn(db_.name());
+  auto poisoned = std::make_shared<std::atomic<bool>>(true);
+  auto c = Start(Options("g", Acker(poisoned, {"a:1", "b:0"})));
+  EnqueueKeyed("g", "a", 0, 3);
+  EnqueueKeyed("g", "b", 0, 2);
+  ASSERT_TRUE(Drained(absl::Seconds(15)));
+  ASSERT_EQ(Dead(), 2);
+  ASSERT_EQ(Acked(), 3);
+
+  // list: both, with their keys and the error; --key narrows.
+  auto r = RunCli({"dead", "list", "g", "--dsn", op_dsn});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "poison: the downstream refused it"))
+      << r.out;
+  r = RunCli({"dead", "list", "g", "--key", "a", "--json", "--dsn", op_dsn});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, DeadId("a:1"))) << r.out;
+  EXPECT_FALSE(absl::StrContains(r.out, DeadId("b:0"))) << r.out;
+  // show: the payload as text.
+  r = RunCli({"dead", "show", "g", DeadId("a:1"), "--dsn", op_dsn});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "a:1")) << r.out;
+
+  // Neither a member nor a producer may requeue, purge or pause.
+  for (const std::string& dsn : {member_dsn_, producer.Dsn(db_.name())}) {
+    r = RunCli({"dead", "requeue", "g", "--all", "--dsn", dsn});
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_TRUE(absl::StrContains(r.err, "--operator_role")) << r.err;
+    r = RunCli({"group", "pause", "g", "--dsn", dsn});
+    EXPECT_NE(r.exit_code, 0);
+    EXPECT_TRUE(absl::StrContains(r.err, "--operator_role")) << r.err;
+  }
+  // Nor may the operator touch the tables themselves.
+  {
+    pqxx::connection as_op(op_dsn);
+    pqxx::work tx(as_op);
+    EXPECT_THROW(tx.exec("DELETE FROM sqlgroup.dead_items"),
+                 pqxx::insufficient_privilege);
+  }
+  EXPECT_EQ(Dead(), 2);
+
+  // A dry run changes nothing; a requeue by id brings the item back, and
+  // the handler, working again, acknowledges it.
+  r = RunCli(
+      {"dead", "requeue", "g", DeadId("a:1"), "--dry_run", "--dsn", op_dsn});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Dead(), 2);
+  *poisoned = false;
+  const std::string a1 = DeadId("a:1");
+  r = RunCli({"dead", "requeue", "g", a1, "--dsn", op_dsn});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "requeued 1 dead letter")) << r.out;
+  ASSERT_TRUE(WaitFor([&] { return Acked() == 4; }, absl::Seconds(5)));
+  EXPECT_EQ(AckOrder("a").back(), "a:1");
+
+  // Unknown ids change nothing and say so.
+  r = RunCli({"dead", "requeue", "g", a1, DeadId("b:0"), "--dsn", op_dsn});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.err, "has no dead letter " + a1)) << r.err;
+  EXPECT_EQ(Dead(), 1);
+
+  // The SQL function in the operator's own transaction: rolled back, the
+  // dead letter stays; committed, it goes.
+  {
+    pqxx::connection as_op(op_dsn);
+    {
+      pqxx::work tx(as_op);
+      EXPECT_EQ(tx.exec("SELECT * FROM sqlgroup.dead_purge('g', "
+                        "all_items => true)")
+                    .size(),
+                1u);
+      tx.abort();
+    }
+    EXPECT_EQ(Dead(), 1);
+    pqxx::work tx(as_op);
+    tx.exec("SELECT * FROM sqlgroup.dead_purge('g', of_key => 'b')");
+    tx.commit();
+  }
+  EXPECT_EQ(Dead(), 0);
+  r = RunCli({"dead", "purge", "g", "--key", "b", "--dsn", op_dsn});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(absl::StrContains(r.err, "nothing was purged")) << r.err;
+  c->Stop();
+}
+
+// Key "o" requeued at its original place goes ahead of its key's items
+// that waited; key "t" requeued at the tail goes after them; a requeued
+// item that fails again is dead again.
+TEST_F(OperateTest, RequeueOriginalAndTailOrderTheKeyAsDocumented) {
+  TestRole op;
+  CreateGroup("g", 2);
+  Grant(op, "operator");
+  auto poisoned = std::make_shared<std::atomic<bool>>(true);
+  auto c = Start(Options("g", Acker(poisoned, {"o:1", "t:1"})));
+  EnqueueKeyed("g", "o", 0, 3);
+  EnqueueKeyed("g", "t", 0, 3);
+  ASSERT_TRUE(Drained(absl::Seconds(15)));
+  ASSERT_EQ(Dead(), 2);
+  EXPECT_EQ(AckOrder("o"), (std::vector<std::string>{"o:0", "o:2"}));
+
+  // Later items wait behind paused keys while the dead come back.
+  ASSERT_TRUE(admin_->PauseGroup("g", "o").ok());
+  ASSERT_TRUE(admin_->PauseGroup("g", "t").ok());
+  EnqueueKeyed("g", "o", 3, 5);
+  EnqueueKeyed("g", "t", 3, 5);
+  *poisoned = false;
+  auto op_admin = Admin::Connect({.dsn = op.Dsn(db_.name())});
+  ASSERT_TRUE(op_admin.ok()) << op_admin.status();
+  auto original =
+      (*op_admin)->RequeueDead("g", {.key = "o"}, RequeuePosition::kOriginal);
+  ASSERT_TRUE(original.ok()) << original.status();
+  ASSERT_EQ(original->size(), 1u);
+  EXPECT_EQ((*original)[0].new_id, (*original)[0].id);
+  auto tail =
+      (*op_admin)->RequeueDead("g", {.key = "t"}, RequeuePosition::kTail);
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  ASSERT_EQ(tail->size(), 1u);
+  EXPECT_GT((*tail)[0].new_id, (*tail)[0].id);
+  // Listed in key order: the original one heads its key, the tail one
+  // follows its key's waiting items.
+  auto waiting = (*op_admin)->ListItems("g", {.key = "o"});
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  ASSERT_EQ(waiting->size(), 3u);
+  EXPECT_EQ((*waiting)[0].payload, "o:1");
+  EXPECT_TRUE((*waiting)[0].requeued_at.has_value());
+
+  ASSERT_TRUE((*op_admin)->ResumeGroup("g", "o").ok());
+  ASSERT_TRUE((*op_admin)->ResumeGroup("g", "t").ok());
+  ASSERT_TRUE(Drained(absl::Seconds(10)));
+  EXPECT_EQ(AckOrder("o"),
+            (std::vector<std::string>{"o:0", "o:2", "o:1", "o:3", "o:4"}));
+  EXPECT_EQ(AckOrder("t"),
+            (std::vector<std::string>{"t:0", "t:2", "t:3", "t:4", "t:1"}));
+
+  // Requeued, it may die again, and comes back once more.
+  *poisoned = true;
+  EnqueueKeyed("g", "x", 0, 1);
+  c->Stop();
+  c = Start(Options("g", Acker(poisoned, {"x:0"})));
+  ASSERT_TRUE(Drained(absl::Seconds(10)));
+  ASSERT_EQ(Dead(), 1);
+  ASSERT_TRUE((*op_admin)->RequeueDead("g", {.all = true}).ok());
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Dead() == 1 && Count("SELECT count(*) FROM sqlgroup.items") == 0;
+      },
+      absl::Seconds(10)));
+  c->Stop();
+}
+
+TEST_F(OperateTest, PauseHoldsUnderLoadThroughRestartAndRebalance) {
+  CreateGroup("g", 4);
+  auto poisoned = std::make_shared<std::atomic<bool>>(false);
+  auto first = Start(Options("g", Acker(poisoned, {})));
+  std::atomic<bool> producing{true};
+  std::atomic<int> produced{0};
+  std::thread producer([&] {
+    pqxx::connection conn(db_.dsn());
+    while (producing) {
+      pqxx::work tx(conn);
+      const int n = produced.fetch_add(1);
+      tx.exec_params("SELECT sqlgroup.enqueue('g', $1, $2::bytea)",
+                     absl::StrCat("k", n % 16), absl::StrCat("p:", n));
+      tx.commit();
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  });
+  ASSERT_TRUE(WaitFor([&] { return Acked() > 200; }, absl::Seconds(10)));
+  ASSERT_TRUE(admin_->PauseGroup("g").ok());
+  // Within a second no new item goes to a handler.
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const int64_t at_pause = Acked();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_EQ(Acked(), at_pause);
+  // A second member joins (a rebalance) and the first restarts: still
+  // paused.
+  auto second = Start(Options("g", Acker(poisoned, {})));
+  first->Stop();
+  first = Start(Options("g", Acker(poisoned, {})));
+  ASSERT_TRUE(Settles("g", 4, {first.get(), second.get()}));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(Acked(), at_pause);
+  auto d = admin_->DescribeGroup("g", /*count_lag=*/false);
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->pauses.size(), 1u);
+  EXPECT_FALSE(d->pauses[0].key.has_value());
+
+  // A paused key holds while the rest of the group goes on.
+  ASSERT_TRUE(admin_->PauseGroup("g", "k3").ok());
+  ASSERT_TRUE(admin_->ResumeGroup("g").ok());
+  ASSERT_TRUE(
+      WaitFor([&] { return Acked() > at_pause + 100; }, absl::Seconds(10)));
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const int64_t k3_waiting =
+      Count("SELECT count(*) FROM sqlgroup.items WHERE key = 'k3'");
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_GE(Count("SELECT count(*) FROM sqlgroup.items WHERE key = 'k3'"),
+            k3_waiting);
+  producing = false;
+  producer.join();
+  // Everything but k3 drains; k3 drains once resumed.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Count("SELECT count(*) FROM sqlgroup.items WHERE key <> 'k3'") ==
+               0;
+      },
+      absl::Seconds(10)));
+  EXPECT_GT(Count("SELECT count(*) FROM sqlgroup.items WHERE key = 'k3'"), 0);
+  ASSERT_TRUE(admin_->ResumeGroup("g", "k3").ok());
+  ASSERT_TRUE(Drained(absl::Seconds(10)));
+  EXPECT_EQ(Acked(), produced.load());
+  first->Stop();
+  second->Stop();
+}
+
+}  // namespace
+}  // namespace sqlgroup
