@@ -25,6 +25,28 @@ CREATE TABLE IF NOT EXISTS sqlgroup.pauses (
   CONSTRAINT pauses_key_or_group CHECK ((block = '') = (key IS NULL))
 );
 
+-- Members read the pauses in every claim: every role that may heartbeat a
+-- session (a member's, granted before this migration) may read them, so
+-- that members keep claiming once they prepare the new claims
+-- (sql/grants/member.sql has the grant for roles granted later).
+DO $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN
+    SELECT DISTINCT grantee FROM information_schema.column_privileges
+    WHERE table_schema = 'sqlgroup' AND table_name = 'sessions'
+      AND column_name = 'heartbeated_at' AND privilege_type = 'UPDATE'
+      AND grantee <> (SELECT tableowner FROM pg_catalog.pg_tables
+                      WHERE schemaname = 'sqlgroup' AND tablename = 'sessions')
+  LOOP
+    EXECUTE format('GRANT SELECT ON sqlgroup.pauses TO %s',
+                   CASE WHEN r.grantee = 'PUBLIC' THEN 'PUBLIC'
+                        ELSE quote_ident(r.grantee) END);
+  END LOOP;
+END
+$$;
+
 -- When an item was put back from the dead letters at its old place in
 -- its key (dead_requeue, position 'original'): it may be older than the
 -- key's item a member is handling now, whose successor the member reads
@@ -47,14 +69,15 @@ $fn$;
 
 -- The part of `parts` whose key range holds `id`: ranges start at
 -- floor(i * 2^128 / parts) (src/keyspace.cc), so the part is
--- ceil((id + 1) * parts / 2^128) - 1.
+-- ceil((id + 1) * parts / 2^128) - 1 = floor(((id + 1) * parts - 1) / 2^128),
+-- in integer division (numeric division rounds).
 CREATE OR REPLACE FUNCTION sqlgroup.id_part(id uuid, parts integer)
   RETURNS integer
   LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
   SET search_path = pg_catalog, pg_temp
 AS $fn$
-  SELECT (ceil((v + 1) * parts / 340282366920938463463374607431768211456::numeric)
-          - 1)::integer
+  SELECT div((v + 1) * parts - 1,
+             340282366920938463463374607431768211456::numeric)::integer
   FROM (SELECT (CASE WHEN h < 0 THEN h + 18446744073709551616 ELSE h END)
                * 18446744073709551616
                + CASE WHEN l < 0 THEN l + 18446744073709551616 ELSE l END AS v

@@ -788,8 +788,8 @@ CREATE FUNCTION sqlgroup.id_part(id uuid, parts integer) RETURNS integer
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-  SELECT (ceil((v + 1) * parts / 340282366920938463463374607431768211456::numeric)
-          - 1)::integer
+  SELECT div((v + 1) * parts - 1,
+             340282366920938463463374607431768211456::numeric)::integer
   FROM (SELECT (CASE WHEN h < 0 THEN h + 18446744073709551616 ELSE h END)
                * 18446744073709551616
                + CASE WHEN l < 0 THEN l + 18446744073709551616 ELSE l END AS v

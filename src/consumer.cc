@@ -218,6 +218,8 @@ class Consumer::Impl {
     member.ttl_ns = ttl_ns;
     auto key_order = std::make_shared<std::atomic<bool>>(settings_.key_order);
     member.key_order = key_order;
+    auto schema_version = std::make_shared<std::atomic<int>>(schema_.version);
+    member.schema_version = schema_version;
     member.channel = {.dsn = options_.dsn,
                       .group = options_.group,
                       .connect_timeout = options_.connect_timeout,
@@ -241,6 +243,7 @@ class Consumer::Impl {
                          .transaction_pooler = pooled(),
                          .ttl_ns = ttl_ns,
                          .key_order = key_order,
+                         .schema_version = schema_version,
                          .budget = budget_,
                          .lent = &lent_};
     worker.settle.group = options_.group;

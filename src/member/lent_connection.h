@@ -34,11 +34,12 @@ namespace sqlgroup {
 class LentConnection {
  public:
   // What a holder knows of the connection's session: the limits in effect
-  // (the control thread's and a worker's differ) and whether the workers'
-  // statements are prepared on it, and were run once.
+  // (the control thread's and a worker's differ) and the schema version the
+  // workers' statements were prepared for on it (0: not prepared), and
+  // whether they were run once.
   struct Session {
     store::ConnectionTimeouts timeouts;
-    bool item_statements = false;
+    int item_statements = 0;
     bool warm = false;  // run once (PartWorker::WarmUp)
   };
 

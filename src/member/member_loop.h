@@ -63,6 +63,9 @@ struct MemberConfig {
   // The group's ordering as last read (GroupSettings::key_order), for the
   // workers. Optional.
   std::shared_ptr<std::atomic<bool>> key_order;
+  // The database's schema version as last read (SchemaWatch), for the
+  // workers. Optional.
+  std::shared_ptr<std::atomic<int>> schema_version;
   // The control connection and the LISTENs; its budget is also reported
   // for describe.
   ControlChannelConfig channel;

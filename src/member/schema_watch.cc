@@ -41,6 +41,7 @@ absl::Status SchemaWatch::Check(const std::string& session) {
                             : note);
   }
   schema_ = *state;
+  if (config_.published) config_.published->store(state->version);
   if (session.empty() || recorded_ || !RecordsVersion()) {
     return absl::OkStatus();
   }

@@ -32,6 +32,9 @@ class SchemaWatch {
     internal::SchemaState at_start;
     // How often the schema is read without a notice.
     absl::Duration interval = absl::Seconds(5);
+    // Where the version read is published for the member's workers, whose
+    // statements depend on it. Optional.
+    std::shared_ptr<std::atomic<int>> published;
   };
   SchemaWatch(Config config, store::MembershipStore& store,
               std::shared_ptr<spdlog::logger> logger);

@@ -46,7 +46,7 @@ void WorkerConnection::WarmBorrowed() {
 
 bool WorkerConnection::Connect(bool own_wanted) {
   if (conn_ != nullptr) return true;
-  if (own_) {
+  if (own_ && (own_schema_ == SchemaNow() || PrepareOwnAgain())) {
     conn_ = own_.get();
     return true;
   }
@@ -129,6 +129,7 @@ WorkerConnection::Opened WorkerConnection::OpenOwn() {
   own_ = std::move(*conn);
   own_timeouts_ = store::ConnectionTimeouts(options);
   metrics_.ConnectionOpened("worker");
+  const int schema = SchemaNow();
   absl::Status s = store::Guard("prepare", [&] { PrepareStatements(*own_); });
   if (!s.ok()) {
     CloseOwn();
@@ -141,6 +142,7 @@ WorkerConnection::Opened WorkerConnection::OpenOwn() {
   }
   refused_ = false;
   connect_failures_ = 0;
+  own_schema_ = schema;
   conn_ = own_.get();
   timeouts_ = &own_timeouts_;
   own_since_ = absl::Now();
@@ -155,6 +157,20 @@ void WorkerConnection::PrepareStatements(pqxx::connection& conn) {
   if (kind_.in_function()) {
     store::PrepareFunctionAcks(conn, kind_.sql_function, pauses);
   }
+}
+
+bool WorkerConnection::PrepareOwnAgain() {
+  const int schema = SchemaNow();
+  const absl::Status s =
+      store::Guard("prepare", [&] { PrepareStatements(*own_); });
+  if (!s.ok()) {
+    log_->warn("worker={} dropping connection: {}", index_,
+               std::string(s.message()));
+    CloseOwn();
+    return false;
+  }
+  own_schema_ = schema;
+  return true;
 }
 
 void WorkerConnection::OpenAfterWarmTasks() {
@@ -217,7 +233,8 @@ bool WorkerConnection::BorrowControl(absl::Duration wait, bool with_slot) {
   borrowed_conn_ = home;  // conn_ is cleared if it breaks
   timeouts_ = &borrowed_session_->timeouts;
   metrics_.Borrowed();
-  if (!borrowed_session_->item_statements) {
+  if (const int schema = SchemaNow();
+      borrowed_session_->item_statements != schema) {
     absl::Status s =
         store::Guard("prepare", [&] { PrepareStatements(*conn_); });
     if (!s.ok()) {
@@ -225,7 +242,7 @@ bool WorkerConnection::BorrowControl(absl::Duration wait, bool with_slot) {
       GiveBack();  // nothing ran on it
       return false;
     }
-    borrowed_session_->item_statements = true;
+    borrowed_session_->item_statements = schema;
   }
   return true;
 }

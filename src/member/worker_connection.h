@@ -44,6 +44,10 @@ struct WorkerConnectionConfig {
   std::shared_ptr<std::atomic<int64_t>> ttl_ns;
   // The group's ordering (true: 'key'). Null: 'none'.
   std::shared_ptr<std::atomic<bool>> key_order;
+  // The database's schema version as the member last read it: statements
+  // prepared for another are prepared again (schema 17's claims enforce
+  // pauses). Null: never changes.
+  std::shared_ptr<std::atomic<int>> schema_version;
   // The process's connection budget, and the member's control connection
   // to borrow. Required.
   std::shared_ptr<ConnectionBudget> budget;
@@ -118,6 +122,13 @@ class WorkerConnection : public TaskConnection {
   // in use, so that its first real ones are as fast as later ones.
   void WarmUp();
   void PrepareStatements(pqxx::connection& conn);
+  // The schema version statements are prepared for now (never 0).
+  int SchemaNow() const {
+    return config_.schema_version ? config_.schema_version->load() : 1;
+  }
+  // Prepares own_'s statements again for SchemaNow(); on failure closes
+  // own_ and returns false.
+  bool PrepareOwnAgain();
   bool borrowed() const { return borrowed_session_ != nullptr; }
   bool KeyOrder() const {
     return config_.key_order && config_.key_order->load();
@@ -140,6 +151,7 @@ class WorkerConnection : public TaskConnection {
 
   std::unique_ptr<pqxx::connection> own_;
   store::ConnectionTimeouts own_timeouts_;  // own_'s
+  int own_schema_ = 0;  // the schema own_'s statements were prepared for
   // The connection of the task at hand (own_, or the control connection
   // borrowed), and what is known of its session.
   pqxx::connection* conn_ = nullptr;

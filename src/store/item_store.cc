@@ -149,12 +149,17 @@ std::string ProbeSql(bool pauses) {
       ") AS due) d "
       "CROSS JOIN LATERAL (SELECT CASE WHEN d.due THEN NULL ELSE ("
       "  SELECT min(x.not_before) FROM (SELECT i.not_before "
-      "    FROM sqlgroup.items i WHERE i.group_name = $1 "
+      "    FROM sqlgroup.items i WHERE i.group_name = $1",
+      GroupOpen(pauses), KeyOpen(pauses, "i."),
       "    AND i.id BETWEEN b.lo AND b.hi "
       "    ORDER BY i.id LIMIT ",
       kProbeLookahead,
       ") x WHERE x.not_before > '-infinity' "
-      "  AND x.not_before < 'infinity') END AS soonest) w "
+      "  AND x.not_before < 'infinity'",
+      // A paused item past its due time would read as due at once, and
+      // the member would probe again at once.
+      pauses ? " AND x.not_before > clock_timestamp()" : "",
+      ") END AS soonest) w "
       "WHERE d.due OR w.soonest IS NOT NULL");
 }
 

@@ -183,14 +183,15 @@ std::string ClaimRunsSql(bool pauses) {
       "    j.not_before <= clock_timestamp() "
       "    AND (cardinality($8::text[]) = 0 "
       "      OR left(j.id::text, 18) <> ALL($8::text[]))",
-      KeyOpen(pauses, "j."), GroupOpen(pauses), "    AND (j.key IS NULL OR ($9",
+      KeyOpen(pauses, "j."), "    AND (j.key IS NULL OR ($9",
       NoRequeuedBefore(pauses, "$5::uuid"),
       ") OR left(j.id::text, 18) <> left($5::text, 18) "
       "      OR NOT EXISTS (SELECT 1 FROM sqlgroup.items e "
       "        WHERE e.group_name = $1 AND e.id >= ",
       BlockFirstSql("$5::uuid"),
       "        AND e.id < $5::uuid)) AS due "
-      "  FROM sqlgroup.items j WHERE t.owned "
+      "  FROM sqlgroup.items j WHERE t.owned",
+      GroupOpen(pauses),
       "  AND j.group_name = $1 AND j.id BETWEEN $5::uuid AND $6::uuid "
       "  ORDER BY j.id LIMIT $7) i ON true");
 }

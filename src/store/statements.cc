@@ -153,6 +153,10 @@ void Prepare(pqxx::connection& conn, const std::string& name,
         sql, server_name, absl::StrCat("PREPARE ", server_name, " AS ", sql)};
     return;
   }
+  // Again with other text (the schema changed: PrepareItemStatements):
+  // pqxx refuses a redefinition, so the old one goes first (a DEALLOCATE
+  // once it was used; nothing otherwise).
+  conn.unprepare(name);
   conn.prepare(name, sql);
 }
 
