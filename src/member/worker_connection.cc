@@ -24,6 +24,11 @@ WorkerConnection::WorkerConnection(int index, WorkerConnectionConfig config,
       log_(std::move(logger)) {}
 
 bool WorkerConnection::Acquire(bool own_wanted) {
+  // The connection kept from the last task was prepared for another
+  // schema: Connect prepares it again.
+  if (own_ && conn_ == own_.get() && own_schema_ != SchemaNow()) {
+    conn_ = nullptr;
+  }
   return Connect(own_wanted) && FollowTtl();
 }
 
