@@ -190,7 +190,7 @@ TEST_F(OperateTest, DeadLettersThroughCliAndSqlAsTheOperatorOnly) {
   r = RunCli({"dead", "purge", "g", "--key", "b", "--dsn", op_dsn});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(r.err, "nothing was purged")) << r.err;
-  c->Stop();
+  EXPECT_TRUE(c->Stop().ok());
 }
 
 // Key "o" requeued at its original place goes ahead of its key's items
@@ -245,7 +245,7 @@ TEST_F(OperateTest, RequeueOriginalAndTailOrderTheKeyAsDocumented) {
   // Requeued, it may die again, and comes back once more.
   *poisoned = true;
   EnqueueKeyed("g", "x", 0, 1);
-  c->Stop();
+  EXPECT_TRUE(c->Stop().ok());
   c = Start(Options("g", Acker(poisoned, {"x:0"})));
   ASSERT_TRUE(Drained(absl::Seconds(10)));
   ASSERT_EQ(Dead(), 1);
@@ -255,7 +255,7 @@ TEST_F(OperateTest, RequeueOriginalAndTailOrderTheKeyAsDocumented) {
         return Dead() == 1 && Count("SELECT count(*) FROM sqlgroup.items") == 0;
       },
       absl::Seconds(10)));
-  c->Stop();
+  EXPECT_TRUE(c->Stop().ok());
 }
 
 TEST_F(OperateTest, PauseHoldsUnderLoadThroughRestartAndRebalance) {
@@ -285,7 +285,7 @@ TEST_F(OperateTest, PauseHoldsUnderLoadThroughRestartAndRebalance) {
   // A second member joins (a rebalance) and the first restarts: still
   // paused.
   auto second = Start(Options("g", Acker(poisoned, {})));
-  first->Stop();
+  EXPECT_TRUE(first->Stop().ok());
   first = Start(Options("g", Acker(poisoned, {})));
   ASSERT_TRUE(Settles("g", 4, {first.get(), second.get()}));
   std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -319,8 +319,8 @@ TEST_F(OperateTest, PauseHoldsUnderLoadThroughRestartAndRebalance) {
   ASSERT_TRUE(admin_->ResumeGroup("g", "k3").ok());
   ASSERT_TRUE(Drained(absl::Seconds(10)));
   EXPECT_EQ(Acked(), produced.load());
-  first->Stop();
-  second->Stop();
+  EXPECT_TRUE(first->Stop().ok());
+  EXPECT_TRUE(second->Stop().ok());
 }
 
 }  // namespace
