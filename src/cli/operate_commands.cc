@@ -17,6 +17,7 @@
 #include "cli/subcommands.h"
 #include "sqlgroup/admin.h"
 #include "status_macros.h"
+#include "utf8.h"
 
 namespace sqlgroup::cli {
 namespace {
@@ -43,25 +44,15 @@ std::string OneLine(const std::string& text, size_t width) {
   return line;
 }
 
-// Whether `bytes` read as text: well-formed UTF-8 (1 to 4 bytes a
-// character; no overlong forms or surrogates are looked for: this only
-// chooses how to show it) without control characters but tab and newline.
+// Whether `bytes` read as text: well-formed UTF-8 (utf8.h) without control
+// characters but tab, newline and carriage return.
 bool ReadsAsText(const std::string& bytes) {
   for (size_t i = 0; i < bytes.size();) {
     const unsigned char c = bytes[i];
-    size_t n = c < 0x80         ? 1
-               : (c >> 5) == 6  ? 2
-               : (c >> 4) == 14 ? 3
-               : (c >> 3) == 30 ? 4
-                                : 0;
-    if (n == 0 || i + n > bytes.size()) return false;
-    if (n == 1 && c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
-      return false;
-    }
-    for (size_t j = 1; j < n; ++j) {
-      if ((static_cast<unsigned char>(bytes[i + j]) >> 6) != 2) return false;
-    }
-    i += n;
+    if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') return false;
+    const size_t len = Utf8SequenceAt(bytes, i);
+    if (len == 0) return false;
+    i += len;
   }
   return true;
 }

@@ -11,6 +11,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "utf8.h"
 
 namespace sqlgroup::cli {
 
@@ -30,34 +31,12 @@ std::string KeyDelimiter(absl::string_view flag) {
 
 absl::Status CheckKeyText(absl::string_view key) {
   for (size_t i = 0; i < key.size();) {
-    const unsigned char c = static_cast<unsigned char>(key[i]);
-    if (c == 0) {
+    if (key[i] == '\0') {
       return absl::InvalidArgumentError(
           "holds a NUL byte, which PostgreSQL text cannot");
     }
-    // The length of the sequence `c` starts, and the range of its second
-    // byte (Unicode's table 3-7: no overlong forms, no surrogates).
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xbf;
-    if (c <= 0x7f) {
-      len = 1;
-    } else if (c >= 0xc2 && c <= 0xdf) {
-      len = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      len = 3;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    }
-    bool ok = len > 0 && i + len <= key.size();
-    for (size_t k = 1; ok && k < len; ++k) {
-      const unsigned char next = static_cast<unsigned char>(key[i + k]);
-      ok = k == 1 ? next >= lo && next <= hi : next >= 0x80 && next <= 0xbf;
-    }
-    if (!ok) {
+    const size_t len = Utf8SequenceAt(key, i);
+    if (len == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("is not UTF-8 (at byte ", i + 1, ")"));
     }
