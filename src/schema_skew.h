@@ -22,6 +22,10 @@ namespace sqlgroup::internal {
 // and member_version) and migrations' members_from.
 inline constexpr int kVersionsRecordedFrom = 14;
 
+// The first schema that stores pauses (sqlgroup.pauses, enforced in the
+// claims) and marks requeued items.
+inline constexpr int kPausesFrom = 17;
+
 // What the database's sqlgroup schema says of who may use it.
 struct SchemaState {
   int version = 0;  // the newest applied migration; 0: no sqlgroup schema

@@ -64,7 +64,7 @@ void RunClaimCost(const ClaimCostConfig& config) {
   // As on a worker's connection, generic plans included: without them
   // PostgreSQL planned each claim of a large table afresh (session 8: p50
   // 0.36-0.37 against 0.13-0.15 ms at 1M waiting items).
-  store::PrepareItemStatements(*conn);
+  store::PrepareItemStatements(*conn, /*pauses=*/true);
   const std::string session =
       Must(store::RegisterSession(*conn, group, {"bench", 0, "claim-cost"},
                                   /*notify=*/false))

@@ -233,7 +233,7 @@ class ReadDeleteLimit : public ThreadSystem {
     // The settings of sqlgroup's worker connections (generic plans, no
     // JIT, no sequential or bitmap scans: a plan of this delete made from
     // a churning table's statistics would scan it).
-    store::PrepareItemStatements(*conn);
+    store::PrepareItemStatements(*conn, /*pauses=*/true);
     const int limit = per_statement_;
     conn->prepare("take",
                   absl::StrCat("DELETE FROM ", kLimitTable,

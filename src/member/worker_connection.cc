@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "member/backoff.h"
+#include "schema_skew.h"
 #include "spdlog/spdlog.h"
 #include "store/errors.h"
 #include "store/function_ack.h"
@@ -24,11 +25,9 @@ WorkerConnection::WorkerConnection(int index, WorkerConnectionConfig config,
       log_(std::move(logger)) {}
 
 bool WorkerConnection::Acquire(bool own_wanted) {
-  // The connection kept from the last task was prepared for another
-  // schema: Connect prepares it again.
-  if (own_ && conn_ == own_.get() && own_schema_ != SchemaNow()) {
-    conn_ = nullptr;
-  }
+  // Its own connection's statements were prepared for another schema:
+  // prepared again, or, failing that, the connection goes (CloseOwn).
+  if (own_ && own_schema_ != SchemaNow()) PrepareOwn();
   return Connect(own_wanted) && FollowTtl();
 }
 
@@ -51,7 +50,7 @@ void WorkerConnection::WarmBorrowed() {
 
 bool WorkerConnection::Connect(bool own_wanted) {
   if (conn_ != nullptr) return true;
-  if (own_ && (own_schema_ == SchemaNow() || PrepareOwnAgain())) {
+  if (own_) {
     conn_ = own_.get();
     return true;
   }
@@ -134,20 +133,12 @@ WorkerConnection::Opened WorkerConnection::OpenOwn() {
   own_ = std::move(*conn);
   own_timeouts_ = store::ConnectionTimeouts(options);
   metrics_.ConnectionOpened("worker");
-  const int schema = SchemaNow();
-  absl::Status s = store::Guard("prepare", [&] { PrepareStatements(*own_); });
-  if (!s.ok()) {
-    CloseOwn();
-    log_->warn("worker={} dropping connection: {}", index_,
-               std::string(s.message()));
-    return Opened::kFailed;
-  }
+  if (!PrepareOwn()) return Opened::kFailed;
   if (refused_ || connect_failures_ > 1) {
     log_->info("worker={} has a connection of its own again", index_);
   }
   refused_ = false;
   connect_failures_ = 0;
-  own_schema_ = schema;
   conn_ = own_.get();
   timeouts_ = &own_timeouts_;
   own_since_ = absl::Now();
@@ -157,17 +148,18 @@ WorkerConnection::Opened WorkerConnection::OpenOwn() {
   return Opened::kYes;
 }
 
-void WorkerConnection::PrepareStatements(pqxx::connection& conn) {
-  const bool pauses = store::PrepareItemStatements(conn);
+void WorkerConnection::PrepareStatements(pqxx::connection& conn, int schema) {
+  const bool pauses = schema >= internal::kPausesFrom;
+  store::PrepareItemStatements(conn, pauses);
   if (kind_.in_function()) {
     store::PrepareFunctionAcks(conn, kind_.sql_function, pauses);
   }
 }
 
-bool WorkerConnection::PrepareOwnAgain() {
+bool WorkerConnection::PrepareOwn() {
   const int schema = SchemaNow();
   const absl::Status s =
-      store::Guard("prepare", [&] { PrepareStatements(*own_); });
+      store::Guard("prepare", [&] { PrepareStatements(*own_, schema); });
   if (!s.ok()) {
     log_->warn("worker={} dropping connection: {}", index_,
                std::string(s.message()));
@@ -241,7 +233,7 @@ bool WorkerConnection::BorrowControl(absl::Duration wait, bool with_slot) {
   if (const int schema = SchemaNow();
       borrowed_session_->item_statements != schema) {
     absl::Status s =
-        store::Guard("prepare", [&] { PrepareStatements(*conn_); });
+        store::Guard("prepare", [&] { PrepareStatements(*conn_, schema); });
     if (!s.ok()) {
       Disconnect(s);
       GiveBack();  // nothing ran on it

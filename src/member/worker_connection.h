@@ -22,6 +22,7 @@
 #include "metrics.h"
 #include "sqlgroup/connection_budget.h"
 #include "sqlgroup/consumer.h"
+#include "sqlgroup/version.h"
 #include "store/connection.h"
 #include "store/pg_item_acks.h"
 
@@ -121,14 +122,16 @@ class WorkerConnection : public TaskConnection {
   // Runs the claim and acknowledgement statements once on the connection
   // in use, so that its first real ones are as fast as later ones.
   void WarmUp();
-  void PrepareStatements(pqxx::connection& conn);
-  // The schema version statements are prepared for now (never 0).
+  // The item statements for the database at schema `schema`.
+  void PrepareStatements(pqxx::connection& conn, int schema);
+  // The schema version statements are to be prepared for now.
   int SchemaNow() const {
-    return config_.schema_version ? config_.schema_version->load() : 1;
+    return config_.schema_version ? config_.schema_version->load()
+                                  : kSchemaVersion;
   }
-  // Prepares own_'s statements again for SchemaNow(); on failure closes
-  // own_ and returns false.
-  bool PrepareOwnAgain();
+  // Prepares own_'s statements for SchemaNow(); on failure closes own_
+  // (logging why) and returns false.
+  bool PrepareOwn();
   bool borrowed() const { return borrowed_session_ != nullptr; }
   bool KeyOrder() const {
     return config_.key_order && config_.key_order->load();

@@ -10,12 +10,6 @@
 
 namespace sqlgroup::store {
 
-bool SchemaHasPauses(pqxx::connection& conn) {
-  return pqxx::nontransaction(conn)
-      .exec1("SELECT to_regclass('sqlgroup.pauses') IS NOT NULL")[0]
-      .as<bool>();
-}
-
 namespace {
 // Group $1's paused keys' blocks, as a text[] (a subquery that refers to
 // nothing of the row: PostgreSQL runs it once per statement).

@@ -16,12 +16,6 @@
 
 namespace sqlgroup::store {
 
-// Whether the database's schema stores pauses and marks requeued items
-// (schema 17, sql/017_operate_items.sql): read on `conn` when its
-// statements are prepared, which then enforce them. An older schema has
-// neither, and the statements as before.
-bool SchemaHasPauses(pqxx::connection& conn);
-
 // With `pauses`, " AND " a condition that group $1 is not paused (an
 // uncorrelated InitPlan: once per statement); else empty.
 std::string GroupOpen(bool pauses);

@@ -40,8 +40,8 @@ bool IsFunctionName(const std::string& name);
 // Prepares the statements below for `function` on `conn` (lazily, as
 // PrepareItemStatements does, after it): AckInFunctionOnArrays's for a
 // function on arrays, the other two's for a function of single items.
-// `pauses`: what PrepareItemStatements returned (the read of a key's next
-// item enforces pauses when the schema has them).
+// `pauses` as for PrepareItemStatements (the read of a key's next item
+// enforces them).
 void PrepareFunctionAcks(pqxx::connection& conn, const SqlFunction& function,
                          bool pauses);
 

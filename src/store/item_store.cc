@@ -219,7 +219,7 @@ void AnnounceItems(pqxx::work& tx, const std::string& group,
 
 }  // namespace
 
-bool PrepareItemStatements(pqxx::connection& conn) {
+void PrepareItemStatements(pqxx::connection& conn, bool pauses) {
   // Through a pooler in transaction mode a session setting would reach
   // other clients of the same server connection, and this one's next
   // transaction may run on another: nothing is set.
@@ -249,7 +249,6 @@ bool PrepareItemStatements(pqxx::connection& conn) {
       }
     }
   }
-  const bool pauses = SchemaHasPauses(conn);
   Prepare(conn, kClaim, ClaimSql(pauses));
   Prepare(conn, kAck, AckSql());
   Prepare(conn, kAckOne, AckOneSql());
@@ -262,7 +261,6 @@ bool PrepareItemStatements(pqxx::connection& conn) {
   Prepare(conn, kLagSample, kLagSampleSql);
   Prepare(conn, kOldestWaiting, kOldestWaitingSql);
   PrepareKeyedStatements(conn, pauses);
-  return pauses;
 }
 
 absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,

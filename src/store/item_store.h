@@ -34,10 +34,10 @@ namespace sqlgroup::store {
 // sequential and bitmap scans off: the statements walk the primary key,
 // and the statistics of a queue that churns (nearly empty) made plans that
 // read the whole table on every ack. Ignored by a server that has no such
-// setting. The claims and probes enforce pauses when the schema has them
-// (SchemaHasPauses, schema 17): returns whether it does, for the
-// statements prepared after these (PrepareFunctionAcks).
-bool PrepareItemStatements(pqxx::connection& conn);
+// setting. With `pauses` (the schema is internal::kPausesFrom or newer)
+// the claims and probes enforce pauses and wait for requeued heads; an
+// older schema has neither table nor column, and the statements as before.
+void PrepareItemStatements(pqxx::connection& conn, bool pauses);
 
 // Reads up to `limit` due items with keys in [from, last], in key order,
 // for the take `ref`. Writes nothing: the take is the claim, since only

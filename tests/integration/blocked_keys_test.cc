@@ -138,7 +138,7 @@ TEST_F(BlockedKeysTest, CountsKeysWhoseHeadWaitsForARetryAndNothingElse) {
   ++expected[PartOfKey("failed-run", kParts)];
 
   pqxx::connection worker(member_dsn_);
-  store::PrepareItemStatements(worker);
+  store::PrepareItemStatements(worker, /*pauses=*/true);
   const auto rows = Measure(worker, "g", kParts, 100);
   EXPECT_EQ(Keys(rows), expected);
   const int old_part = PartOfKey("old-head", kParts);
@@ -192,7 +192,7 @@ TEST_F(BlockedKeysTest, ReadsAtMostCapFailedItemsPerPart) {
            "clock_timestamp() + interval '1 hour'");
   }
   pqxx::connection worker(member_dsn_);
-  store::PrepareItemStatements(worker);
+  store::PrepareItemStatements(worker, /*pauses=*/true);
   EXPECT_EQ(Measure(worker, "one", 1, 3).at(0).keys, 3);
   EXPECT_EQ(Measure(worker, "one", 1, 100).at(0).keys, 5);
   auto d = admin_->DescribeGroup("one", /*count_lag=*/false);
@@ -217,7 +217,7 @@ TEST_F(BlockedKeysTest, TheMeasurementReadsTheIndexOfFailedItems) {
   }
   pqxx::nontransaction(*conn_).exec("ANALYZE sqlgroup.items");
   pqxx::connection worker(member_dsn_);
-  store::PrepareItemStatements(worker);
+  store::PrepareItemStatements(worker, /*pauses=*/true);
   int64_t total = 0;
   for (const auto& [part, row] : Measure(worker, "g", 4, 100)) {
     total += row.keys;

@@ -68,7 +68,7 @@ class ClaimFenceTest : public ::testing::Test {
     ASSERT_NE(admin, nullptr);
     ASSERT_TRUE(admin->CreateGroup({.name = kGroup, .parts = kParts}).ok());
     conn_ = std::make_unique<pqxx::connection>(db_.dsn());
-    store::PrepareItemStatements(*conn_);
+    store::PrepareItemStatements(*conn_, /*pauses=*/true);
     pqxx::work tx(*conn_);
     tx.exec_params(
         "INSERT INTO sqlgroup.sessions (id, group_name, member_schema) "
@@ -572,7 +572,7 @@ TEST_F(ClaimFenceTest, ReleaseAndDeadLetterWorkUnderTheTake) {
 // ack that then commits.
 TEST_F(ClaimFenceTest, ADropOfThePartWaitsForAnAckInFlight) {
   pqxx::connection acker(db_.dsn());
-  store::PrepareItemStatements(acker);
+  store::PrepareItemStatements(acker, /*pauses=*/true);
   pqxx::work ack(acker);
   EXPECT_EQ(store::DeleteClaimed(ack, ref_, {kFirst}), 1);
   {
@@ -600,7 +600,7 @@ TEST_F(ClaimFenceTest, AnAckDuringADropWaitsAndThenDeletesNothing) {
   drop.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
   auto acked = std::async(std::launch::async, [&] {
     pqxx::connection acker(db_.dsn());
-    store::PrepareItemStatements(acker);
+    store::PrepareItemStatements(acker, /*pauses=*/true);
     return store::DeleteClaimedNow(acker, ref_, {kFirst});
   });
   EXPECT_EQ(acked.wait_for(std::chrono::milliseconds(300)),
@@ -625,7 +625,7 @@ TEST_F(ClaimFenceTest, TheWorkersGenericPlansReadItemsByIndex) {
   }
   pqxx::nontransaction(*conn_).exec("ANALYZE");
   pqxx::connection worker(db_.dsn());
-  store::PrepareItemStatements(worker);
+  store::PrepareItemStatements(worker, /*pauses=*/true);
   EXPECT_EQ(pqxx::nontransaction(worker)
                 .exec1("SHOW plan_cache_mode")[0]
                 .as<std::string>(),
@@ -678,7 +678,7 @@ TEST_F(ClaimFenceTest, ANearlyEmptyChurnedTableKeepsThePlansOnTheKey) {
     churn(1000000000);
   }
   pqxx::connection worker(db_.dsn());
-  store::PrepareItemStatements(worker);
+  store::PrepareItemStatements(worker, /*pauses=*/true);
   ExpectEveryPlanReadsItemsByKey(worker, ref_);
 }
 

@@ -32,7 +32,7 @@ class LagEstimateTest : public ::testing::Test {
       ASSERT_TRUE(admin->CreateGroup({.name = g, .parts = kParts}).ok());
     }
     conn_ = std::make_unique<pqxx::connection>(db_.dsn());
-    store::PrepareItemStatements(*conn_);
+    store::PrepareItemStatements(*conn_, /*pauses=*/true);
   }
 
   // `calls` Enqueue calls of 1,000 items through the producer: bursts of
