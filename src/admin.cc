@@ -11,7 +11,6 @@
 #include "store/db_connection.h"
 #include "store/describe_store.h"
 #include "store/group_store.h"
-#include "store/operations_store.h"
 #include "store/schema_store.h"
 
 namespace sqlgroup {
@@ -243,11 +242,7 @@ absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
   ASSIGN_OR_RETURN(GroupConfig config, GetGroup(name));
   ASSIGN_OR_RETURN(const internal::SchemaState schema,
                    store::CheckSchema(*impl_->conn));
-  ASSIGN_OR_RETURN(
-      GroupDescription d,
-      store::DescribeGroup(*impl_->conn, config, count_lag, schema));
-  ASSIGN_OR_RETURN(d.pauses, store::ListPauses(*impl_->conn, name));
-  return d;
+  return store::DescribeGroup(*impl_->conn, config, count_lag, schema);
 }
 
 }  // namespace sqlgroup

@@ -87,6 +87,12 @@ const std::string& LagSql() {
 constexpr char kDeadItems[] =
     "SELECT count(*) FROM sqlgroup.dead_items WHERE group_name = $1";
 
+// $1 group. Its pauses (schema 17 on), the whole group's first: the key
+// (NULL for the group), when, microseconds since the epoch, and by whom.
+constexpr char kPauses[] =
+    "SELECT key, (extract(epoch FROM paused_at) * 1000000)::bigint, "
+    "paused_by FROM sqlgroup.pauses WHERE group_name = $1 ORDER BY block";
+
 // "{a,b,c}": a PostgreSQL array literal of plain tokens.
 template <typename Range, typename F>
 std::string ArrayLiteral(const Range& values, F&& format) {
@@ -196,6 +202,15 @@ absl::StatusOr<GroupDescription> DescribeGroup(
       }
     }
     d.dead_items = tx.exec_params1(kDeadItems, name)[0].as<int64_t>();
+    if (schema.version >= internal::kPausesFrom) {
+      for (const pqxx::row& row : tx.exec_params(kPauses, name)) {
+        Pause p;
+        if (!row[0].is_null()) p.key = row[0].as<std::string>();
+        p.paused_at = absl::FromUnixMicros(row[1].as<int64_t>());
+        p.paused_by = row[2].as<std::string>();
+        d.pauses.push_back(std::move(p));
+      }
+    }
     tx.commit();
   });
   if (!s.ok()) return s;

@@ -90,11 +90,6 @@ DeadItem DeadItemOf(const pqxx::row& row) {
   return d;
 }
 
-// The ids as a uuid[] literal (checked by the caller).
-std::string IdArray(const std::vector<std::string>& ids) {
-  return SqlArray(ids);
-}
-
 const std::string& WaitingColumns(bool whole_payload) {
   static const std::string* const kPreview = new std::string(
       absl::StrCat("i.id::text, i.key, i.part, i.attempts, ",
@@ -182,7 +177,7 @@ absl::StatusOr<std::vector<RequeuedItem>> RequeueDead(
       [&](pqxx::work& tx) {
         std::vector<RequeuedItem> out;
         for (const pqxx::row& row : tx.exec_params(
-                 sql, group, IdArray(selection.ids), !selection.ids.empty(),
+                 sql, group, SqlArray(selection.ids), !selection.ids.empty(),
                  selection.key.value_or(""), selection.key.has_value(),
                  selection.error, selection.all,
                  std::string(RequeuePositionName(position)), dry_run)) {
@@ -209,7 +204,7 @@ absl::StatusOr<std::vector<DeadItem>> PurgeDead(DbConnection& db,
       [&](pqxx::work& tx) {
         std::vector<DeadItem> out;
         for (const pqxx::row& row : tx.exec_params(
-                 sql, group, IdArray(selection.ids), !selection.ids.empty(),
+                 sql, group, SqlArray(selection.ids), !selection.ids.empty(),
                  selection.key.value_or(""), selection.key.has_value(),
                  ToInterval(
                      selection.older_than.value_or(absl::ZeroDuration())),
@@ -268,30 +263,6 @@ absl::StatusOr<bool> SetPaused(DbConnection& db, const std::string& group,
       [&](pqxx::work& tx) {
         return tx.exec_params1(sql, group, key.value_or(""), key.has_value())[0]
             .as<bool>();
-      });
-}
-
-absl::StatusOr<std::vector<Pause>> ListPauses(DbConnection& db,
-                                              const std::string& group) {
-  return Operate<std::vector<Pause>>(
-      db, absl::StrCat("read the pauses of ", group), [&](pqxx::work& tx) {
-        std::vector<Pause> out;
-        if (!tx.exec("SELECT to_regclass('sqlgroup.pauses') IS NOT NULL")[0][0]
-                 .as<bool>()) {
-          return out;
-        }
-        for (const pqxx::row& row : tx.exec_params(
-                 absl::StrCat("SELECT key, ", Micros("paused_at"),
-                              ", paused_by FROM sqlgroup.pauses "
-                              "WHERE group_name = $1 ORDER BY block"),
-                 group)) {
-          Pause p;
-          p.key = OptionalText(row[0]);
-          p.paused_at = TimeAt(row[1]);
-          p.paused_by = row[2].as<std::string>();
-          out.push_back(std::move(p));
-        }
-        return out;
       });
 }
 

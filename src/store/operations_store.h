@@ -39,9 +39,6 @@ absl::StatusOr<WaitingItem> ShowItem(DbConnection& db, const std::string& group,
 absl::StatusOr<bool> SetPaused(DbConnection& db, const std::string& group,
                                const std::optional<std::string>& key,
                                bool pause);
-// The group's pauses, the whole group's first; empty on a schema before 17.
-absl::StatusOr<std::vector<Pause>> ListPauses(DbConnection& db,
-                                              const std::string& group);
 
 }  // namespace sqlgroup::store
 
