@@ -142,7 +142,22 @@ BEGIN
 END
 $fn$;
 
--- The dead letters of a group, oldest death first: those of `key`, whose
+-- A list's limit: at least 1 (22023 otherwise).
+CREATE OR REPLACE FUNCTION sqlgroup.check_limit(max_rows integer)
+  RETURNS void
+  LANGUAGE plpgsql IMMUTABLE
+  SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+  IF max_rows IS NULL OR max_rows < 1 THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+      MESSAGE = format('the limit must be at least 1, got %s',
+                       coalesce(max_rows::text, 'NULL'));
+  END IF;
+END
+$fn$;
+
+-- The dead letters of a group, oldest death first: those of `of_key`, whose
 -- last error contains `error`, died at or after `since`; at most
 -- `max_rows`. `waiting_after`: for a keyed item, how many later items of
 -- its key wait now (a requeue at its original place goes ahead of them;
@@ -159,11 +174,7 @@ AS $fn$
 #variable_conflict use_column
 BEGIN
   PERFORM sqlgroup.operated_group(dead_list.group_name);
-  IF max_rows IS NULL OR max_rows < 1 THEN
-    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-      MESSAGE = format('the limit must be at least 1, got %s',
-                       coalesce(max_rows::text, 'NULL'));
-  END IF;
+  PERFORM sqlgroup.check_limit(max_rows);
   RETURN QUERY
     SELECT d.id, d.key, d.attempts, d.enqueued_at, d.died_at, d.last_error,
            CASE WHEN d.key IS NULL THEN NULL ELSE (
@@ -211,11 +222,10 @@ $fn$;
 
 -- The dead letters one selection names, locked: the ids given (all of
 -- them must exist: P0002 names those that do not), those of a key, those
--- whose last error contains a text, those that died before an age, or
--- all. In id order.
+-- whose last error contains a text, those that died before an age; all
+-- when none is given. In id order.
 CREATE OR REPLACE FUNCTION sqlgroup.dead_selected(
-    group_name text, ids uuid[], of_key text, error text, older_than interval,
-    all_items boolean)
+    group_name text, ids uuid[], of_key text, error text, older_than interval)
   RETURNS SETOF sqlgroup.dead_items
   LANGUAGE plpgsql
   SET search_path = pg_catalog, pg_temp
@@ -280,6 +290,7 @@ DECLARE
   v_now bigint;
   v_hi  bigint;
   v_new uuid[] := '{}';
+  v_old uuid[] := '{}';
 BEGIN
   g := sqlgroup.operated_group(dead_requeue.group_name);
   PERFORM sqlgroup.one_selector('requeue', 'ids, a key, an error or all',
@@ -296,7 +307,7 @@ BEGIN
   PERFORM 1 FROM sqlgroup.groups WHERE name = g.name FOR SHARE;
   FOR d IN SELECT * FROM sqlgroup.dead_selected(g.name, ids,
                                                 dead_requeue.of_key, error,
-                                                NULL, false)
+                                                NULL)
   LOOP
     IF "position" = 'original' THEN
       v_id := d.id;
@@ -322,8 +333,7 @@ BEGIN
         EXIT WHEN FOUND;
         v_id := sqlgroup.with_fresh_noise(v_id);
       END LOOP;
-      DELETE FROM sqlgroup.dead_items x
-        WHERE x.group_name = g.name AND x.id = d.id;
+      v_old := v_old || d.id;
       v_new := v_new || v_id;
     END IF;
     id := d.id;
@@ -332,6 +342,8 @@ BEGIN
     RETURN NEXT;
   END LOOP;
   IF cardinality(v_new) > 0 THEN
+    DELETE FROM sqlgroup.dead_items x
+      WHERE x.group_name = g.name AND x.id = ANY (v_old);
     PERFORM sqlgroup.announce_items(g.name, interval '0', v_new);
   END IF;
 END
@@ -350,7 +362,6 @@ AS $fn$
 #variable_conflict use_column
 DECLARE
   g sqlgroup.groups;
-  d sqlgroup.dead_items;
 BEGIN
   g := sqlgroup.operated_group(dead_purge.group_name);
   PERFORM sqlgroup.one_selector('purge', 'ids, a key, an age or all',
@@ -362,24 +373,25 @@ BEGIN
       MESSAGE = format('the age %s is negative; nothing was changed',
                        older_than);
   END IF;
-  FOR d IN SELECT * FROM sqlgroup.dead_selected(g.name, ids, dead_purge.of_key,
-                                                NULL, older_than, false)
-  LOOP
-    IF NOT coalesce(dry_run, false) THEN
+  IF coalesce(dry_run, false) THEN
+    RETURN QUERY
+      SELECT s.id, s.key, s.died_at
+      FROM sqlgroup.dead_selected(g.name, ids, dead_purge.of_key, NULL,
+                                  older_than) s;
+  ELSE
+    RETURN QUERY
       DELETE FROM sqlgroup.dead_items x
-        WHERE x.group_name = g.name AND x.id = d.id;
-    END IF;
-    id := d.id;
-    key := d.key;
-    died_at := d.died_at;
-    RETURN NEXT;
-  END LOOP;
+      USING sqlgroup.dead_selected(g.name, ids, dead_purge.of_key, NULL,
+                                   older_than) s
+      WHERE x.group_name = g.name AND x.id = s.id
+      RETURNING x.id, x.key, x.died_at;
+  END IF;
 END
 $fn$;
 
 -- A group's waiting items in key order (as members read them): those of
--- `key`, or of part `part` (of the group's part count), at most
--- `max_rows`. `paused`: the group or the item's key is paused.
+-- `of_key`, of part `of_part` (of the group's part count now), or both;
+-- at most `max_rows`.
 CREATE OR REPLACE FUNCTION sqlgroup.items_list(
     group_name text, of_key text DEFAULT NULL, of_part integer DEFAULT NULL,
     max_rows integer DEFAULT 100)
@@ -397,11 +409,7 @@ DECLARE
   v_hi  uuid := 'ffffffff-ffff-ffff-ffff-ffffffffffff';
 BEGIN
   g := sqlgroup.operated_group(items_list.group_name);
-  IF max_rows IS NULL OR max_rows < 1 THEN
-    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-      MESSAGE = format('the limit must be at least 1, got %s',
-                       coalesce(max_rows::text, 'NULL'));
-  END IF;
+  PERFORM sqlgroup.check_limit(max_rows);
   IF of_part IS NOT NULL THEN
     IF of_part < 0 OR of_part >= g.parts THEN
       RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
@@ -512,8 +520,9 @@ REVOKE ALL ON FUNCTION sqlgroup.part_bounds(integer, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION sqlgroup.operated_group(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION sqlgroup.one_selector(text, text, boolean[])
   FROM PUBLIC;
+REVOKE ALL ON FUNCTION sqlgroup.check_limit(integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION sqlgroup.dead_selected(text, uuid[], text, text,
-                                              interval, boolean) FROM PUBLIC;
+                                              interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION sqlgroup.dead_list(text, text, text, timestamptz,
                                           integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION sqlgroup.dead_show(text, uuid) FROM PUBLIC;

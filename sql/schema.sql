@@ -142,6 +142,23 @@ END
 $$;
 
 --
+-- Name: check_limit(integer); Type: FUNCTION; Schema: sqlgroup; Owner: -
+--
+
+CREATE FUNCTION sqlgroup.check_limit(max_rows integer) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF max_rows IS NULL OR max_rows < 1 THEN
+    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+      MESSAGE = format('the limit must be at least 1, got %s',
+                       coalesce(max_rows::text, 'NULL'));
+  END IF;
+END
+$$;
+
+--
 -- Name: check_member_schema(); Type: FUNCTION; Schema: sqlgroup; Owner: -
 --
 
@@ -243,11 +260,7 @@ CREATE FUNCTION sqlgroup.dead_list(group_name text, of_key text DEFAULT NULL::te
 #variable_conflict use_column
 BEGIN
   PERFORM sqlgroup.operated_group(dead_list.group_name);
-  IF max_rows IS NULL OR max_rows < 1 THEN
-    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-      MESSAGE = format('the limit must be at least 1, got %s',
-                       coalesce(max_rows::text, 'NULL'));
-  END IF;
+  PERFORM sqlgroup.check_limit(max_rows);
   RETURN QUERY
     SELECT d.id, d.key, d.attempts, d.enqueued_at, d.died_at, d.last_error,
            CASE WHEN d.key IS NULL THEN NULL ELSE (
@@ -278,7 +291,6 @@ CREATE FUNCTION sqlgroup.dead_purge(group_name text, ids uuid[] DEFAULT NULL::uu
 #variable_conflict use_column
 DECLARE
   g sqlgroup.groups;
-  d sqlgroup.dead_items;
 BEGIN
   g := sqlgroup.operated_group(dead_purge.group_name);
   PERFORM sqlgroup.one_selector('purge', 'ids, a key, an age or all',
@@ -290,18 +302,19 @@ BEGIN
       MESSAGE = format('the age %s is negative; nothing was changed',
                        older_than);
   END IF;
-  FOR d IN SELECT * FROM sqlgroup.dead_selected(g.name, ids, dead_purge.of_key,
-                                                NULL, older_than, false)
-  LOOP
-    IF NOT coalesce(dry_run, false) THEN
+  IF coalesce(dry_run, false) THEN
+    RETURN QUERY
+      SELECT s.id, s.key, s.died_at
+      FROM sqlgroup.dead_selected(g.name, ids, dead_purge.of_key, NULL,
+                                  older_than) s;
+  ELSE
+    RETURN QUERY
       DELETE FROM sqlgroup.dead_items x
-        WHERE x.group_name = g.name AND x.id = d.id;
-    END IF;
-    id := d.id;
-    key := d.key;
-    died_at := d.died_at;
-    RETURN NEXT;
-  END LOOP;
+      USING sqlgroup.dead_selected(g.name, ids, dead_purge.of_key, NULL,
+                                   older_than) s
+      WHERE x.group_name = g.name AND x.id = s.id
+      RETURNING x.id, x.key, x.died_at;
+  END IF;
 END
 $$;
 
@@ -321,6 +334,7 @@ DECLARE
   v_now bigint;
   v_hi  bigint;
   v_new uuid[] := '{}';
+  v_old uuid[] := '{}';
 BEGIN
   g := sqlgroup.operated_group(dead_requeue.group_name);
   PERFORM sqlgroup.one_selector('requeue', 'ids, a key, an error or all',
@@ -337,7 +351,7 @@ BEGIN
   PERFORM 1 FROM sqlgroup.groups WHERE name = g.name FOR SHARE;
   FOR d IN SELECT * FROM sqlgroup.dead_selected(g.name, ids,
                                                 dead_requeue.of_key, error,
-                                                NULL, false)
+                                                NULL)
   LOOP
     IF "position" = 'original' THEN
       v_id := d.id;
@@ -363,8 +377,7 @@ BEGIN
         EXIT WHEN FOUND;
         v_id := sqlgroup.with_fresh_noise(v_id);
       END LOOP;
-      DELETE FROM sqlgroup.dead_items x
-        WHERE x.group_name = g.name AND x.id = d.id;
+      v_old := v_old || d.id;
       v_new := v_new || v_id;
     END IF;
     id := d.id;
@@ -373,6 +386,8 @@ BEGIN
     RETURN NEXT;
   END LOOP;
   IF cardinality(v_new) > 0 THEN
+    DELETE FROM sqlgroup.dead_items x
+      WHERE x.group_name = g.name AND x.id = ANY (v_old);
     PERFORM sqlgroup.announce_items(g.name, interval '0', v_new);
   END IF;
 END
@@ -398,10 +413,10 @@ CREATE TABLE sqlgroup.dead_items (
 );
 
 --
--- Name: dead_selected(text, uuid[], text, text, interval, boolean); Type: FUNCTION; Schema: sqlgroup; Owner: -
+-- Name: dead_selected(text, uuid[], text, text, interval); Type: FUNCTION; Schema: sqlgroup; Owner: -
 --
 
-CREATE FUNCTION sqlgroup.dead_selected(group_name text, ids uuid[], of_key text, error text, older_than interval, all_items boolean) RETURNS SETOF sqlgroup.dead_items
+CREATE FUNCTION sqlgroup.dead_selected(group_name text, ids uuid[], of_key text, error text, older_than interval) RETURNS SETOF sqlgroup.dead_items
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -833,11 +848,7 @@ DECLARE
   v_hi  uuid := 'ffffffff-ffff-ffff-ffff-ffffffffffff';
 BEGIN
   g := sqlgroup.operated_group(items_list.group_name);
-  IF max_rows IS NULL OR max_rows < 1 THEN
-    RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-      MESSAGE = format('the limit must be at least 1, got %s',
-                       coalesce(max_rows::text, 'NULL'));
-  END IF;
+  PERFORM sqlgroup.check_limit(max_rows);
   IF of_part IS NOT NULL THEN
     IF of_part < 0 OR of_part >= g.parts THEN
       RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',

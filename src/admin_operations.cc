@@ -23,12 +23,6 @@ absl::Status CheckIds(const std::vector<std::string>& ids) {
   return absl::OkStatus();
 }
 
-absl::Status CheckLimit(int limit) {
-  if (limit >= 1) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("the limit must be at least 1, got ", limit));
-}
-
 }  // namespace
 
 const char* RequeuePositionName(RequeuePosition position) {
@@ -43,7 +37,6 @@ const char* RequeuePositionName(RequeuePosition position) {
 
 absl::StatusOr<std::vector<DeadItem>> Admin::ListDead(
     const std::string& group, const DeadFilter& filter) {
-  if (absl::Status s = CheckLimit(filter.limit); !s.ok()) return s;
   return store::ListDead(*impl_->conn, group, filter);
 }
 
@@ -78,7 +71,6 @@ absl::StatusOr<std::vector<DeadItem>> Admin::PurgeDead(
 
 absl::StatusOr<std::vector<WaitingItem>> Admin::ListItems(
     const std::string& group, const ItemFilter& filter) {
-  if (absl::Status s = CheckLimit(filter.limit); !s.ok()) return s;
   return store::ListItems(*impl_->conn, group, filter);
 }
 
