@@ -39,17 +39,34 @@ std::string NoRequeuedBefore(bool pauses, const std::string& id) {
       id, "::text, 18) || '-0000-000000000000')::uuid AND rq.id < ", id, ")");
 }
 
+namespace {
+// The takes of group $1 with their sessions and groups, and whether one's
+// session is alive by the database clock (heartbeated within the TTL, or
+// a static member away within its timeout): the fence every claim and
+// every settling statement shares.
+constexpr char kTakes[] =
+    "sqlgroup.session_parts sp JOIN sqlgroup.sessions s "
+    "  ON s.group_name = sp.group_name AND s.id = sp.session_id "
+    "JOIN sqlgroup.groups g ON g.name = sp.group_name";
+constexpr char kTakeAlive[] =
+    "(s.heartbeated_at > clock_timestamp() - g.session_ttl "
+    "  OR coalesce(s.away_until, '-infinity') > clock_timestamp())";
+}  // namespace
+
 std::string TakeHeld(int session, int part, int epoch, bool hold) {
+  return absl::StrCat("EXISTS (SELECT 1 FROM ", kTakes,
+                      " WHERE sp.group_name = $1 AND sp.part = $", part,
+                      " AND sp.session_id = $", session,
+                      "::uuid AND sp.epoch = $", epoch, " AND ", kTakeAlive,
+                      hold ? " FOR KEY SHARE OF sp)" : ")");
+}
+
+std::string TakesHeld(const std::string& takes) {
   return absl::StrCat(
-      "EXISTS (SELECT 1 FROM sqlgroup.session_parts sp "
-      "  JOIN sqlgroup.sessions s "
-      "    ON s.group_name = sp.group_name AND s.id = sp.session_id "
-      "  JOIN sqlgroup.groups g ON g.name = sp.group_name "
-      "  WHERE sp.group_name = $1 AND sp.part = $",
-      part, " AND sp.session_id = $", session, "::uuid AND sp.epoch = $", epoch,
-      "  AND (s.heartbeated_at > clock_timestamp() - g.session_ttl "
-      "    OR coalesce(s.away_until, '-infinity') > clock_timestamp())",
-      hold ? "  FOR KEY SHARE OF sp)" : ")");
+      "SELECT sp.session_id, sp.part, sp.epoch FROM ", kTakes,
+      " WHERE sp.group_name = $1 AND (sp.session_id, sp.part, sp.epoch) IN "
+      "(SELECT session_id, part, epoch FROM ",
+      takes, ") AND ", kTakeAlive, " ORDER BY sp.part FOR KEY SHARE OF sp");
 }
 
 std::string WithIds(int ids) {

@@ -41,6 +41,12 @@ std::string NoRequeuedBefore(bool pauses, const std::string& id);
 // the take gone, never in between.
 std::string TakeHeld(int session, int part, int epoch, bool hold);
 
+// The takes of the relation `takes` (columns session_id, part, epoch)
+// that hold as TakeHeld's do, each locked FOR KEY SHARE once, in part
+// order: rows (session_id, part, epoch), for a statement that settles the
+// items of several takes.
+std::string TakesHeld(const std::string& takes);
+
 // Rows of group $1 whose ids are in parameter `ids`, a uuid[] in key order
 // (KeyOrderedIds): `id = ANY(...)` and between its first and last, so
 // that the primary key is the index that narrows the statement most under

@@ -66,26 +66,24 @@ const std::string& AckOneSql() {
 // list (int[]): the acks of several takes in one statement
 // (SharedCommit), each item fenced on its own take as TakeHeld fences one
 // (alive by the database clock, held FOR KEY SHARE until the statement
-// ends, so a drop or reap of the part waits for it). Returns the place of
-// each row it deleted: one id under two takes (an old epoch and the new)
-// is credited to the take that deleted it only.
+// ends, so a drop or reap of the part waits for it); each distinct take
+// is checked and locked once (TakesHeld), not once per item. Returns the
+// place of each row it deleted: one id under two takes (an old epoch and
+// the new) is credited to the take that deleted it only.
 constexpr char kAckOfTakes[] = "sqlgroup_ack_of_takes";
 const std::string& AckOfTakesSql() {
-  static const std::string* const kSql = new std::string(
-      "DELETE FROM sqlgroup.items i "
-      "USING unnest($2::uuid[], $3::uuid[], $4::int[], $5::bigint[], "
-      "  $6::int[]) AS a(id, session_id, part, epoch, place) "
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "WITH a AS MATERIALIZED (SELECT * FROM unnest($2::uuid[], $3::uuid[], "
+      "  $4::int[], $5::bigint[], $6::int[]) "
+      "  AS a(id, session_id, part, epoch, place)), "
+      "held AS MATERIALIZED (",
+      TakesHeld("a"),
+      ") "
+      "DELETE FROM sqlgroup.items i USING a JOIN held h "
+      "  ON h.session_id = a.session_id AND h.part = a.part "
+      "  AND h.epoch = a.epoch "
       "WHERE i.group_name = $1 AND i.id = a.id "
-      "  AND EXISTS (SELECT 1 FROM sqlgroup.session_parts sp "
-      "    JOIN sqlgroup.sessions s "
-      "      ON s.group_name = sp.group_name AND s.id = sp.session_id "
-      "    JOIN sqlgroup.groups g ON g.name = sp.group_name "
-      "    WHERE sp.group_name = $1 AND sp.part = a.part "
-      "    AND sp.session_id = a.session_id AND sp.epoch = a.epoch "
-      "    AND (s.heartbeated_at > clock_timestamp() - g.session_ttl "
-      "      OR coalesce(s.away_until, '-infinity') > clock_timestamp()) "
-      "    FOR KEY SHARE OF sp) "
-      "RETURNING a.place");
+      "RETURNING a.place"));
   return *kSql;
 }
 
