@@ -265,8 +265,8 @@ class Consumer::Impl {
     // fewer, a worker would mostly wait for a statement it is not in
     // (PostgreSQL already flushes two side-by-side commits together; 8
     // processes of 2 workers drained 0.80x as fast with one line, session
-    // 25), while one member of 16 workers drained 1.12x to 1.36x as fast
-    // (three runs of bench/drain_bench.py).
+    // 25), while one member of 16 workers drained 1.14x and 1.12x as fast
+    // (medians of two runs of bench/drain_bench.py, bench/RESULTS.md).
     if (options_.workers >= SharedCommit::kSharedCommitWorkers) {
       worker.settle.shared_commit = std::make_shared<SharedCommit>();
       worker.connection.shared_acks = true;

@@ -314,8 +314,8 @@ Settler::Attempt Settler::CallInAck(const store::ClaimRef& ref,
   const store::CarriedClaim carry =
       of_key ? next->Carried(config_.claim_batch) : store::CarriedClaim{};
   // A function of single items gets one at a time (config_.kind.batched).
-  absl::StatusOr<store::AckedAndClaimed> r = acks_.AckInFunction(
-      ref, ids, config_.kind.sql_function.arrays, of_key ? &carry : nullptr);
+  absl::StatusOr<store::AckedAndClaimed> r =
+      acks_.AckInFunction(ref, ids, of_key ? &carry : nullptr);
   if (!r.ok()) {
     // Committed or not after a broken connection: the items are read again
     // if they are still there.

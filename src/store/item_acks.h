@@ -107,13 +107,14 @@ class ItemAcks {
   // transaction if it began one (committed only when every item was
   // deleted), else alone in autocommit. `carry` asks the ack's statement
   // to read the part's next claim too: any claim when alone, only of_key
-  // in a transaction. `defer_alone` (with no `carry`): an ack that would
-  // run alone is not made but left to the caller (`deferred`).
+  // in a transaction. `defer_alone` (only without `carry`: a carried
+  // claim needs a statement of its own): an ack that would run alone is
+  // not made but left to the caller (`deferred`).
   virtual HandledAndAcked HandleAndAck(const ClaimRef& ref,
                                        const std::vector<std::string>& ids,
                                        const HandlerCall& handler,
                                        const CarriedClaim* carry,
-                                       bool defer_alone = false) = 0;
+                                       bool defer_alone) = 0;
 
   // The fenced delete, in one autocommit statement, of items of several
   // takes of group `group` (each item under its own: deleted if and only
@@ -125,15 +126,15 @@ class ItemAcks {
       const std::string& group, const std::vector<TakeItem>& items) = 0;
 
   // The fenced delete of `ids` calling the group's SQL function on those
-  // it deletes, in one autocommit statement: on arrays of them, or on the
-  // one item of `ids` (with `carry` of_key: and the read of its key's
-  // next item). Returns what it deleted (acknowledged and handled, for
-  // good) and read. An error the function raised is its verdict:
+  // it deletes, in one autocommit statement: on arrays of them (a function
+  // on arrays), or on the one item of `ids` (with `carry` of_key: and the
+  // read of its key's next item). Returns what it deleted (acknowledged and
+  // handled, for good) and read. An error the function raised is its verdict:
   // DEADLINE_EXCEEDED when it was canceled (statement timeout, SQLSTATE
   // 57014), a dead-letter verdict for SQLSTATE SGDLQ, FAILED_PRECONDITION
   // or INTERNAL else (SqlErrorVerdict); the statement wrote nothing then.
   virtual absl::StatusOr<AckedAndClaimed> AckInFunction(
-      const ClaimRef& ref, const std::vector<std::string>& ids, bool arrays,
+      const ClaimRef& ref, const std::vector<std::string>& ids,
       const CarriedClaim* carry) = 0;
 
   // As ReleaseForRetry, DeadLetter and CountDeliveriesOfTheDead in

@@ -98,7 +98,7 @@ HandledAndAcked PgItemAcks::HandleAndAck(const ClaimRef& ref,
       r.deleted = DeleteClaimed(ack.work(), ref, ids);
       if (r.deleted == static_cast<int64_t>(ids.size())) ack.work().commit();
       // Otherwise the transaction rolls back as `ack` goes out of scope.
-    } else if (defer_alone && !carry) {
+    } else if (defer_alone) {
       r.alone = true;
       r.deferred = true;
     } else if (carry) {
@@ -132,7 +132,7 @@ absl::StatusOr<std::vector<bool>> PgItemAcks::DeleteOfTakes(
 }
 
 absl::StatusOr<AckedAndClaimed> PgItemAcks::AckInFunction(
-    const ClaimRef& ref, const std::vector<std::string>& ids, bool arrays,
+    const ClaimRef& ref, const std::vector<std::string>& ids,
     const CarriedClaim* carry) {
   // One autocommit statement: the fenced delete calls the function on the
   // items it deletes. Whatever it deleted is acknowledged, and handled.
@@ -141,8 +141,8 @@ absl::StatusOr<AckedAndClaimed> PgItemAcks::AckInFunction(
       return AckInFunctionAndNextOfKey(db(), ref, ids.front());
     }
     AckedAndClaimed r;
-    r.acked = arrays ? AckInFunctionOnArrays(db(), ref, ids)
-                     : store::AckInFunction(db(), ref, ids.front());
+    r.acked = function_.arrays ? AckInFunctionOnArrays(db(), ref, ids)
+                               : store::AckInFunction(db(), ref, ids.front());
     return r;
   } catch (...) {
     return AckErrorOfCurrentException(function_.name);

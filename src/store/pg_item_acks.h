@@ -37,7 +37,7 @@ class PgItemAcks : public ItemAcks {
   absl::StatusOr<std::vector<bool>> DeleteOfTakes(
       const std::string& group, const std::vector<TakeItem>& items) override;
   absl::StatusOr<AckedAndClaimed> AckInFunction(
-      const ClaimRef& ref, const std::vector<std::string>& ids, bool arrays,
+      const ClaimRef& ref, const std::vector<std::string>& ids,
       const CarriedClaim* carry) override;
   absl::StatusOr<int64_t> ReleaseForRetry(const ClaimRef& ref,
                                           const std::vector<std::string>& ids,

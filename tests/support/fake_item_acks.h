@@ -48,8 +48,9 @@ class FakeItemAcks : public store::ItemAcks {
                                       const store::CarriedClaim* carry,
                                       bool defer_alone) override {
     handled.push_back(ids);
+    defer_asked.push_back(defer_alone);
     store::HandledAndAcked r = script ? script(ids, carry) : Acked(ids.size());
-    if (defer_alone && !carry && r.verdict.ok() && r.error.ok() && r.alone) {
+    if (defer_alone && r.verdict.ok() && r.error.ok() && r.alone) {
       r.deferred = true;  // the settler acks through DeleteOfTakes
       r.deleted = -1;
     }
@@ -71,7 +72,7 @@ class FakeItemAcks : public store::ItemAcks {
     return deleted;
   }
   absl::StatusOr<store::AckedAndClaimed> AckInFunction(
-      const store::ClaimRef&, const std::vector<std::string>& ids, bool,
+      const store::ClaimRef&, const std::vector<std::string>& ids,
       const store::CarriedClaim*) override {
     handled.push_back(ids);
     if (!function_error.ok()) return function_error;
@@ -133,6 +134,7 @@ class FakeItemAcks : public store::ItemAcks {
   // attempts counted now.
   std::map<std::string, int> delivered_before;
   std::vector<std::vector<std::string>> handled;  // each call's ids
+  std::vector<bool> defer_asked;  // each HandleAndAck's defer_alone
   std::vector<Write> released;
   std::vector<Write> dead;
   std::vector<bool> circuit_reports;

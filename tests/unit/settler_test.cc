@@ -322,6 +322,7 @@ TEST_F(SettlerTest, WithASharedCommitAnAckAloneGoesThroughIt) {
   EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(2)}, &next),
             Settler::Outcome::kAcked);
   EXPECT_TRUE(next.sent);
+  EXPECT_EQ(acks_.defer_asked, (std::vector<bool>{true, false}));
   EXPECT_EQ(SharedAcks(acks_).size(), 1u);
 }
 

@@ -145,7 +145,7 @@ TEST(SharedCommit, TwoLinesRunTwoStatementsSideBySide) {
 // The statement says which places it deleted: one id under an old take and
 // under the live one (a part taken again) is credited to the live take's
 // ack only.
-TEST(SharedCommit, EachAckIsCreditedByPlaceNotById) {
+TEST(SharedCommit, EachAckGetsTheAnswersOfItsOwnPlaces) {
   SharedCommit commit;
   Recorder rec;
   FirstInFlight first(commit, rec);
