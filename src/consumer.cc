@@ -218,7 +218,7 @@ class Consumer::Impl {
     member.ttl_ns = ttl_ns;
     auto key_order = std::make_shared<std::atomic<bool>>(settings_.key_order);
     member.key_order = key_order;
-    auto schema_version = std::make_shared<std::atomic<int>>(schema_.version);
+    auto schema_version = std::make_shared<std::atomic<int>>();  // SchemaWatch
     member.schema_version = schema_version;
     member.channel = {.dsn = options_.dsn,
                       .group = options_.group,

@@ -12,7 +12,9 @@ SchemaWatch::SchemaWatch(Config config, store::MembershipStore& store,
     : config_(std::move(config)),
       store_(store),
       log_(std::move(logger)),
-      schema_(config_.at_start) {}
+      schema_(config_.at_start) {
+  if (config_.published) config_.published->store(schema_.version);
+}
 
 absl::Status SchemaWatch::Check(const std::string& session) {
   next_ = absl::Now() + config_.interval;
@@ -41,7 +43,7 @@ absl::Status SchemaWatch::Check(const std::string& session) {
                             : note);
   }
   schema_ = *state;
-  if (config_.published) config_.published->store(state->version);
+  if (config_.published) config_.published->store(schema_.version);
   if (session.empty() || recorded_ || !RecordsVersion()) {
     return absl::OkStatus();
   }

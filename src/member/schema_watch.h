@@ -32,7 +32,8 @@ class SchemaWatch {
     internal::SchemaState at_start;
     // How often the schema is read without a notice.
     absl::Duration interval = absl::Seconds(5);
-    // Where the version read is published for the member's workers, whose
+    // Where the version (at_start, then each one read that this binary may
+    // run against) is published for the member's workers, whose
     // statements depend on it. Optional.
     std::shared_ptr<std::atomic<int>> published;
   };

@@ -89,5 +89,22 @@ TEST_F(SchemaWatchTest, ANoticeMakesACheckDueBeforeTheInterval) {
   EXPECT_TRUE(watch.Due(absl::Now()));
 }
 
+// The workers prepare their statements for the version published: the one
+// at start, then each one read that the member may run against, never
+// one that stops it.
+TEST_F(SchemaWatchTest, PublishesTheVersionsTheMemberRunsAgainst) {
+  auto published = std::make_shared<std::atomic<int>>(0);
+  SchemaWatch watch({.group = "g",
+                     .at_start = {kSchemaVersion - 1, kSchemaVersion - 1},
+                     .published = published},
+                    store_, log_);
+  EXPECT_EQ(published->load(), kSchemaVersion - 1);
+  ASSERT_TRUE(watch.Check("s1").ok());
+  EXPECT_EQ(published->load(), kSchemaVersion);
+  store_.schema = {kSchemaVersion + 1, kSchemaVersion + 1};
+  EXPECT_TRUE(absl::IsFailedPrecondition(watch.Check("s1")));
+  EXPECT_EQ(published->load(), kSchemaVersion);
+}
+
 }  // namespace
 }  // namespace sqlgroup
