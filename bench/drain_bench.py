@@ -2,8 +2,9 @@
 """Commit-bound throughput against graphile-worker (issue 43): the same
 backlog of --items no-op items drained by each system in turn, on one
 private durable PostgreSQL, measured the same way for all: the queue's
-table is polled every 10 ms, and the rate is the items over the time from
-the first item gone to the last.
+table is polled every 10 ms (one psql session), and the rate is the items
+left at the first poll that saw one gone over the time from that poll to
+the one that saw none left.
 
 Systems (--systems, the order rotated every repetition):
   sqlgroup_fleet   --processes `sqlgroup consume` processes with default
@@ -37,7 +38,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "peers"))
-from graphile_bench import SPEC, install, url_of  # noqa: E402
+from graphile_bench import SPEC, install, start_worker, url_of  # noqa: E402
+from members_bench import Psql  # noqa: E402
 from private_pg import private_postgres  # noqa: E402
 
 SYSTEMS = ["sqlgroup_fleet", "sqlgroup_one", "graphile", "graphile_local",
@@ -50,19 +52,65 @@ def sh(*args):
 
 
 def drain(sql, left_sql, items, procs, what):
-    """Polls `left_sql` until 0: seconds from the first item gone."""
+    """Polls `left_sql` until 0: the items left at the first poll that saw
+    one gone, and the seconds from that poll to the last."""
     deadline = time.monotonic() + 600
-    first = None
+    first = first_left = None
     while True:
         left = int(sql(left_sql))
         now = time.monotonic()
         if first is None and left < items:
-            first = now
+            first, first_left = now, left
         if left == 0:
-            return now - first
+            return first_left, now - first
         if now > deadline or any(p.poll() is not None for p in procs):
             raise RuntimeError("%s did not drain (%d left)" % (what, left))
         time.sleep(0.01)
+
+
+def drain_one(args, cli, modules, dsn, sql, system, rep, log):
+    """Enqueues --items for `system`, starts it and times its drain."""
+    procs = []
+    if system.startswith("sqlgroup"):
+        group = "d-%s-%d" % (system, rep)
+        sh(cli, "group", "create", group, "--parts", "16", "--dsn", dsn)
+        sh(cli, "produce", "--generate", "--group", group, "--count",
+           str(args.items), "--dsn", dsn)
+        fleet = system.startswith("sqlgroup_fleet")
+        run = os.path.abspath(args.before) if system.endswith("_before") else cli
+        flags = ([] if fleet else
+                 ["--workers", str(args.concurrency), "--max_connections",
+                  str(args.concurrency + 1)])
+        for _ in range(args.processes if fleet else 1):
+            procs.append(subprocess.Popen(
+                [run, "consume", "--dsn", dsn, "--group", group, "--handler",
+                 "noop", "--metrics_addr", "", "--log_level", "warn"] + flags,
+                stdout=log, stderr=log, stdin=subprocess.DEVNULL))
+        left = ("SELECT count(*) FROM sqlgroup.items WHERE group_name = '%s'"
+                % group)
+    else:
+        sql("SELECT graphile_worker.add_jobs(array_agg(%s)) "
+            "FROM generate_series(1, %d)" % (SPEC, args.items))
+        batched = ["--local_queue", str(args.local_queue), "--complete_delay",
+                   str(args.complete_delay)]
+        procs.append(start_worker(
+            modules, url_of(dsn), os.devnull, args, items=1000000000,
+            extra=batched if system == "graphile_local" else (), stdout=log,
+            stderr=log))
+        left = "SELECT count(*) FROM graphile_worker.jobs"
+    try:
+        items, seconds = drain(sql, left, args.items, procs, system)
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    return {"bench": "drain", "rep": rep, "system": system, "items": items,
+            "seconds": round(seconds, 3),
+            "items_per_s": round(items / seconds)}
 
 
 def main():
@@ -90,66 +138,17 @@ def main():
     workdir = tempfile.mkdtemp(prefix="sqlgroup-bench-drain-")
     results = []
     with private_postgres(cli) as dsn:
-        sql = lambda q: sh("psql", dsn, "-qAtc", q).strip()
+        sql = Psql(dsn).sql
         if modules:
             sh(os.path.join(modules, ".bin", "graphile-worker"),
                "--schema-only", "-c", url_of(dsn))
         for rep in range(args.reps):
             order = systems[rep % len(systems):] + systems[:rep % len(systems)]
             for system in order:
-                log = open(os.path.join(workdir, "%s-%d.log" % (system, rep)),
-                           "w")
-                procs = []
-                if system.startswith("sqlgroup"):
-                    group = "d-%s-%d" % (system, rep)
-                    sh(cli, "group", "create", group, "--parts", "16",
-                       "--dsn", dsn)
-                    sh(cli, "produce", "--generate", "--group", group,
-                       "--count", str(args.items), "--dsn", dsn)
-                    fleet = system.startswith("sqlgroup_fleet")
-                    run = (os.path.abspath(args.before)
-                           if system.endswith("_before") else cli)
-                    flags = ([] if fleet else
-                             ["--workers", str(args.concurrency),
-                              "--max_connections",
-                              str(args.concurrency + 1)])
-                    n = args.processes if fleet else 1
-                    for _ in range(n):
-                        procs.append(subprocess.Popen(
-                            [run, "consume", "--dsn", dsn, "--group", group,
-                             "--handler", "noop", "--metrics_addr", "",
-                             "--log_level", "warn"] + flags,
-                            stdout=log, stderr=log, stdin=subprocess.DEVNULL))
-                    left = ("SELECT count(*) FROM sqlgroup.items WHERE "
-                            "group_name = '%s'" % group)
-                else:
-                    sql("SELECT graphile_worker.add_jobs(array_agg(%s)) "
-                        "FROM generate_series(1, %d)" % (SPEC, args.items))
-                    batched = ["--local_queue", str(args.local_queue),
-                               "--complete_delay", str(args.complete_delay)]
-                    procs.append(subprocess.Popen(
-                        ["node", os.path.join(HERE, "peers",
-                                              "graphile_latency.js"),
-                         "--connection", url_of(dsn), "--out", os.devnull,
-                         "--concurrency", str(args.concurrency),
-                         "--items", "1000000000"] +
-                        (batched if system == "graphile_local" else []),
-                        env=dict(os.environ, NODE_PATH=modules),
-                        stdout=log, stderr=log, stdin=subprocess.DEVNULL))
-                    left = "SELECT count(*) FROM graphile_worker.jobs"
-                try:
-                    seconds = drain(sql, left, args.items, procs, system)
-                finally:
-                    for p in procs:
-                        p.send_signal(signal.SIGTERM)
-                    for p in procs:
-                        try:
-                            p.wait(timeout=60)
-                        except subprocess.TimeoutExpired:
-                            p.kill()
-                r = {"bench": "drain", "rep": rep, "system": system,
-                     "items": args.items, "seconds": round(seconds, 3),
-                     "items_per_s": round(args.items / seconds)}
+                path = os.path.join(workdir, "%s-%d.log" % (system, rep))
+                with open(path, "w") as log:
+                    r = drain_one(args, cli, modules, dsn, sql, system, rep,
+                                  log)
                 print(json.dumps(r), flush=True)
                 results.append(r)
     by = {s: [r for r in results if r["system"] == s] for s in systems}

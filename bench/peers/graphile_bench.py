@@ -76,13 +76,18 @@ def url_of(dsn):
                                        q("dbname", "postgres"))
 
 
-def start_worker(modules, url, out, args, drain=0):
+def start_worker(modules, url, out, args, drain=0, items=None, extra=(),
+                 stdout=subprocess.PIPE, stderr=None):
+    """graphile_latency.js at args.concurrency, for `items` jobs
+    (args.items by default), with `extra` flags."""
     env = dict(os.environ, NODE_PATH=modules)
     return subprocess.Popen(
         ["node", os.path.join(HERE, "graphile_latency.js"), "--connection", url,
          "--out", out, "--concurrency", str(args.concurrency),
-         "--items", str(args.items), "--drain", str(drain)],
-        env=env, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+         "--items", str(args.items if items is None else items),
+         "--drain", str(drain)] + list(extra),
+        env=env, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
+        text=True)
 
 
 def main():
