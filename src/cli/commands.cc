@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -384,21 +385,47 @@ std::vector<std::string> FlagsOfCommand(const Args& words) {
   return WithCommonFlags(command->flags);
 }
 
+std::vector<std::string> EnvironmentFlagsOfCommand(const Args& words) {
+  const auto [command, n] = FindCommand(words);
+  if (command == nullptr) return {};
+  const std::string name = absl::StrJoin(words.begin(), words.begin() + n, " ");
+  // What an operation acts on is typed each time: a SQLGROUP_KEY or
+  // SQLGROUP_ALL left in the environment must not turn `group pause G`
+  // into a key's pause, or `dead purge G` into a purge of everything.
+  const bool operation = absl::StartsWith(name, "dead ") ||
+                         absl::StartsWith(name, "items ") ||
+                         name == "group pause" || name == "group resume";
+  static const std::set<std::string> kSelectors = {
+      "key", "all", "error", "older_than", "since", "part"};
+  std::vector<std::string> out;
+  for (const std::string& flag : WithCommonFlags(command->flags)) {
+    // ResolveDsn reads SQLGROUP_DSN itself, to say where a DSN came from.
+    if (flag == "dsn" || (operation && kSelectors.count(flag))) continue;
+    out.push_back(flag);
+  }
+  return out;
+}
+
 std::string CommandHelp(const Args& words) {
   const auto [command, n] = FindCommand(words);
   if (command == nullptr) return UsageText();
   std::string out =
       absl::StrCat("usage: sqlgroup ", command->synopsis, "\n\nflags:\n");
+  const std::vector<std::string> from_env = EnvironmentFlagsOfCommand(words);
   for (const std::string& name : WithCommonFlags(command->flags)) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
     if (flag == nullptr) continue;
+    const bool env =
+        name == "dsn" ||
+        std::find(from_env.begin(), from_env.end(), name) != from_env.end();
     std::string default_value = flag->DefaultValue();
     if (flag->IsOfType<std::string>()) {
       default_value = absl::StrCat("\"", default_value, "\"");
     }
-    absl::StrAppend(&out, "  --", name, " (default ", default_value, "; $",
-                    EnvironmentName(name), ")\n      ",
-                    FlagMeaning(flag->Help()), "\n");
+    absl::StrAppend(
+        &out, "  --", name, " (default ", default_value, "; ",
+        env ? absl::StrCat("$", EnvironmentName(name)) : "command line only",
+        ")\n      ", FlagMeaning(flag->Help()), "\n");
   }
   absl::StrAppend(
       &out,

@@ -24,6 +24,14 @@ std::vector<std::string> KnownFlags();
 // included; empty when no command is named.
 std::vector<std::string> FlagsOfCommand(const std::vector<std::string>& words);
 
+// Those of FlagsOfCommand(words) that a SQLGROUP_* variable may set: not
+// --dsn (ResolveDsn reads it), nor what an operation on items acts on
+// (--key, --all, --error, --older_than, --since, --part of the dead,
+// items and group pause/resume commands), which only the command line
+// gives.
+std::vector<std::string> EnvironmentFlagsOfCommand(
+    const std::vector<std::string>& words);
+
 // `sqlgroup COMMAND --help`: the command's usage and each of its flags with
 // its default and meaning; the whole usage when `words` name no command.
 std::string CommandHelp(const std::vector<std::string>& words);

@@ -121,7 +121,8 @@ ABSL_FLAG(std::string, listen_dsn, "",
           "or poll behind such a pooler");
 ABSL_FLAG(std::string, key, "",
           "produce: the key of the one item to send (with --payload or "
-          "--payload_file); empty: unkeyed");
+          "--payload_file), empty: unkeyed; dead, items, group pause and "
+          "resume: only that key's items (given, even empty: a key)");
 ABSL_FLAG(std::string, payload, "",
           "produce: the payload (text) of the one item to send");
 ABSL_FLAG(std::string, payload_file, "",

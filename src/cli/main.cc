@@ -44,14 +44,8 @@ int main(int argc, char** argv) {
                 sqlgroup::kOldestServedSchema, sqlgroup::kSchemaVersion);
     return 0;
   }
-  // --dsn is read from SQLGROUP_DSN by ResolveDsn, which says where a
-  // connection string came from in its messages.
-  std::vector<std::string> from_env;
-  for (const std::string& f : sqlgroup::cli::FlagsOfCommand(cl->words)) {
-    if (f != "dsn") from_env.push_back(f);
-  }
   sqlgroup::cli::AddEnvironmentFlags(
-      *cl, from_env,
+      *cl, sqlgroup::cli::EnvironmentFlagsOfCommand(cl->words),
       [](const std::string& name) { return std::getenv(name.c_str()); });
   if (const absl::Status s = sqlgroup::cli::CheckFlagValues(*cl); !s.ok()) {
     std::fprintf(stderr, "sqlgroup: %s\n%s", std::string(s.message()).c_str(),

@@ -131,6 +131,15 @@ TEST_F(OperateTest, DeadLettersThroughCliAndSqlAsTheOperatorOnly) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "a:1")) << r.out;
 
+  // What an operation acts on comes from the command line only: a
+  // SQLGROUP_KEY left in the environment does not make this a key's pause.
+  r = RunCli({"group", "pause", "g", "--dsn", op_dsn}, {{"SQLGROUP_KEY", "a"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "paused group g:")) << r.out;
+  r = RunCli({"group", "resume", "g", "--dsn", op_dsn});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "resumed group g;")) << r.out;
+
   // Neither a member nor a producer may requeue, purge or pause.
   for (const std::string& dsn : {member_dsn_, producer.Dsn(db_.name())}) {
     r = RunCli({"dead", "requeue", "g", "--all", "--dsn", dsn});
