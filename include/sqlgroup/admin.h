@@ -323,9 +323,10 @@ class Admin {
   // One waiting item with its whole payload.
   absl::StatusOr<WaitingItem> ShowItem(const std::string& group,
                                        const std::string& id);
-  // Pauses the group (`key` nullopt) or one key of it: from the commit on,
-  // no member hands out its items (each claim reads the pauses); items
-  // already in a handler finish and are acknowledged. Stored in the
+  // Pauses the group (`key` nullopt) or one key of it: no claim after the
+  // commit returns its items (each claim reads the pauses); items a member
+  // read before (at most a claim's batch per part) still go to handlers,
+  // and items in a handler finish and are acknowledged. Stored in the
   // database, so it holds through restarts, rebalances and part-count
   // changes. False when it was paused already.
   absl::StatusOr<bool> PauseGroup(const std::string& group,

@@ -82,8 +82,8 @@ struct WaitingItem {
   // ListItems: the first 64 bytes; ShowItem: the whole payload.
   std::string payload;
   std::string last_error;  // of its last failed attempt; empty if none
-  // When it came back from the dead letters at its old place; nullopt
-  // otherwise.
+  // When it came back from the dead letters at its old place in its key
+  // (a keyed item); nullopt otherwise.
   std::optional<absl::Time> requeued_at;
 };
 

@@ -305,8 +305,8 @@ const std::map<std::string, Command>& Commands() {
       {"items show",
        {"items show GROUP ID [--json]", {"json"}, 2, RunItemsShow}},
       {"group pause",
-       {"group pause GROUP [--key K]  (no item of the group, or of the key, "
-        "is handed out until resumed; items in flight finish)",
+       {"group pause GROUP [--key K]  (no claim returns an item of the "
+        "group, or of the key, until resumed; items in flight finish)",
         {"key"},
         1,
         RunGroupPause}},

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 
 namespace sqlgroup::cli {
 namespace {
@@ -88,6 +89,10 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
+std::string ShellWord(const std::string& s) {
+  return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
+}
+
 std::string DescriptionText(const GroupDescription& d) {
   std::string out = absl::StrFormat(
       "GROUP %s  parts=%d  ordering=%s  assignor=%s  ttl=%s  heartbeat=%s  "
@@ -104,7 +109,8 @@ std::string DescriptionText(const GroupDescription& d) {
                     absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", p.paused_at,
                                      absl::UTCTimeZone()),
                     " by ", p.paused_by, " (`sqlgroup group resume ",
-                    d.config.name, p.key ? " --key KEY" : "",
+                    d.config.name,
+                    p.key ? absl::StrCat(" --key ", ShellWord(*p.key)) : "",
                     "` resumes it)\n");
   }
   if (const auto& c = d.last_parts_change) {

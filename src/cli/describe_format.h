@@ -18,6 +18,10 @@ std::string GroupListJson(const std::vector<GroupConfig>& groups);
 // A JSON string literal, quotes included.
 std::string JsonString(const std::string& s);
 
+// `s` as one word for a POSIX shell, in single quotes: for a command the
+// output suggests (`sqlgroup group resume G --key 'k'`).
+std::string ShellWord(const std::string& s);
+
 }  // namespace sqlgroup::cli
 
 #endif  // SQLGROUP_CLI_DESCRIBE_FORMAT_H_

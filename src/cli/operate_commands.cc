@@ -355,9 +355,10 @@ absl::Status SetPaused(const Args& args, bool pause) {
   } else if (pause) {
     Print(absl::StrCat(
         "paused ", what,
-        ": members hand out none of its items from now on (items in a "
-        "handler finish); `sqlgroup group resume ",
-        args[0], key ? " --key ..." : "", "` resumes\n"));
+        ": no claim returns its items from now on (items already read or in "
+        "a handler finish); `sqlgroup group resume ",
+        args[0], key ? absl::StrCat(" --key ", ShellWord(*key)) : "",
+        "` resumes\n"));
   } else {
     Print(absl::StrCat("resumed ", what, "; its members were woken\n"));
   }
