@@ -30,13 +30,16 @@ std::string KeyOpen(bool pauses, const std::string& row) {
                       "id::text, 18) <> ALL (", kPausedBlocks, "))");
 }
 
-std::string NoRequeuedBefore(bool pauses, const std::string& id) {
+std::string NoRequeuedBefore(bool pauses, const std::string& id,
+                             const std::string& acked) {
   if (!pauses) return "";
   return absl::StrCat(
       " AND NOT EXISTS (SELECT 1 FROM sqlgroup.items rq "
       "WHERE rq.group_name = $1 AND rq.requeued_at IS NOT NULL "
       "AND rq.id >= (left(",
-      id, "::text, 18) || '-0000-000000000000')::uuid AND rq.id < ", id, ")");
+      id, "::text, 18) || '-0000-000000000000')::uuid AND rq.id < ", id,
+      acked.empty() ? "" : absl::StrCat(" AND rq.id <> ALL (", acked, ")"),
+      ")");
 }
 
 namespace {
@@ -54,19 +57,17 @@ constexpr char kTakeAlive[] =
 }  // namespace
 
 std::string TakeHeld(int session, int part, int epoch, bool hold) {
-  return absl::StrCat("EXISTS (SELECT 1 FROM ", kTakes,
-                      " WHERE sp.group_name = $1 AND sp.part = $", part,
-                      " AND sp.session_id = $", session,
-                      "::uuid AND sp.epoch = $", epoch, " AND ", kTakeAlive,
-                      hold ? " FOR KEY SHARE OF sp)" : ")");
+  return TakeHeldOf(absl::StrCat("$", session, "::uuid"),
+                    absl::StrCat("$", part), absl::StrCat("$", epoch), hold);
 }
 
-std::string TakesHeld(const std::string& takes) {
-  return absl::StrCat(
-      "SELECT sp.session_id, sp.part, sp.epoch FROM ", kTakes,
-      " WHERE sp.group_name = $1 AND (sp.session_id, sp.part, sp.epoch) IN "
-      "(SELECT session_id, part, epoch FROM ",
-      takes, ") AND ", kTakeAlive, " ORDER BY sp.part FOR KEY SHARE OF sp");
+std::string TakeHeldOf(const std::string& session, const std::string& part,
+                       const std::string& epoch, bool hold) {
+  return absl::StrCat("EXISTS (SELECT 1 FROM ", kTakes,
+                      " WHERE sp.group_name = $1 AND sp.part = ", part,
+                      " AND sp.session_id = ", session,
+                      " AND sp.epoch = ", epoch, " AND ", kTakeAlive,
+                      hold ? " FOR KEY SHARE OF sp)" : ")");
 }
 
 std::string WithIds(int ids) {
@@ -121,10 +122,8 @@ int HexValue(char c) {
   return -1;
 }
 
-// A bytea field's bytes (empty when NULL), decoded straight from its hex
-// text (the server's default bytea_output) into `out`: pqxx::binarystring
-// goes through an unescaped copy and a shared buffer first, two
-// allocations and a copy per item on the claim's path.
+}  // namespace
+
 void ReadBytea(const pqxx::field& f, std::string* out) {
   const char* text = f.c_str();
   const size_t n = f.size();
@@ -145,8 +144,6 @@ void ReadBytea(const pqxx::field& f, std::string* out) {
   }
   *out = pqxx::binarystring(f).str();  // bytea_output = 'escape'
 }
-
-}  // namespace
 
 Item ItemAt(pqxx::row::const_iterator& f, const ClaimRef& ref) {
   Item item;

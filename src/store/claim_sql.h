@@ -26,8 +26,11 @@ std::string KeyOpen(bool pauses, const std::string& row);
 // With `pauses`, " AND " a condition that no item of the block of the
 // uuid expression `id` older than it was put back from the dead letters
 // at its old place (items_requeued, a small index): the key's next item
-// after `id` is its head only then. Else empty.
-std::string NoRequeuedBefore(bool pauses, const std::string& id);
+// after `id` is its head only then. `acked`: a uuid[] expression of items
+// the same statement acknowledges (its read sees them still), not counted.
+// Else empty.
+std::string NoRequeuedBefore(bool pauses, const std::string& id,
+                             const std::string& acked = "");
 
 // Whether the take `$<session>, $<part>, $<epoch>` of group $1 still owns
 // its part and its session is alive by the database clock: a zombie past
@@ -41,11 +44,11 @@ std::string NoRequeuedBefore(bool pauses, const std::string& id);
 // the take gone, never in between.
 std::string TakeHeld(int session, int part, int epoch, bool hold);
 
-// The takes of the relation `takes` (columns session_id, part, epoch)
-// that hold as TakeHeld's do, each locked FOR KEY SHARE once, in part
-// order: rows (session_id, part, epoch), for a statement that settles the
-// items of several takes.
-std::string TakesHeld(const std::string& takes);
+// TakeHeld of the take in the SQL expressions `session`, `part` and
+// `epoch` (columns of each row, for a statement that settles the items of
+// several takes: then it runs once per row).
+std::string TakeHeldOf(const std::string& session, const std::string& part,
+                       const std::string& epoch, bool hold);
 
 // Rows of group $1 whose ids are in parameter `ids`, a uuid[] in key order
 // (KeyOrderedIds): `id = ANY(...)` and between its first and last, so
@@ -87,6 +90,12 @@ std::string AckThen(const std::string& which, const std::string& claim,
 std::string NextOfKeySql(bool pauses);
 // The last id of the block (key) of the item `id`, as text.
 std::string BlockLastOf(const std::string& id);
+
+// A bytea field's bytes (empty when NULL), decoded straight from its hex
+// text (the server's default bytea_output) into `out`: pqxx::binarystring
+// goes through an unescaped copy and a shared buffer first, two
+// allocations and a copy per item on the claim's path.
+void ReadBytea(const pqxx::field& f, std::string* out);
 
 // The columns a claim returns for each item, after `owned`, as
 // ClaimedItems reads them: id, key, payload, attempts, enqueued_at in

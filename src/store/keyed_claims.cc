@@ -167,9 +167,10 @@ std::string ClaimHeadsSql(bool pauses) {
 // owned, the item columns (NULL when none; the payload NULL when the row
 // is not due itself), then whether it is due. With `pauses` (schema 17):
 // no row of a paused group or key is due, nor, with $9, one of the
-// cursor's key while an older item of it was requeued at its old place.
+// cursor's key while an older item of it was requeued at its old place
+// (other than `acked`, the items the statement acknowledges first).
 constexpr char kClaimRuns[] = "sqlgroup_claim_runs";
-std::string ClaimRunsSql(bool pauses) {
+std::string ClaimRunsSql(bool pauses, const std::string& acked = "") {
   return absl::StrCat(
       "SELECT t.owned, i.id::text, i.key, "
       // A row held back goes without its payload (a key waiting with a
@@ -184,7 +185,7 @@ std::string ClaimRunsSql(bool pauses) {
       "    AND (cardinality($8::text[]) = 0 "
       "      OR left(j.id::text, 18) <> ALL($8::text[]))",
       KeyOpen(pauses, "j."), "    AND (j.key IS NULL OR ($9",
-      NoRequeuedBefore(pauses, "$5::uuid"),
+      NoRequeuedBefore(pauses, "$5::uuid", acked),
       ") OR left(j.id::text, 18) <> left($5::text, 18) "
       "      OR NOT EXISTS (SELECT 1 FROM sqlgroup.items e "
       "        WHERE e.group_name = $1 AND e.id >= ",
@@ -203,7 +204,7 @@ std::string ClaimRunsSql(bool pauses) {
 // items of the cursor's key, which would see them, is not made).
 constexpr char kAckAndClaimRuns[] = "sqlgroup_ack_and_claim_runs";
 std::string AckAndClaimRunsSql(bool pauses) {
-  return AckThen(WithIds(10), ClaimRunsSql(pauses));
+  return AckThen(WithIds(10), ClaimRunsSql(pauses, "$10::uuid[]"));
 }
 
 constexpr char kNextOfKey[] = "sqlgroup_next_of_key";
