@@ -89,9 +89,12 @@ constexpr char kDeadItems[] =
 
 // $1 group. Its pauses (schema 17 on), the whole group's first: the key
 // (NULL for the group), when, microseconds since the epoch, and by whom.
-constexpr char kPauses[] =
-    "SELECT key, (extract(epoch FROM paused_at) * 1000000)::bigint, "
-    "paused_by FROM sqlgroup.pauses WHERE group_name = $1 ORDER BY block";
+const std::string& PausesSql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "SELECT key, ", MicrosOf("paused_at"),
+      ", paused_by FROM sqlgroup.pauses WHERE group_name = $1 ORDER BY block"));
+  return *kSql;
+}
 
 // "{a,b,c}": a PostgreSQL array literal of plain tokens.
 template <typename Range, typename F>
@@ -203,7 +206,7 @@ absl::StatusOr<GroupDescription> DescribeGroup(
     }
     d.dead_items = tx.exec_params1(kDeadItems, name)[0].as<int64_t>();
     if (schema.version >= internal::kPausesFrom) {
-      for (const pqxx::row& row : tx.exec_params(kPauses, name)) {
+      for (const pqxx::row& row : tx.exec_params(PausesSql(), name)) {
         Pause p;
         if (!row[0].is_null()) p.key = row[0].as<std::string>();
         p.paused_at = absl::FromUnixMicros(row[1].as<int64_t>());

@@ -2,8 +2,8 @@
 
 #include <pqxx/pqxx>
 
-#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "store/claim_sql.h"
 #include "store/connection.h"
 #include "store/errors.h"
 #include "store/interval.h"
@@ -11,11 +11,6 @@
 
 namespace sqlgroup::store {
 namespace {
-
-// Microseconds since the epoch of a timestamptz column `c`.
-std::string Micros(const std::string& c) {
-  return absl::StrCat("(extract(epoch FROM ", c, ") * 1000000)::bigint");
-}
 
 absl::Time TimeAt(const pqxx::field& f) {
   return absl::FromUnixMicros(f.as<int64_t>());
@@ -26,9 +21,9 @@ std::optional<std::string> OptionalText(const pqxx::field& f) {
   return f.as<std::string>();
 }
 
-std::string Base64Field(const pqxx::field& f) {
+std::string Bytes(const pqxx::field& f) {
   std::string bytes;
-  if (!f.is_null()) absl::Base64Unescape(f.as<std::string>(), &bytes);
+  ReadBytea(f, &bytes);
   return bytes;
 }
 
@@ -73,9 +68,9 @@ absl::StatusOr<T> Operate(DbConnection& db, const std::string& what, F&& f) {
 }
 
 const std::string& DeadColumns() {
-  static const std::string* const kColumns = new std::string(
-      absl::StrCat("d.id::text, d.key, d.attempts, ", Micros("d.enqueued_at"),
-                   ", ", Micros("d.died_at"), ", coalesce(d.last_error, '')"));
+  static const std::string* const kColumns = new std::string(absl::StrCat(
+      "d.id::text, d.key, d.attempts, ", MicrosOf("d.enqueued_at"), ", ",
+      MicrosOf("d.died_at"), ", coalesce(d.last_error, '')"));
   return *kColumns;
 }
 
@@ -90,20 +85,14 @@ DeadItem DeadItemOf(const pqxx::row& row) {
   return d;
 }
 
-const std::string& WaitingColumns(bool whole_payload) {
-  static const std::string* const kPreview = new std::string(
-      absl::StrCat("i.id::text, i.key, i.part, i.attempts, ",
-                   Micros("i.due_at"), ", ", Micros("i.enqueued_at"),
-                   ", i.payload_bytes, encode(i.payload_preview, 'base64'), "
-                   "coalesce(i.last_error, ''), ",
-                   Micros("i.requeued_at")));
-  static const std::string* const kWhole = new std::string(
-      absl::StrCat("i.id::text, i.key, i.part, i.attempts, ",
-                   Micros("i.due_at"), ", ", Micros("i.enqueued_at"),
-                   ", octet_length(i.payload), encode(i.payload, 'base64'), "
-                   "coalesce(i.last_error, ''), ",
-                   Micros("i.requeued_at")));
-  return whole_payload ? *kWhole : *kPreview;
+// The columns WaitingItemOf reads, of `i` (items_list or items_show),
+// with `bytes` and `payload` the payload's size and bytes.
+std::string WaitingColumns(const std::string& bytes,
+                           const std::string& payload) {
+  return absl::StrCat(
+      "i.id::text, i.key, i.part, i.attempts, ", MicrosOf("i.due_at"), ", ",
+      MicrosOf("i.enqueued_at"), ", ", bytes, ", ", payload,
+      ", coalesce(i.last_error, ''), ", MicrosOf("i.requeued_at"));
 }
 
 WaitingItem WaitingItemOf(const pqxx::row& row) {
@@ -115,7 +104,7 @@ WaitingItem WaitingItemOf(const pqxx::row& row) {
   w.due_at = TimeAt(row[4]);
   w.enqueued_at = TimeAt(row[5]);
   w.payload_bytes = row[6].as<int64_t>();
-  w.payload = Base64Field(row[7]);
+  w.payload = Bytes(row[7]);
   w.last_error = row[8].as<std::string>();
   if (!row[9].is_null()) w.requeued_at = TimeAt(row[9]);
   return w;
@@ -152,14 +141,14 @@ absl::StatusOr<DeadItem> ShowDead(DbConnection& db, const std::string& group,
                                   const std::string& id) {
   const std::string sql =
       absl::StrCat("SELECT ", DeadColumns(),
-                   ", encode(d.payload, 'base64') "
+                   ", d.payload "
                    "FROM sqlgroup.dead_show($1, $2::uuid) d");
   return Operate<DeadItem>(
       db, absl::StrCat("show dead letter ", id, " of ", group),
       [&](pqxx::work& tx) {
         const pqxx::row row = tx.exec_params1(sql, group, id);
         DeadItem d = DeadItemOf(row);
-        d.payload = Base64Field(row[6]);
+        d.payload = Bytes(row[6]);
         return d;
       });
 }
@@ -196,7 +185,7 @@ absl::StatusOr<std::vector<DeadItem>> PurgeDead(DbConnection& db,
                                                 const DeadSelection& selection,
                                                 bool dry_run) {
   const std::string sql = absl::StrCat(
-      "SELECT p.id::text, p.key, ", Micros("p.died_at"),
+      "SELECT p.id::text, p.key, ", MicrosOf("p.died_at"),
       " FROM sqlgroup.dead_purge($1, ", Given(2, 3, "uuid[]"), ", ",
       Given(4, 5, "text"), ", ", Given(6, 7, "interval"), ", $8, $9) p");
   return Operate<std::vector<DeadItem>>(
@@ -223,8 +212,9 @@ absl::StatusOr<std::vector<WaitingItem>> ListItems(DbConnection& db,
                                                    const std::string& group,
                                                    const ItemFilter& filter) {
   const std::string sql = absl::StrCat(
-      "SELECT ", WaitingColumns(false), " FROM sqlgroup.items_list($1, ",
-      Given(2, 3, "text"), ", ", Given(4, 5, "integer"), ", $6) i");
+      "SELECT ", WaitingColumns("i.payload_bytes", "i.payload_preview"),
+      " FROM sqlgroup.items_list($1, ", Given(2, 3, "text"), ", ",
+      Given(4, 5, "integer"), ", $6) i");
   return Operate<std::vector<WaitingItem>>(
       db, absl::StrCat("list the items of ", group), [&](pqxx::work& tx) {
         std::vector<WaitingItem> out;
@@ -240,9 +230,9 @@ absl::StatusOr<std::vector<WaitingItem>> ListItems(DbConnection& db,
 
 absl::StatusOr<WaitingItem> ShowItem(DbConnection& db, const std::string& group,
                                      const std::string& id) {
-  const std::string sql =
-      absl::StrCat("SELECT ", WaitingColumns(true),
-                   " FROM sqlgroup.items_show($1, $2::uuid) i");
+  const std::string sql = absl::StrCat(
+      "SELECT ", WaitingColumns("octet_length(i.payload)", "i.payload"),
+      " FROM sqlgroup.items_show($1, $2::uuid) i");
   return Operate<WaitingItem>(
       db, absl::StrCat("show item ", id, " of ", group), [&](pqxx::work& tx) {
         return WaitingItemOf(tx.exec_params1(sql, group, id));
