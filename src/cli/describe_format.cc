@@ -89,6 +89,10 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
+std::string TimeText(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", t, absl::UTCTimeZone());
+}
+
 std::string ShellWord(const std::string& s) {
   return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
 }
@@ -105,17 +109,13 @@ std::string DescriptionText(const GroupDescription& d) {
     absl::StrAppend(&out,
                     p.key ? absl::StrCat("PAUSED key ", JsonString(*p.key))
                           : std::string("PAUSED (the whole group)"),
-                    " since ",
-                    absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", p.paused_at,
-                                     absl::UTCTimeZone()),
-                    " by ", p.paused_by, " (`sqlgroup group resume ",
-                    d.config.name,
+                    " since ", TimeText(p.paused_at), " by ", p.paused_by,
+                    " (`sqlgroup group resume ", d.config.name,
                     p.key ? absl::StrCat(" --key ", ShellWord(*p.key)) : "",
                     "` resumes it)\n");
   }
   if (const auto& c = d.last_parts_change) {
-    const std::string at =
-        absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", c->at, absl::UTCTimeZone());
+    const std::string at = TimeText(c->at);
     out += c->old_parts_owned > 0
                ? absl::StrFormat(
                      "PARTS CHANGING %d -> %d since %s: %d part(s) of the "

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "sqlgroup/admin.h"
 
 namespace sqlgroup::cli {
@@ -17,6 +18,9 @@ std::string GroupListJson(const std::vector<GroupConfig>& groups);
 
 // A JSON string literal, quotes included.
 std::string JsonString(const std::string& s);
+
+// A time for a person: "2026-11-28 14:50:25 UTC".
+std::string TimeText(absl::Time t);
 
 // `s` as one word for a POSIX shell, in single quotes: for a command the
 // output suggests (`sqlgroup group resume G --key 'k'`).

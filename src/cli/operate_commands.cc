@@ -22,9 +22,6 @@
 namespace sqlgroup::cli {
 namespace {
 
-std::string TimeText(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", t, absl::UTCTimeZone());
-}
 std::string TimeJson(absl::Time t) {
   return JsonString(
       absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", t, absl::UTCTimeZone()));
