@@ -49,7 +49,10 @@ absl::Status SchemaWatch::Check(const std::string& session) {
   }
   const absl::Status recorded = store_.RecordVersion(session);
   if (absl::IsPermissionDenied(recorded)) {
-    // Bookkeeping: not worth stopping a member that consumes.
+    // Bookkeeping: not worth stopping a member that consumes. Tried again
+    // at each check (a grant may come), said once.
+    if (refusal_said_) return absl::OkStatus();
+    refusal_said_ = true;
     log_->warn(
         "group={} session={} its version is not recorded ({}): run "
         "`sqlgroup grant` again with this release",

@@ -70,7 +70,8 @@ class SchemaWatch {
   std::atomic<bool> changed_{false};
   internal::SchemaState schema_;  // as last read
   absl::Time next_ = absl::InfinitePast();
-  bool recorded_ = false;  // the version, in the session of the last Joined
+  bool recorded_ = false;      // the version, in the session of the last Joined
+  bool refusal_said_ = false;  // a role that may not record it was logged
 };
 
 }  // namespace sqlgroup
