@@ -469,7 +469,7 @@ BEGIN
 END
 $fn$;
 
--- Pauses the group (key NULL) or one key of it: from the commit on, no
+-- Pauses the group (of_key NULL) or one key of it: from the commit on, no
 -- member claims the group's items, or the key's; items in a handler
 -- finish. True when it was not paused already.
 CREATE OR REPLACE FUNCTION sqlgroup.pause(group_name text,
@@ -490,7 +490,7 @@ BEGIN
 END
 $fn$;
 
--- Resumes the group (key NULL: keys paused one by one stay paused) or a
+-- Resumes the group (of_key NULL: keys paused one by one stay paused) or a
 -- key, and wakes the members. True when it was paused.
 CREATE OR REPLACE FUNCTION sqlgroup.resume(group_name text,
                                            of_key text DEFAULT NULL)
