@@ -97,6 +97,14 @@ absl::Status GroupConfig::Validate() const {
         "the lexical order of the members) or sticky (balanced, moving only "
         "what a join or a leave needs)"));
   }
+  if (dead_retention < absl::ZeroDuration() ||
+      (dead_retention > absl::ZeroDuration() &&
+       dead_retention < absl::Seconds(1))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dead_retention must be 0 (keep dead letters until they are requeued "
+        "or purged) or at least 1s, got ",
+        absl::FormatDuration(dead_retention)));
+  }
   return absl::OkStatus();
 }
 
@@ -141,6 +149,9 @@ absl::Status Admin::CheckSchema() {
 absl::Status Admin::CreateGroup(const GroupConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   RETURN_IF_ERROR(CheckSchema());
+  if (config.dead_retention > absl::ZeroDuration()) {
+    RETURN_IF_ERROR(store::CheckDeadRetentionStored(*impl_->conn));
+  }
   return store::InsertGroup(*impl_->conn, config);
 }
 
@@ -158,6 +169,17 @@ absl::Status Admin::AlterGroup(
   RETURN_IF_ERROR(config.Validate());
   return store::UpdateGroupTiming(*impl_->conn, name, config.session_ttl,
                                   config.heartbeat_interval);
+}
+
+absl::Status Admin::AlterDeadRetention(const std::string& name,
+                                       absl::Duration dead_retention) {
+  GroupConfig config;
+  config.name = name;
+  config.dead_retention = dead_retention;
+  RETURN_IF_ERROR(config.Validate());
+  RETURN_IF_ERROR(CheckSchema());
+  RETURN_IF_ERROR(store::CheckDeadRetentionStored(*impl_->conn));
+  return store::UpdateDeadRetention(*impl_->conn, name, dead_retention);
 }
 
 absl::StatusOr<PartsChange> Admin::AlterParts(const std::string& name,

@@ -26,6 +26,10 @@ inline constexpr int kVersionsRecordedFrom = 14;
 // claims) and marks requeued items.
 inline constexpr int kPausesFrom = 17;
 
+// The first schema that stores a group's dead-letter retention
+// (groups.dead_retention, enforced through sqlgroup.dead_expire).
+inline constexpr int kDeadRetentionFrom = 18;
+
 // What the database's sqlgroup schema says of who may use it.
 struct SchemaState {
   int version = 0;  // the newest applied migration; 0: no sqlgroup schema

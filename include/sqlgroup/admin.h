@@ -68,6 +68,10 @@ struct GroupConfig {
   // assignor.h). Stored with the group, so every member assigns alike.
   // Default "lexical".
   std::string assignor = "lexical";
+  // How long the group's dead letters are kept: its members remove those
+  // that died longer ago (zero: kept until requeued or purged). 1 s or
+  // more; needs schema 18. Default zero.
+  absl::Duration dead_retention = absl::ZeroDuration();
 
   // INVALID_ARGUMENT naming the field when a value is out of range.
   absl::Status Validate() const;
@@ -246,6 +250,12 @@ class Admin {
   absl::Status AlterGroup(const std::string& name,
                           std::optional<absl::Duration> session_ttl,
                           std::optional<absl::Duration> heartbeat_interval);
+  // Sets how long the group's dead letters are kept (zero: until they are
+  // requeued or purged); its members remove older ones within about their
+  // lag_interval. NOT_FOUND, INVALID_ARGUMENT, FAILED_PRECONDITION on a
+  // schema before 18 (run `sqlgroup migrate`).
+  absl::Status AlterDeadRetention(const std::string& name,
+                                  absl::Duration dead_retention);
   // Changes a live group's part count to `parts` (1..4096), up or down:
   // no item moves. Running members drain and drop their parts of the old
   // count, then take the new ones; the database refuses any take whose

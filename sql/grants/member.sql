@@ -18,6 +18,8 @@ GRANT USAGE ON SCHEMA sqlgroup TO :"role";
 GRANT SELECT ON sqlgroup.schema_migrations, sqlgroup.groups TO :"role";
 -- Every claim reads the group's pauses (schema 17).
 GRANT SELECT ON sqlgroup.pauses TO :"role";
+-- Removing its group's dead letters past the group's retention (schema 18).
+GRANT EXECUTE ON FUNCTION sqlgroup.dead_expire(text, integer) TO :"role";
 GRANT SELECT, INSERT, DELETE,
   UPDATE (heartbeated_at, away_until, connections, connection_budget,
           circuit_open_since, circuit_error, member_version, member_schema)

@@ -85,20 +85,28 @@ absl::Status GroupCreate(const Args& args) {
   config.heartbeat_interval = absl::GetFlag(FLAGS_heartbeat);
   config.ordering = *ordering;
   config.assignor = assignor;
+  config.dead_retention = absl::GetFlag(FLAGS_dead_retention);
   // Checked before connecting, in the flags' names: the library's
   // messages name the GroupConfig fields.
   if (absl::Status s = config.Validate(); !s.ok()) {
     std::string text(s.message());
-    for (const char* field : {"parts ", "ttl ", "heartbeat "}) {
+    for (const char* field :
+         {"parts ", "ttl ", "heartbeat ", "dead_retention "}) {
       if (absl::StartsWith(text, field)) text = "--" + text;
     }
     return absl::InvalidArgumentError(text);
   }
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
   RETURN_IF_ERROR(admin->CreateGroup(config));
-  Print(absl::StrCat("created group ", config.name, " with ", config.parts,
-                     " parts, ordering ", OrderingName(config.ordering),
-                     ", assignor ", config.assignor, "\n"));
+  Print(absl::StrCat(
+      "created group ", config.name, " with ", config.parts,
+      " parts, ordering ", OrderingName(config.ordering), ", assignor ",
+      config.assignor,
+      config.dead_retention > absl::ZeroDuration()
+          ? absl::StrCat(", dead letters kept ",
+                         absl::FormatDuration(config.dead_retention))
+          : "",
+      "\n"));
   return absl::OkStatus();
 }
 
@@ -122,9 +130,24 @@ absl::Status GroupAlter(const Args& args) {
   if (FlagGiven("heartbeat")) heartbeat = absl::GetFlag(FLAGS_heartbeat);
   const bool resize = FlagGiven("parts");
   const int parts = absl::GetFlag(FLAGS_parts);
-  if (!ttl && !heartbeat && !resize) {
+  std::optional<absl::Duration> retention;
+  if (FlagGiven("dead_retention")) {
+    retention = absl::GetFlag(FLAGS_dead_retention);
+    // Checked before connecting, in the flag's name (a bad group name is
+    // the library's to report).
+    GroupConfig check;
+    check.name = args[0];
+    check.dead_retention = *retention;
+    if (absl::Status s = check.Validate();
+        absl::StartsWith(s.message(), "dead_retention ")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", s.message(), "; nothing was changed"));
+    }
+  }
+  if (!ttl && !heartbeat && !resize && !retention) {
     return absl::InvalidArgumentError(
-        "group alter needs --parts, --ttl and/or --heartbeat");
+        "group alter needs --parts, --ttl, --heartbeat and/or "
+        "--dead_retention");
   }
   if (resize && (parts < 1 || parts > 4096)) {
     return absl::InvalidArgumentError(
@@ -132,6 +155,17 @@ absl::Status GroupAlter(const Args& args) {
                      "; nothing was changed"));
   }
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
+  // First: the change a schema before 18 refuses, before any other.
+  if (retention) {
+    RETURN_IF_ERROR(admin->AlterDeadRetention(args[0], *retention));
+    Print(*retention > absl::ZeroDuration()
+              ? absl::StrCat("group ", args[0], " keeps its dead letters ",
+                             absl::FormatDuration(*retention),
+                             "; its members remove older ones\n")
+              : absl::StrCat("group ", args[0],
+                             " keeps its dead letters until they are "
+                             "requeued or purged\n"));
+  }
   if (ttl || heartbeat) {
     RETURN_IF_ERROR(admin->AlterGroup(args[0], ttl, heartbeat));
     Print(absl::StrCat("altered group ", args[0], "\n"));
@@ -221,14 +255,16 @@ const std::map<std::string, Command>& Commands() {
         Grant}},
       {"group create",
        {"group create NAME [--parts 16] [--ttl 5s] [--heartbeat 1s] "
-        "[--ordering key|none] [--assignor lexical|sticky]",
-        {"parts", "ttl", "heartbeat", "ordering", "assignor"},
+        "[--ordering key|none] [--assignor lexical|sticky] "
+        "[--dead_retention D]",
+        {"parts", "ttl", "heartbeat", "ordering", "assignor", "dead_retention"},
         1,
         GroupCreate}},
       {"group alter",
-       {"group alter NAME [--parts P] [--ttl D] [--heartbeat D]  (--parts "
-        "changes a live group's part count, up or down; no item moves)",
-        {"parts", "ttl", "heartbeat"},
+       {"group alter NAME [--parts P] [--ttl D] [--heartbeat D] "
+        "[--dead_retention D]  (--parts changes a live group's part count, "
+        "up or down; no item moves)",
+        {"parts", "ttl", "heartbeat", "dead_retention"},
         1,
         GroupAlter}},
       {"group delete",

@@ -97,14 +97,25 @@ std::string ShellWord(const std::string& s) {
   return absl::StrCat("'", absl::StrReplaceAll(s, {{"'", "'\\''"}}), "'");
 }
 
+// "none" when dead letters are kept until requeued or purged.
+std::string RetentionText(absl::Duration retention) {
+  return retention > absl::ZeroDuration() ? absl::FormatDuration(retention)
+                                          : "none";
+}
+
+// null when dead letters are kept until requeued or purged.
+std::string RetentionJson(absl::Duration retention) {
+  return retention > absl::ZeroDuration() ? Seconds(retention) : "null";
+}
+
 std::string DescriptionText(const GroupDescription& d) {
   std::string out = absl::StrFormat(
       "GROUP %s  parts=%d  ordering=%s  assignor=%s  ttl=%s  heartbeat=%s  "
-      "members=%d  dead_items=%d  schema=%d\n",
+      "members=%d  dead_items=%d  dead_retention=%s  schema=%d\n",
       d.config.name, d.config.parts, OrderingName(d.config.ordering),
       d.config.assignor, absl::FormatDuration(d.config.session_ttl),
       absl::FormatDuration(d.config.heartbeat_interval), d.members.size(),
-      d.dead_items, d.schema_version);
+      d.dead_items, RetentionText(d.config.dead_retention), d.schema_version);
   for (const Pause& p : d.pauses) {
     absl::StrAppend(&out,
                     p.key ? absl::StrCat("PAUSED key ", JsonString(*p.key))
@@ -243,7 +254,9 @@ std::string DescriptionJson(const GroupDescription& d) {
       ",\"parts_change\":", PartsChangeJson(d.last_parts_change),
       ",\"ttl_seconds\":", Seconds(d.config.session_ttl),
       ",\"heartbeat_seconds\":", Seconds(d.config.heartbeat_interval),
-      ",\"dead_items\":", d.dead_items, ",\"blocked_keys\":", BlockedKeys(d),
+      ",\"dead_items\":", d.dead_items,
+      ",\"dead_retention_seconds\":", RetentionJson(d.config.dead_retention),
+      ",\"blocked_keys\":", BlockedKeys(d),
       ",\"oldest_blocked_seconds\":", Seconds(OldestBlocked(d)),
       ",\"schema_version\":", d.schema_version,
       ",\"members_from\":", d.members_from, ",\"members\":[",
@@ -252,14 +265,15 @@ std::string DescriptionJson(const GroupDescription& d) {
 }
 
 std::string GroupListText(const std::vector<GroupConfig>& groups) {
-  std::string out =
-      absl::StrFormat("%-32s  %6s  %-8s  %-8s  %10s  %10s\n", "GROUP", "PARTS",
-                      "ORDERING", "ASSIGNOR", "TTL", "HEARTBEAT");
+  std::string out = absl::StrFormat("%-32s  %6s  %-8s  %-8s  %10s  %10s  %s\n",
+                                    "GROUP", "PARTS", "ORDERING", "ASSIGNOR",
+                                    "TTL", "HEARTBEAT", "DEAD_RETENTION");
   for (const GroupConfig& g : groups) {
-    out += absl::StrFormat("%-32s  %6d  %-8s  %-8s  %10s  %10s\n", g.name,
+    out += absl::StrFormat("%-32s  %6d  %-8s  %-8s  %10s  %10s  %s\n", g.name,
                            g.parts, OrderingName(g.ordering), g.assignor,
                            absl::FormatDuration(g.session_ttl),
-                           absl::FormatDuration(g.heartbeat_interval));
+                           absl::FormatDuration(g.heartbeat_interval),
+                           RetentionText(g.dead_retention));
   }
   return out;
 }
@@ -272,7 +286,8 @@ std::string GroupListJson(const std::vector<GroupConfig>& groups) {
         ",\"ordering\":", JsonString(OrderingName(g.ordering)),
         ",\"assignor\":", JsonString(g.assignor),
         ",\"ttl_seconds\":", Seconds(g.session_ttl),
-        ",\"heartbeat_seconds\":", Seconds(g.heartbeat_interval), "}"));
+        ",\"heartbeat_seconds\":", Seconds(g.heartbeat_interval),
+        ",\"dead_retention_seconds\":", RetentionJson(g.dead_retention), "}"));
   }
   return absl::StrCat("[", absl::StrJoin(rows, ","), "]\n");
 }

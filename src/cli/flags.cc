@@ -34,6 +34,10 @@ ABSL_FLAG(absl::Duration, ttl, absl::Seconds(5),
           "move after this long");
 ABSL_FLAG(absl::Duration, heartbeat, absl::Seconds(1),
           "group create/alter: heartbeat interval, at most ttl/2");
+ABSL_FLAG(absl::Duration, dead_retention, absl::ZeroDuration(),
+          "group create/alter: remove the group's dead letters this long "
+          "after they died, e.g. 168h (0: keep them until requeued or "
+          "purged)");
 ABSL_FLAG(bool, json, false, "group describe/list: print JSON");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
           "demo: how long the demo runs");

@@ -1,13 +1,17 @@
 #include "store/group_store.h"
 
+#include <map>
 #include <optional>
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
+#include "schema_skew.h"
+#include "status_macros.h"
 #include "store/connection.h"
 #include "store/errors.h"
 #include "store/interval.h"
 #include "store/member_store.h"
+#include "store/schema_store.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -26,6 +30,19 @@ constexpr char kUpdateTiming[] =
     "UPDATE sqlgroup.groups SET session_ttl = "
     "$2::interval, heartbeat_interval = $3::interval "
     "WHERE name = $1";
+
+// $1 name, $2 the retention (an interval literal; zero: none).
+constexpr char kUpdateDeadRetention[] =
+    "UPDATE sqlgroup.groups SET dead_retention = "
+    "nullif($2::interval, interval '0') WHERE name = $1";
+
+// Each group's dead-letter retention in microseconds (0: none), read from
+// the row as JSON so that the same statement runs on a schema before 18,
+// which has no such column. $1: one group's name, or NULL for all.
+constexpr char kReadDeadRetentions[] =
+    "SELECT g.name, coalesce((extract(epoch from "
+    "(to_jsonb(g) ->> 'dead_retention')::interval) * 1000000)::bigint, 0) "
+    "FROM sqlgroup.groups g WHERE $1::text IS NULL OR g.name = $1";
 
 // A part count change waits this long for the takes and drops in flight.
 constexpr char kPartsChangeLockTimeout[] = "SET LOCAL lock_timeout = '10s'";
@@ -67,6 +84,24 @@ constexpr char kDeleteOwnershipLog[] =
     "DELETE FROM sqlgroup.ownership_log WHERE group_name = $1";
 constexpr char kDeleteGroup[] = "DELETE FROM sqlgroup.groups WHERE name = $1";
 
+// Fills each config's dead_retention.
+absl::Status ReadDeadRetentions(DbConnection& db,
+                                std::vector<GroupConfig>& configs,
+                                std::optional<std::string> one) {
+  std::map<std::string, absl::Duration> retention;
+  RETURN_IF_ERROR(Guard("read dead-letter retentions", [&] {
+    pqxx::nontransaction tx(PqxxOf(db));
+    for (const pqxx::row& row : tx.exec_params(kReadDeadRetentions, one)) {
+      retention[row[0].as<std::string>()] =
+          absl::Microseconds(row[1].as<int64_t>());
+    }
+  }));
+  for (GroupConfig& config : configs) {
+    config.dead_retention = retention[config.name];
+  }
+  return absl::OkStatus();
+}
+
 GroupConfig ConfigOf(const std::string& name, const GroupSettings& settings) {
   GroupConfig config{name, settings.parts, settings.ttl, settings.heartbeat};
   config.ordering = settings.key_order ? Ordering::kKey : Ordering::kNone;
@@ -83,6 +118,10 @@ absl::Status InsertGroup(DbConnection& db, const GroupConfig& config) {
                    ToInterval(config.session_ttl),
                    ToInterval(config.heartbeat_interval),
                    OrderingName(config.ordering), config.assignor);
+    if (config.dead_retention > absl::ZeroDuration()) {
+      tx.exec_params(kUpdateDeadRetention, config.name,
+                     ToInterval(config.dead_retention));
+    }
     tx.commit();
   });
   if (absl::IsAlreadyExists(s)) {
@@ -98,7 +137,9 @@ absl::StatusOr<GroupConfig> ReadGroupConfig(DbConnection& db,
                                             const std::string& name) {
   absl::StatusOr<GroupSettings> settings = ReadGroup(PqxxOf(db), name);
   if (!settings.ok()) return settings.status();
-  return ConfigOf(name, *settings);
+  std::vector<GroupConfig> configs = {ConfigOf(name, *settings)};
+  RETURN_IF_ERROR(ReadDeadRetentions(db, configs, name));
+  return configs[0];
 }
 
 absl::StatusOr<std::vector<GroupConfig>> ListGroupConfigs(DbConnection& db) {
@@ -108,6 +149,7 @@ absl::StatusOr<std::vector<GroupConfig>> ListGroupConfigs(DbConnection& db) {
   for (const auto& [name, settings] : *groups) {
     configs.push_back(ConfigOf(name, settings));
   }
+  RETURN_IF_ERROR(ReadDeadRetentions(db, configs, std::nullopt));
   return configs;
 }
 
@@ -123,6 +165,28 @@ absl::Status UpdateGroupTiming(DbConnection& db, const std::string& name,
     tx.commit();
   });
   if (!s.ok()) return s;
+  return updated ? absl::OkStatus() : GroupNotFound(name);
+}
+
+absl::Status CheckDeadRetentionStored(DbConnection& db) {
+  ASSIGN_OR_RETURN(const int version, SchemaVersion(db));
+  if (version >= internal::kDeadRetentionFrom) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "a dead-letter retention needs schema ", internal::kDeadRetentionFrom,
+      " and the database has schema ", version,
+      "; run `sqlgroup migrate` first (nothing was changed)"));
+}
+
+absl::Status UpdateDeadRetention(DbConnection& db, const std::string& name,
+                                 absl::Duration dead_retention) {
+  bool updated = false;
+  RETURN_IF_ERROR(Guard("alter group", [&] {
+    pqxx::work tx(PqxxOf(db));
+    updated =
+        tx.exec_params(kUpdateDeadRetention, name, ToInterval(dead_retention))
+            .affected_rows() == 1;
+    tx.commit();
+  }));
   return updated ? absl::OkStatus() : GroupNotFound(name);
 }
 

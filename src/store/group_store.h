@@ -33,6 +33,15 @@ absl::Status UpdateGroupTiming(DbConnection& db, const std::string& name,
                                absl::Duration session_ttl,
                                absl::Duration heartbeat_interval);
 
+// OK when the schema stores dead-letter retentions (18 or newer), else
+// FAILED_PRECONDITION saying to migrate.
+absl::Status CheckDeadRetentionStored(DbConnection& db);
+
+// Sets how long the group's dead letters are kept (validated by the
+// caller; zero: until requeued or purged).
+absl::Status UpdateDeadRetention(DbConnection& db, const std::string& name,
+                                 absl::Duration dead_retention);
+
 // Sets the group's part count to `parts` (1..4096, checked by the caller)
 // and announces it, unless it already is (then the change returned has
 // from == to) or an earlier change is still in progress: then

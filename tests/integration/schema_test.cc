@@ -64,7 +64,8 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
                   "010_idempotent_enqueue.sql", "011_member_connections.sql",
                   "012_targeted_wakeups.sql", "013_revoking_parts.sql",
                   "014_member_versions.sql", "015_members_know_versions.sql",
-                  "016_enqueue_fingerprints.sql", "017_operate_items.sql"));
+                  "016_enqueue_fingerprints.sql", "017_operate_items.sql",
+                  "018_dead_retention.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :
