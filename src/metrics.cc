@@ -81,6 +81,7 @@ MemberMetrics::MemberMetrics(prometheus::Registry* registry, std::string group,
   f.budget = &f.connection_budget.Add(base);
   f.refused = &f.connections_refused.Add(base);
   f.borrowed = &f.borrowed_tasks.Add(base);
+  f.expired = &f.dead_expired.Add(base);
   for (const char* reason :
        {"join", "leave", "expiry", "lost", "return", "parts"}) {
     prometheus::Labels l = base;
@@ -106,6 +107,7 @@ MemberMetrics::~MemberMetrics() {
   }
   if (owned_ != nullptr) f.owned_parts.Remove(owned_);
   for (auto& [name, g] : away_) f.static_away_until.Remove(g);
+  RemoveFacts();
 }
 
 void MemberMetrics::Claimed(int64_t items, absl::Duration took, bool carried) {
@@ -181,6 +183,44 @@ void MemberMetrics::PartBlocked(int part, int64_t keys, absl::Duration oldest) {
   }
   it->second.first->Set(static_cast<double>(keys));
   it->second.second->Set(absl::ToDoubleSeconds(oldest));
+}
+
+void MemberMetrics::GroupFacts(int64_t dead_items, absl::Duration oldest_dead,
+                               bool paused, int64_t paused_keys) {
+  if (!families_) return;
+  Families& f = *families_;
+  absl::MutexLock lock(&mu_);
+  if (facts_.empty()) {
+    if (!reports_group_) return;  // another member reports them now
+    const prometheus::Labels l = {{"group", group_}, {"member", instance_}};
+    facts_ = {&f.dead_items.Add(l), &f.dead_age.Add(l), &f.group_paused.Add(l),
+              &f.paused_keys.Add(l)};
+  }
+  facts_[0]->Set(static_cast<double>(dead_items));
+  facts_[1]->Set(absl::ToDoubleSeconds(oldest_dead));
+  facts_[2]->Set(paused ? 1 : 0);
+  facts_[3]->Set(static_cast<double>(paused_keys));
+}
+
+void MemberMetrics::ReportsGroup(bool yes) {
+  if (!families_) return;
+  absl::MutexLock lock(&mu_);
+  reports_group_ = yes;
+  if (!yes) RemoveFacts();
+}
+
+void MemberMetrics::RemoveFacts() {
+  if (facts_.empty()) return;
+  Families& f = *families_;
+  f.dead_items.Remove(facts_[0]);
+  f.dead_age.Remove(facts_[1]);
+  f.group_paused.Remove(facts_[2]);
+  f.paused_keys.Remove(facts_[3]);
+  facts_.clear();
+}
+
+void MemberMetrics::DeadExpired(int64_t items) {
+  if (families_) families_->expired->Increment(static_cast<double>(items));
 }
 
 void MemberMetrics::Heartbeat(absl::Duration round_trip) {

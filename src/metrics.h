@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -53,6 +54,16 @@ class MemberMetrics {
   // is not due yet), and the age of the oldest such head; 0 and 0 under
   // ordering 'none' or when there is none.
   void PartBlocked(int part, int64_t keys, absl::Duration oldest);
+  // Whether this member reports the group's own facts below (one running
+  // member does: Rebalancer's GroupReporter); their series go when it
+  // stops.
+  void ReportsGroup(bool yes);
+  // The group's dead letters (how many, the age of the oldest) and pauses
+  // (the whole group, how many keys); ignored unless ReportsGroup.
+  void GroupFacts(int64_t dead_items, absl::Duration oldest_dead, bool paused,
+                  int64_t paused_keys);
+  // Dead letters removed because they outlived the group's retention.
+  void DeadExpired(int64_t items);
 
   // Connections (control, worker, listen) opened and closed: the member's
   // connections in use. `budget`: its process's connection budget.
@@ -116,6 +127,11 @@ class MemberMetrics {
   std::map<int, std::pair<prometheus::Gauge*, prometheus::Gauge*>> blocked_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Gauge*> away_ ABSL_GUARDED_BY(mu_);
+  // GroupFacts' series while this member reports them: dead items,
+  // oldest dead, paused, paused keys; empty otherwise.
+  bool reports_group_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<prometheus::Gauge*> facts_ ABSL_GUARDED_BY(mu_);
+  void RemoveFacts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   prometheus::Gauge* owned_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string owner_session_ ABSL_GUARDED_BY(mu_);
 };

@@ -76,6 +76,34 @@ struct MemberMetrics::Families {
                               "blocked behind a retry, reported by its "
                               "owner; 0 when no key is blocked")
                         .Register(r)),
+        dead_items(prometheus::BuildGauge()
+                       .Name("sqlgroup_dead_items")
+                       .Help("The group's dead letters, reported by the "
+                             "owner of part 0")
+                       .Register(r)),
+        dead_age(prometheus::BuildGauge()
+                     .Name("sqlgroup_oldest_dead_item_age_seconds")
+                     .Help("Age of the group's oldest dead letter since it "
+                           "died (database clock), reported by the owner of "
+                           "part 0; 0 when there is none")
+                     .Register(r)),
+        group_paused(prometheus::BuildGauge()
+                         .Name("sqlgroup_group_paused")
+                         .Help("1 while the whole group is paused (`sqlgroup "
+                               "group pause`), reported by the owner of part "
+                               "0")
+                         .Register(r)),
+        paused_keys(prometheus::BuildGauge()
+                        .Name("sqlgroup_paused_keys")
+                        .Help("Keys of the group paused one by one (`group "
+                              "pause --key`), reported by the owner of part "
+                              "0")
+                        .Register(r)),
+        dead_expired(prometheus::BuildCounter()
+                         .Name("sqlgroup_dead_items_expired_total")
+                         .Help("Dead letters this member removed because "
+                               "they outlived the group's dead_retention")
+                         .Register(r)),
         items(prometheus::BuildCounter()
                   .Name("sqlgroup_items_total")
                   .Help("Items by outcome: claimed, acked, failed (handler "
@@ -219,6 +247,11 @@ struct MemberMetrics::Families {
   Family<Gauge>& lag_age;
   Family<Gauge>& blocked_keys;
   Family<Gauge>& blocked_age;
+  Family<Gauge>& dead_items;
+  Family<Gauge>& dead_age;
+  Family<Gauge>& group_paused;
+  Family<Gauge>& paused_keys;
+  Family<Counter>& dead_expired;
   Family<Counter>& items;
   Family<Counter>& rebalances;
   Family<Counter>& parts_taken;
@@ -266,6 +299,7 @@ struct MemberMetrics::Families {
   Gauge* budget = nullptr;
   Counter* refused = nullptr;
   Counter* borrowed = nullptr;
+  Counter* expired = nullptr;
 };
 
 }  // namespace sqlgroup

@@ -263,7 +263,8 @@ bool PartScheduler::Rotating() const {
 
 bool PartScheduler::LagDue(absl::Time now) const {
   return lag_interval_ > absl::ZeroDuration() && !measuring_ &&
-         !parts_.empty() && now - last_lag_ >= lag_interval_;
+         (!parts_.empty() || reports_group_) &&
+         now - last_lag_ >= lag_interval_;
 }
 
 // When a periodic task can next fall due without anything else changing
@@ -295,7 +296,8 @@ absl::Time PartScheduler::NextTimedTask() const {
     auto to_come = expected_.upper_bound(now);
     if (to_come != expected_.end()) next = std::min(next, *to_come);
   }
-  if (lag_interval_ > absl::ZeroDuration() && !measuring_ && !parts_.empty()) {
+  if (lag_interval_ > absl::ZeroDuration() && !measuring_ &&
+      (!parts_.empty() || reports_group_)) {
     next = std::min(next, last_lag_ + lag_interval_);
   }
   // Claims that wait for a pause to end.
@@ -346,6 +348,7 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
     if (LagDue(absl::Now())) {
       PartTask task;
       task.kind = PartTask::Kind::kMeasureLag;
+      task.group_facts = reports_group_;
       for (const auto& [part, e] : parts_) {
         if (e.revoked) continue;
         task.probe_parts.push_back(part);
@@ -517,6 +520,13 @@ void PartScheduler::FinishProbe(const std::vector<int>& due, absl::Time heard) {
     if (it->second.heard == absl::InfinitePast()) it->second.heard = heard;
     Enqueue(part, it->second);
   }
+}
+
+void PartScheduler::ReportGroup(bool yes) {
+  absl::MutexLock lock(&mu_);
+  if (reports_group_ == yes) return;
+  reports_group_ = yes;
+  ++retimed_;  // a member without parts now has a lag task to wait for
 }
 
 void PartScheduler::FinishLag() {

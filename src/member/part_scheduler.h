@@ -57,6 +57,9 @@ struct PartTask {
   Item item;
   // kProbe: the idle parts to look at; kMeasureLag: every owned part.
   std::vector<int> probe_parts;
+  // kMeasureLag: this member reports the group's dead letters and pauses
+  // (ReportGroup), with or without parts.
+  bool group_facts = false;
   std::vector<KeyRange> probe_ranges;
   // kProbe and kClaim: when the announcement of items that led here was
   // heard (InfinitePast: none did); for the stage breakdown of latency.
@@ -88,6 +91,10 @@ class PartScheduler {
   void Revoke(int part);
   void Unrevoke(int part);
   void Remove(int part);
+  // Whether this member reports the group's own facts (dead letters,
+  // pauses) with its lag measurements: then they run even while it owns no
+  // part.
+  void ReportGroup(bool yes);
   // The parts added and not removed, with their takes' epochs: the one
   // record of which parts the member runs.
   std::map<int, int64_t> Parts() const;
@@ -259,6 +266,7 @@ class PartScheduler {
   // Bumped when ExpectAt sets a new earliest due time: every worker
   // waiting in Next() computes its deadline anew.
   uint64_t retimed_ ABSL_GUARDED_BY(mu_) = 0;
+  bool reports_group_ ABSL_GUARDED_BY(mu_) = false;
   bool listening_ ABSL_GUARDED_BY(mu_) = false;
   // The last sign of work; a new member starts cold (Add probes at once).
   absl::Time last_work_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

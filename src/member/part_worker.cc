@@ -8,10 +8,12 @@
 #include "absl/time/clock.h"
 #include "key_placement.h"
 #include "member/backoff.h"
+#include "schema_skew.h"
 #include "spdlog/spdlog.h"
 #include "store/connection.h"
 #include "store/errors.h"
 #include "store/function_ack.h"
+#include "store/group_facts.h"
 #include "store/member_store.h"
 
 namespace sqlgroup {
@@ -184,11 +186,20 @@ void PartWorker::RunProbe(const PartTask& task) {
   scheduler_.FinishProbe(probe->due, task.heard);
 }
 
+// Dead letters removed past the retention per lag measurement, at most.
+constexpr int kExpireBatch = 5000;
+
 void PartWorker::RunMeasureLag(const PartTask& task) {
   if (!connection_.Acquire(/*own_wanted=*/false)) {
     scheduler_.FinishLag();
     return;
   }
+  if (!task.probe_parts.empty()) MeasureParts(task);
+  if (task.group_facts && connection_.get()) MeasureGroup();
+  scheduler_.FinishLag();
+}
+
+void PartWorker::MeasureParts(const PartTask& task) {
   // Exact up to this many keys per part, estimated above: at most about
   // 100,000 index entries per measurement, whatever P and the backlog.
   const int cap = std::clamp(
@@ -227,7 +238,48 @@ void PartWorker::RunMeasureLag(const PartTask& task) {
       }
     }
   }
-  scheduler_.FinishLag();
+}
+
+void PartWorker::MeasureGroup() {
+  const std::string& group = config_.settle.group;
+  const int schema = connection_.SchemaNow();
+  auto fail = [&](const char* what, const absl::Status& why) {
+    log_->warn("group={} {} failed: {}", group, what,
+               std::string(why.message()));
+    if (absl::IsUnavailable(why)) connection_.Disconnect(why);
+  };
+  if (schema >= internal::kDeadRetentionFrom) {
+    // A bounded batch per measurement: a backlog of expired dead letters
+    // goes over several rounds instead of in one long transaction.
+    auto expired =
+        store::ExpireDeadItems(*connection_.get(), group, kExpireBatch);
+    if (!expired.ok()) {
+      fail("removing dead letters past the retention", expired.status());
+      return;
+    }
+    if (*expired > 0) {
+      metrics_.DeadExpired(*expired);
+      log_->info(
+          "group={} removed {} dead letter(s) past the group's "
+          "dead_retention",
+          group, *expired);
+    } else if (*expired < 0 && !told_no_expire_) {
+      told_no_expire_ = true;
+      log_->warn(
+          "group={} this member's role may not call "
+          "sqlgroup.dead_expire, so it leaves dead letters past the "
+          "group's dead_retention; `sqlgroup grant --member_role "
+          "ROLE` grants it",
+          group);
+    }
+  }
+  auto facts = store::ReadGroupFacts(*connection_.get(), group, schema);
+  if (!facts.ok()) {
+    fail("reading the group's dead letters and pauses", facts.status());
+    return;
+  }
+  metrics_.GroupFacts(facts->dead_items, facts->oldest_dead, facts->paused,
+                      facts->paused_keys);
 }
 
 void PartWorker::RunClaim(PartTask& task) {

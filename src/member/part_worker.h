@@ -75,6 +75,12 @@ class PartWorker {
   void RunItem(const PartTask& task);
   void RunProbe(const PartTask& task);
   void RunMeasureLag(const PartTask& task);
+  // The lag and blocked keys of the task's parts.
+  void MeasureParts(const PartTask& task);
+  // With the lag, by the member that reports the group's own facts
+  // (PartTask::group_facts): removes the group's dead
+  // letters past its retention and reports its dead letters and pauses.
+  void MeasureGroup();
   // The handler takes batches (a BatchHandler, or a SQL function on
   // arrays).
   bool Batched() const { return config_.settle.kind.batched; }
@@ -99,7 +105,8 @@ class PartWorker {
   Settler settler_;
 
   absl::Time last_work_ = absl::InfinitePast();  // the last claim or item
-  int broken_in_a_row_ = 0;  // claims that ended on kBroken, in a row
+  int broken_in_a_row_ = 0;      // claims that ended on kBroken, in a row
+  bool told_no_expire_ = false;  // said once that the role may not expire
 };
 
 }  // namespace sqlgroup

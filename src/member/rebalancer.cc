@@ -17,6 +17,21 @@ std::string Parts(const std::vector<int>& parts) {
   return absl::StrCat("[", absl::StrJoin(parts, ","), "]");
 }
 
+// The member that reports the group's dead letters and pauses: the first
+// live session in lexical order that is not an away static member's (whose
+// process has stopped), so that exactly one running member does.
+std::string GroupReporter(const store::GroupView& view) {
+  for (const std::string& session : view.live_sessions) {
+    auto instance = view.static_instances.find(session);
+    if (instance != view.static_instances.end() &&
+        view.away_until.count(instance->second)) {
+      continue;
+    }
+    return session;
+  }
+  return "";
+}
+
 std::vector<int> Keys(const std::map<int, int64_t>& m) {
   std::vector<int> keys;
   for (const auto& [k, v] : m) keys.push_back(k);
@@ -91,6 +106,9 @@ absl::StatusOr<Rebalancer::Again> Rebalancer::Rebalance(
   last_static_ = view.static_instances;
   last_membership_ = view.membership;
   metrics_.StaticAway(view.away_until);
+  const bool reports_group = GroupReporter(view) == session;
+  metrics_.ReportsGroup(reports_group);
+  scheduler_.ReportGroup(reports_group);
   reaped_since_rebalance_ = false;
   if (!plan.lost.empty()) {
     // Their acks will be refused, and another member may run the items

@@ -68,6 +68,12 @@ class WorkerConnection : public TaskConnection {
   bool Acquire(bool own_wanted);
   // The connection of the task at hand; null when it broke.
   pqxx::connection* get() const { return conn_; }
+  // The schema version as the member read it last: statements are to be
+  // prepared for it now.
+  int SchemaNow() const {
+    return config_.schema_version ? config_.schema_version->load()
+                                  : kSchemaVersion;
+  }
   // The settling statements, on the connection of the task at hand.
   store::ItemAcks& acks() { return acks_; }
   // After each task: a borrowed connection goes back to the control
@@ -124,11 +130,6 @@ class WorkerConnection : public TaskConnection {
   void WarmUp();
   // The item statements for the database at schema `schema`.
   void PrepareStatements(pqxx::connection& conn, int schema);
-  // The schema version statements are to be prepared for now.
-  int SchemaNow() const {
-    return config_.schema_version ? config_.schema_version->load()
-                                  : kSchemaVersion;
-  }
   // Prepares own_'s statements for SchemaNow(); on failure closes own_
   // (logging why) and returns false.
   bool PrepareOwn();

@@ -7,6 +7,7 @@
 // upgrade with a binary built from git history is rolling_upgrade_test.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <prometheus/registry.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -86,20 +87,27 @@ class MemberVersionsTest : public ::testing::Test {
     }
     auto sql = internal::GrantSql("member", testing::kMemberRole);
     EXPECT_TRUE(sql.ok());
+    std::string grants = *sql;
+    const std::string role = absl::StrCat("\"", testing::kMemberRole, "\";");
+    // Schema 18 added the function members expire dead letters with.
+    if (schema < 18) {
+      grants = absl::StrReplaceAll(
+          grants, {{absl::StrCat("GRANT EXECUTE ON FUNCTION "
+                                 "sqlgroup.dead_expire(text, integer) TO ",
+                                 role),
+                    ""}});
+    }
     // Schema 17 added the pauses members read.
-    const std::string grants =
-        schema >= 17
-            ? *sql
-            : absl::StrReplaceAll(
-                  *sql, {{absl::StrCat("GRANT SELECT ON sqlgroup.pauses "
-                                       "TO \"",
-                                       testing::kMemberRole, "\";"),
-                          ""}});
-    ExecSql(db_.dsn(), schema >= 14
-                           ? grants
-                           : absl::StrReplaceAll(grants, {{", member_version, "
-                                                           "member_schema",
-                                                           ""}}));
+    if (schema < 17) {
+      grants = absl::StrReplaceAll(
+          grants,
+          {{absl::StrCat("GRANT SELECT ON sqlgroup.pauses TO ", role), ""}});
+    }
+    if (schema < 14) {
+      grants = absl::StrReplaceAll(grants,
+                                   {{", member_version, member_schema", ""}});
+    }
+    ExecSql(db_.dsn(), grants);
     return absl::StrCat(
         "host=127.0.0.1 port=", testing::SharedPostgres().port(),
         " dbname=", db_.name(), " user=", testing::kMemberRole,
@@ -252,6 +260,52 @@ TEST_F(MemberVersionsTest,
 // A member of this release that joined on schema 13 (which cannot hold a
 // version) records it when migrate applies 14, under the grants of 0.13,
 // so migrate goes on to 15 without naming it.
+// On schema 17 (before a rolling upgrade's migrate), an Admin of this
+// release refuses a dead-letter retention, saying to migrate, and leaves
+// the group as it was; a member runs and reads the group's facts there.
+TEST_F(MemberVersionsTest, ADeadRetentionWaitsForSchema18) {
+  auto old = AdminUpTo(db_.dsn(), 17);
+  ASSERT_NE(old, nullptr);
+  ASSERT_TRUE(old->Migrate().ok());
+  CreateGroup(*old);
+  auto current = Current(db_.dsn());
+  ASSERT_NE(current, nullptr);
+  const absl::Status s = current->AlterDeadRetention("g", absl::Hours(1));
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("sqlgroup migrate"));
+  GroupConfig config{.name = "h", .parts = 2};
+  config.dead_retention = absl::Hours(1);
+  EXPECT_TRUE(absl::IsFailedPrecondition(current->CreateGroup(config)));
+  EXPECT_TRUE(absl::IsNotFound(current->GetGroup("h").status()));
+  auto g = current->GetGroup("g");
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(g->dead_retention, absl::ZeroDuration());
+
+  ExecSql(db_.dsn(),
+          "INSERT INTO sqlgroup.dead_items (group_name, id, payload, "
+          "enqueued_at, attempts) VALUES ('g', gen_random_uuid(), 'x', "
+          "now() - interval '1 day', 1)");
+  prometheus::Registry registry;
+  ConsumerOptions o = Options(MemberDsnAt(17));
+  o.metrics = &registry;
+  o.lag_interval = absl::Milliseconds(100);
+  auto c = Consumer::Create(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE((*c)->Start().ok());
+  bool reported = WaitFor(
+      [&] {
+        for (const auto& family : registry.Collect()) {
+          if (family.name == "sqlgroup_dead_items" && !family.metric.empty()) {
+            return family.metric[0].gauge.value == 1.0;
+          }
+        }
+        return false;
+      },
+      absl::Seconds(10));
+  EXPECT_TRUE(reported);
+  EXPECT_TRUE((*c)->Stop().ok());
+}
+
 TEST_F(MemberVersionsTest, AMemberThatJoinedOnSchema13IsNotTakenForAnOldOne) {
   auto old = AdminUpTo(db_.dsn(), 13);
   ASSERT_TRUE(old->Migrate().ok());

@@ -262,6 +262,29 @@ TEST(PartScheduler, LagIsMeasuredForEveryOwnedPartWhenDue) {
   EXPECT_EQ(lag.probe_parts, (std::vector<int>{0, 1}));
 }
 
+TEST(PartScheduler, TheGroupsReporterMeasuresWithoutPartsAndOnlyIt) {
+  PartScheduler s(kLong, absl::Milliseconds(20));
+  s.Add(Ref(0, 1), PartRange(0, 2));
+  ProbeFindsWork(s, {});
+  const PartTask lag = s.Next();
+  ASSERT_EQ(lag.kind, PartTask::Kind::kMeasureLag);
+  EXPECT_FALSE(lag.group_facts);
+  s.FinishLag();
+  // The reporter of a group with more members than parts may own none: it
+  // still measures the group (and no part).
+  s.Remove(0);
+  s.ReportGroup(true);
+  const PartTask facts = s.Next();
+  ASSERT_EQ(facts.kind, PartTask::Kind::kMeasureLag);
+  EXPECT_TRUE(facts.group_facts);
+  EXPECT_TRUE(facts.probe_parts.empty());
+  s.FinishLag();
+  // Not the reporter, no parts: nothing to do until told otherwise.
+  s.ReportGroup(false);
+  EXPECT_EQ(s.Next(absl::Now() + absl::Milliseconds(100)).kind,
+            PartTask::Kind::kIdle);
+}
+
 // CPU time a thread has used, read from outside it.
 absl::Duration ThreadCpu(std::thread& t) {
   clockid_t clock;

@@ -1,0 +1,253 @@
+// A group's own facts against a real PostgreSQL, with running members of
+// the least-privilege member role: dead letters removed once they outlive
+// the group's dead_retention (and only those), set and cleared through the
+// CLI; the group's dead letters and pauses reported by exactly one running
+// member, and by another once it stops.
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include <map>
+#include <memory>
+#include <pqxx/pqxx>
+
+#include "absl/strings/str_cat.h"
+#include "sqlgroup/admin.h"
+#include "sqlgroup/consumer.h"
+#include "support/consumer_fixture.h"
+#include "support/subprocess.h"
+#include "support/wait.h"
+
+namespace sqlgroup {
+namespace {
+
+using testing::RunCli;
+using testing::WaitFor;
+
+// The value of the series `name` of `group` in `registry`; nullopt when
+// there is none.
+std::optional<double> Value(prometheus::Registry& registry,
+                            const std::string& name, const std::string& group) {
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& m : family.metric) {
+      for (const prometheus::ClientMetric::Label& l : m.label) {
+        if (l.name == "group" && l.value == group) {
+          return family.type == prometheus::MetricType::Counter
+                     ? m.counter.value
+                     : m.gauge.value;
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+class DeadRetentionTest : public testing::ConsumerFixture {
+ protected:
+  // A dead letter of `group` that died `ago`, as a member would write it.
+  void DeadLetter(const std::string& group, const std::string& payload,
+                  const std::string& ago) {
+    pqxx::work tx(*conn_);
+    tx.exec_params(
+        "INSERT INTO sqlgroup.dead_items (group_name, id, key, payload, "
+        "enqueued_at, attempts, last_error, died_at) VALUES ($1, "
+        "gen_random_uuid(), NULL, $2::bytea, clock_timestamp(), 1, 'boom', "
+        "clock_timestamp() - $3::interval)",
+        group, payload, ago);
+    tx.commit();
+  }
+
+  std::string DescribeJson(const std::string& group) {
+    auto r = RunCli({"group", "describe", group, "--json", "--dsn", db_.dsn()});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out;
+  }
+};
+
+TEST_F(DeadRetentionTest, MembersRemoveOnlyDeadLettersPastTheRetention) {
+  CreateGroup("g", 2);
+  CreateGroup("other", 2);
+  // Set through the CLI, as an operator would.
+  auto set = RunCli(
+      {"group", "alter", "g", "--dead_retention", "3s", "--dsn", db_.dsn()});
+  ASSERT_EQ(set.exit_code, 0) << set.err;
+  EXPECT_NE(DescribeJson("g").find("\"dead_retention_seconds\":3"),
+            std::string::npos)
+      << DescribeJson("g");
+  DeadLetter("g", "old", "1 hour");
+  DeadLetter("other", "other-old", "1 hour");  // no retention: kept
+
+  prometheus::Registry registry;
+  ConsumerOptions o = Options("g", [](const Item& item, AckTransaction&) {
+    return item.payload == "poison" ? DeadLetterVerdict("refused")
+                                    : absl::OkStatus();
+  });
+  o.metrics = &registry;
+  o.lag_interval = absl::Milliseconds(100);
+  auto c = Start(o);
+  ASSERT_NE(c, nullptr);
+  // The old one goes within a measurement or two.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Count(
+                   "SELECT count(*) FROM sqlgroup.dead_items "
+                   "WHERE group_name = 'g'") == 0;
+      },
+      absl::Seconds(10)));
+  {
+    pqxx::work tx(*conn_);
+    tx.exec("SELECT sqlgroup.enqueue('g', 'k', 'poison'::bytea)");
+    tx.commit();
+  }
+  // A fresh one stays about as long as the retention says, then goes.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Count(
+                   "SELECT count(*) FROM sqlgroup.dead_items "
+                   "WHERE group_name = 'g'") == 1;
+      },
+      absl::Seconds(10)));
+  const absl::Time died = absl::Now();
+  ASSERT_TRUE(WaitFor(
+      [&] { return Value(registry, "sqlgroup_dead_items", "g") == 1.0; },
+      absl::Seconds(5)));
+  absl::SleepFor(absl::Seconds(2));
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items "
+                  "WHERE group_name = 'g'"),
+            1)
+      << "removed before the retention";
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return Count(
+                   "SELECT count(*) FROM sqlgroup.dead_items "
+                   "WHERE group_name = 'g'") == 0;
+      },
+      absl::Seconds(10)));
+  EXPECT_GE(absl::Now() - died, absl::Seconds(2));
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Value(registry, "sqlgroup_dead_items_expired_total", "g") ==
+                   2.0 &&
+               Value(registry, "sqlgroup_dead_items", "g") == 0.0;
+      },
+      absl::Seconds(5)));
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items "
+                  "WHERE group_name = 'other'"),
+            1);
+
+  // Cleared: kept again.
+  auto clear = RunCli(
+      {"group", "alter", "g", "--dead_retention", "0", "--dsn", db_.dsn()});
+  ASSERT_EQ(clear.exit_code, 0) << clear.err;
+  EXPECT_NE(DescribeJson("g").find("\"dead_retention_seconds\":null"),
+            std::string::npos);
+  DeadLetter("g", "kept", "1 hour");
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items "
+                  "WHERE group_name = 'g'"),
+            1);
+  EXPECT_TRUE(c->Stop().ok());
+}
+
+TEST_F(DeadRetentionTest, BadRetentionsAreRefusedAndChangeNothing) {
+  CreateGroup("g", 2);
+  auto r = RunCli({"group", "alter", "g", "--dead_retention", "500ms", "--ttl",
+                   "4s", "--dsn", db_.dsn()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--dead_retention must be 0"), std::string::npos)
+      << r.err;
+  auto g = admin_->GetGroup("g");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->session_ttl, absl::Seconds(2));  // nothing changed
+  EXPECT_EQ(g->dead_retention, absl::ZeroDuration());
+  EXPECT_TRUE(
+      absl::IsNotFound(admin_->AlterDeadRetention("nope", absl::Hours(1))));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      admin_->AlterDeadRetention("g", -absl::Seconds(1))));
+  GroupConfig config{.name = "h", .parts = 2};
+  config.dead_retention = absl::Hours(24);
+  ASSERT_TRUE(admin_->CreateGroup(config).ok());
+  auto h = admin_->GetGroup("h");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->dead_retention, absl::Hours(24));
+}
+
+// Three members, the group's facts from exactly one of them; when it
+// stops, from one of the others, and its series are gone.
+TEST_F(DeadRetentionTest, OneRunningMemberReportsTheGroupsFacts) {
+  CreateGroup("g", 2);
+  DeadLetter("g", "a", "1 minute");
+  DeadLetter("g", "b", "2 minutes");
+  {
+    pqxx::work tx(*conn_);
+    tx.exec("SELECT sqlgroup.pause('g')");
+    tx.exec("SELECT sqlgroup.pause('g', 'k1')");
+    tx.exec("SELECT sqlgroup.pause('g', 'k2')");
+    tx.commit();
+  }
+  constexpr int kMembers = 3;
+  std::vector<std::unique_ptr<prometheus::Registry>> registries;
+  std::vector<std::unique_ptr<Consumer>> members;
+  for (int i = 0; i < kMembers; ++i) {
+    registries.push_back(std::make_unique<prometheus::Registry>());
+    ConsumerOptions o = Options("g", Recorder("g"));
+    o.metrics = registries.back().get();
+    o.lag_interval = absl::Milliseconds(100);
+    members.push_back(Start(o));
+    ASSERT_NE(members.back(), nullptr);
+  }
+  // Which members report: exactly one, with the group's numbers.
+  auto reporters = [&] {
+    std::vector<int> out;
+    for (int i = 0; i < kMembers; ++i) {
+      if (members[i] && Value(*registries[i], "sqlgroup_dead_items", "g")) {
+        out.push_back(i);
+      }
+    }
+    return out;
+  };
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return reporters().size() == 1 &&
+               Value(*registries[reporters()[0]], "sqlgroup_paused_keys",
+                     "g") == 2.0;
+      },
+      absl::Seconds(15)));
+  // Stable: still one after more measurements.
+  absl::SleepFor(absl::Milliseconds(500));
+  ASSERT_EQ(reporters().size(), 1u);
+  const int first = reporters()[0];
+  prometheus::Registry& r = *registries[first];
+  EXPECT_EQ(Value(r, "sqlgroup_dead_items", "g"), 2.0);
+  EXPECT_EQ(Value(r, "sqlgroup_group_paused", "g"), 1.0);
+  const std::optional<double> age =
+      Value(r, "sqlgroup_oldest_dead_item_age_seconds", "g");
+  ASSERT_TRUE(age.has_value());
+  EXPECT_GE(*age, 120);
+  EXPECT_LT(*age, 180);
+
+  // It stops: another takes over, and its series go.
+  EXPECT_TRUE(members[first]->Stop().ok());
+  members[first].reset();
+  EXPECT_FALSE(Value(r, "sqlgroup_dead_items", "g").has_value());
+  {
+    pqxx::work tx(*conn_);
+    tx.exec("SELECT sqlgroup.resume('g')");
+    tx.commit();
+  }
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        const std::vector<int> now = reporters();
+        return now.size() == 1 &&
+               Value(*registries[now[0]], "sqlgroup_group_paused", "g") == 0.0;
+      },
+      absl::Seconds(15)));
+  for (auto& m : members) {
+    if (m) {
+      EXPECT_TRUE(m->Stop().ok());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sqlgroup
