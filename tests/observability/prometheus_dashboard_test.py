@@ -7,7 +7,8 @@ chosen by the OS. Then: kills one member and checks that the ownership
 metrics show its parts moving to the others within TTL + a rebalance
 period; evaluates every PromQL expression of dashboards/sqlgroup.json through
 Prometheus's HTTP API and checks each returns at least one series; and
-checks the dashboard itself (unique panel ids, the provisioned datasource,
+checks the pause panel and annotations while the group is paused, and
+the dashboard itself (unique panel ids, the provisioned datasource,
 every metric listed in docs/METRICS.md and present in a live scrape).
 
 Usage: prometheus_dashboard_test.py --cli build/sqlgroup --source .
@@ -188,6 +189,15 @@ class DashboardTest(unittest.TestCase):
         assert f.procs["s1"].wait(30) == 0, f.log("s1")
         # Data for the rate()-based panels.
         time.sleep(5)
+        # Last, for the pause panel and annotations: the group and a key
+        # paused (the rate panels keep their last 30 s), as the owner of
+        # part 0 reports it after its next lag measurement.
+        f.cli("group", "pause", "obs")
+        f.cli("group", "pause", "obs", "--key", "not-produced")
+        paused = wait_for(lambda: f.query(
+            'max(sqlgroup_group_paused{group="obs"}) > 0') and f.query(
+            'max(sqlgroup_paused_keys{group="obs"}) > 0'), 30)
+        assert paused, "the pause never showed in the metrics"
 
     @classmethod
     def owners(cls):
@@ -247,7 +257,9 @@ class DashboardTest(unittest.TestCase):
                 self.assertEqual(target["datasource"]["uid"], uid)
 
     def test_every_metric_queried_is_documented_and_exported(self):
-        scrape = http_get(self.urls["m1"])
+        # The live members' (the group's dead letters and pauses come from
+        # the owner of part 0 only).
+        scrape = http_get(self.urls["m1"]) + http_get(self.urls["m3"])
         names = set()
         for _, expr in self.expressions():
             for name in re.findall(r"\bsqlgroup_[a-z_]+", expr):
