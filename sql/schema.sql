@@ -858,6 +858,105 @@ CREATE FUNCTION sqlgroup.idempotency_retention() RETURNS interval
     AS $$ SELECT interval '24 hours' $$;
 
 --
+-- Name: items_cancel(text, uuid[], text, boolean); Type: FUNCTION; Schema: sqlgroup; Owner: -
+--
+
+CREATE FUNCTION sqlgroup.items_cancel(group_name text, ids uuid[] DEFAULT NULL::uuid[], of_key text DEFAULT NULL::text, dry_run boolean DEFAULT false) RETURNS TABLE(id uuid, key text, part integer, attempts integer, may_be_running boolean)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+DECLARE
+  g         sqlgroup.groups;
+  v_ids     uuid[];
+  v_missing uuid[];
+  v_block   text;
+BEGIN
+  g := sqlgroup.operated_group(items_cancel.group_name);
+  PERFORM sqlgroup.one_selector('cancel', 'ids or a key', ids IS NOT NULL,
+                                items_cancel.of_key IS NOT NULL);
+  v_block := sqlgroup.key_prefix(items_cancel.of_key);
+  SELECT array_agg(x.id ORDER BY x.id) INTO v_ids FROM (
+    SELECT i.id FROM sqlgroup.items i
+    WHERE i.group_name = g.name
+      AND (ids IS NULL OR i.id = ANY (ids))
+      AND (v_block IS NULL
+           OR (i.id BETWEEN (v_block || '-0000-000000000000')::uuid
+                        AND (v_block || '-ffff-ffffffffffff')::uuid
+               AND i.key = items_cancel.of_key))
+    ORDER BY i.id
+    FOR UPDATE OF i) x;
+  IF ids IS NOT NULL THEN
+    SELECT array_agg(u.id ORDER BY u.id) INTO v_missing
+      FROM unnest(ids) AS u(id)
+      WHERE u.id <> ALL (coalesce(v_ids, '{}'));
+    IF v_missing IS NOT NULL THEN
+      RAISE EXCEPTION USING ERRCODE = 'no_data_found',
+        MESSAGE = format('group %s has no waiting item %s (acknowledged, '
+                         'dead-lettered, cancelled or never enqueued); '
+                         'nothing was changed (`sqlgroup items list %s` '
+                         'shows what waits)',
+                         g.name,
+                         array_to_string(v_missing[1:5], ', ')
+                         || CASE WHEN cardinality(v_missing) > 5
+                                 THEN format(' (and %s more)',
+                                             cardinality(v_missing) - 5)
+                                 ELSE '' END,
+                         g.name);
+    END IF;
+  ELSIF v_ids IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'no_data_found',
+      MESSAGE = format('group %s has no waiting item of key %s; nothing '
+                       'was changed', g.name, quote_literal(of_key));
+  END IF;
+  RETURN QUERY
+    WITH selected AS (
+      SELECT i.*,
+        i.not_before <= clock_timestamp()
+        AND EXISTS (
+          SELECT 1 FROM sqlgroup.session_parts sp
+          JOIN sqlgroup.sessions s
+            ON s.group_name = sp.group_name AND s.id = sp.session_id
+          WHERE sp.group_name = g.name
+            AND sp.part = sqlgroup.id_part(i.id, coalesce(sp.parts_of,
+                                                         g.parts))
+            AND s.heartbeated_at > clock_timestamp() - g.session_ttl)
+        AND (i.key IS NULL OR g.ordering = 'none' OR NOT EXISTS (
+          SELECT 1 FROM sqlgroup.items e
+          WHERE e.group_name = g.name
+            AND e.id >= (left(i.id::text, 18) || '-0000-000000000000')::uuid
+            AND e.id < i.id)) AS running
+      FROM sqlgroup.items i
+      WHERE i.group_name = g.name AND i.id = ANY (v_ids)),
+    gone AS (
+      DELETE FROM sqlgroup.items x USING selected s
+      WHERE NOT coalesce(dry_run, false)
+        AND x.group_name = g.name AND x.id = s.id
+      RETURNING x.*),
+    recorded AS (
+      INSERT INTO sqlgroup.dead_items (group_name, id, key, payload,
+                                       enqueued_at, attempts, last_error,
+                                       died_at)
+      SELECT x.group_name, x.id, x.key, x.payload, x.enqueued_at,
+             x.attempts, format('cancelled by %s', session_user),
+             clock_timestamp()
+      FROM gone x
+      ON CONFLICT (group_name, id) DO UPDATE SET key = EXCLUDED.key,
+        payload = EXCLUDED.payload, enqueued_at = EXCLUDED.enqueued_at,
+        attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error,
+        died_at = EXCLUDED.died_at
+      RETURNING 1)
+    SELECT s.id, s.key, sqlgroup.id_part(s.id, g.parts), s.attempts,
+           s.running
+    FROM selected s ORDER BY s.id;
+  -- The next item of a cancelled head's key may be due now.
+  IF NOT coalesce(dry_run, false) THEN
+    PERFORM sqlgroup.announce_items(g.name, interval '0');
+  END IF;
+END
+$$;
+
+--
 -- Name: items_list(text, text, integer, integer); Type: FUNCTION; Schema: sqlgroup; Owner: -
 --
 

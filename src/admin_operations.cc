@@ -80,6 +80,12 @@ absl::StatusOr<WaitingItem> Admin::ShowItem(const std::string& group,
   return store::ShowItem(*impl_->conn, group, id);
 }
 
+absl::StatusOr<std::vector<CancelledItem>> Admin::CancelItems(
+    const std::string& group, const ItemSelection& selection, bool dry_run) {
+  if (absl::Status s = CheckIds(selection.ids); !s.ok()) return s;
+  return store::CancelItems(*impl_->conn, group, selection, dry_run);
+}
+
 absl::StatusOr<bool> Admin::PauseGroup(const std::string& group,
                                        const std::optional<std::string>& key) {
   return store::SetPaused(*impl_->conn, group, key, /*pause=*/true);

@@ -305,7 +305,7 @@ class Admin {
   // is one transaction through a function of the schema; errors are
   // sentences: NOT_FOUND (no such group, dead letter or item),
   // INVALID_ARGUMENT (a selection not exactly one, a bad id or value),
-  // FAILED_PRECONDITION (a schema before 17: migrate), PERMISSION_DENIED
+  // FAILED_PRECONDITION (a schema too old: migrate), PERMISSION_DENIED
   // (the role lacks `sqlgroup grant --operator_role`).
   //
   // The group's dead letters that match `filter`, oldest death first.
@@ -333,6 +333,15 @@ class Admin {
   // One waiting item with its whole payload.
   absl::StatusOr<WaitingItem> ShowItem(const std::string& group,
                                        const std::string& id);
+  // Cancels the selected waiting items: each moves to the dead letters
+  // with the last error "cancelled by ROLE" (RequeueDead undoes it), in
+  // one transaction that is safe against members handing them out: an
+  // item is then either acknowledged or cancelled, never both, never
+  // lost. NOT_FOUND names ids that are not waiting (nothing changes);
+  // FAILED_PRECONDITION on a schema before 18. `dry_run` as above.
+  absl::StatusOr<std::vector<CancelledItem>> CancelItems(
+      const std::string& group, const ItemSelection& selection,
+      bool dry_run = false);
   // Pauses the group (`key` nullopt) or one key of it: no claim after the
   // commit returns its items (each claim reads the pauses); items a member
   // read before (at most a claim's batch per part) still go to handlers,

@@ -94,6 +94,27 @@ struct ItemFilter {
   int limit = 100;
 };
 
+// Which waiting items CancelItems removes: exactly one of ids (all must be
+// waiting) or a key (all its waiting items).
+struct ItemSelection {
+  std::vector<std::string> ids;
+  std::optional<std::string> key;
+};
+
+// A waiting item cancelled: moved to the dead letters with the last error
+// "cancelled by ROLE".
+struct CancelledItem {
+  std::string id;
+  std::optional<std::string> key;
+  int part = 0;      // of the group's part count now
+  int attempts = 0;  // deliveries that ended without an ack before
+  // It was due, a running member owned its part and it headed its key: it
+  // may have been with a handler. Its acknowledgement is then refused (the
+  // handler's writes in the acknowledging transaction roll back), but an
+  // exec or http handler's outside effect may still happen.
+  bool may_be_running = false;
+};
+
 // A paused group or key of a group.
 struct Pause {
   std::optional<std::string> key;  // nullopt: the whole group

@@ -26,6 +26,7 @@ GRANT EXECUTE ON FUNCTION
   sqlgroup.dead_purge(text, uuid[], text, interval, boolean, boolean),
   sqlgroup.items_list(text, text, integer, integer),
   sqlgroup.items_show(text, uuid),
+  sqlgroup.items_cancel(text, uuid[], text, boolean),
   sqlgroup.pause(text, text),
   sqlgroup.resume(text, text)
   TO :"role";

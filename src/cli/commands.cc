@@ -340,6 +340,13 @@ const std::map<std::string, Command>& Commands() {
         RunItemsList}},
       {"items show",
        {"items show GROUP ID [--json]", {"json"}, 2, RunItemsShow}},
+      {"items cancel",
+       {"items cancel GROUP (ID... | --key K) [--dry_run] [--json]  (moves "
+        "waiting items to the dead letters, safely against running members)",
+        {"key", "dry_run", "json"},
+        1,
+        RunItemsCancel,
+        true}},
       {"group pause",
        {"group pause GROUP [--key K]  (no claim returns an item of the "
         "group, or of the key, until resumed; items in flight finish)",

@@ -335,6 +335,57 @@ absl::Status RunItemsShow(const Args& args) {
   return absl::OkStatus();
 }
 
+absl::Status RunItemsCancel(const Args& args) {
+  ItemSelection selection;
+  selection.ids.assign(args.begin() + 1, args.end());
+  selection.key = KeyFlag();
+  if (selection.ids.empty() == !selection.key.has_value()) {
+    return absl::InvalidArgumentError(
+        "items cancel needs either the ids of waiting items or --key K; "
+        "nothing was changed (`sqlgroup items list GROUP` shows them)");
+  }
+  const bool dry_run = absl::GetFlag(FLAGS_dry_run);
+  ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
+  ASSIGN_OR_RETURN(const std::vector<CancelledItem> cancelled,
+                   admin->CancelItems(args[0], selection, dry_run));
+  if (absl::GetFlag(FLAGS_json)) {
+    std::vector<std::string> rows;
+    for (const CancelledItem& c : cancelled) {
+      rows.push_back(absl::StrCat(
+          "{\"id\":", JsonString(c.id), ",\"key\":", KeyJson(c.key),
+          ",\"part\":", c.part, ",\"attempts\":", c.attempts,
+          ",\"may_be_running\":", c.may_be_running ? "true" : "false", "}"));
+    }
+    Print(absl::StrCat("[", absl::StrJoin(rows, ","), "]\n"));
+    return absl::OkStatus();
+  }
+  std::string out;
+  int running = 0;
+  for (const CancelledItem& c : cancelled) {
+    running += c.may_be_running;
+    absl::StrAppend(&out, c.id, "  key ", KeyText(c.key), "  part ", c.part,
+                    c.may_be_running ? "  (may be with a handler now)" : "",
+                    "\n");
+  }
+  absl::StrAppend(
+      &out, dry_run ? "would cancel " : "cancelled ", cancelled.size(),
+      " item(s) of group ", args[0],
+      dry_run ? " (--dry_run: nothing was changed)"
+              : absl::StrCat("; they are dead letters now (`sqlgroup dead "
+                             "requeue ",
+                             args[0], " --error cancelled` undoes it)"),
+      "\n");
+  if (running > 0) {
+    absl::StrAppend(
+        &out, running,
+        " of them may have been with a handler: its acknowledgement is "
+        "refused and the writes of its acknowledging transaction roll back, "
+        "but an exec or http handler's outside effect may still happen\n");
+  }
+  Print(out);
+  return absl::OkStatus();
+}
+
 namespace {
 
 absl::Status SetPaused(const Args& args, bool pause) {

@@ -29,6 +29,7 @@ absl::Status RunDeadRequeue(const Args& args);
 absl::Status RunDeadPurge(const Args& args);
 absl::Status RunItemsList(const Args& args);
 absl::Status RunItemsShow(const Args& args);
+absl::Status RunItemsCancel(const Args& args);
 absl::Status RunGroupPause(const Args& args);
 absl::Status RunGroupResume(const Args& args);
 

@@ -35,9 +35,11 @@ std::string Given(int value, int given, const std::string& type) {
 }
 
 // Runs `f` in a transaction on `db` and maps its errors for a person:
-// `what` says what was being done ("requeue the dead letters of g").
+// `what` says what was being done ("requeue the dead letters of g");
+// `schema` is the first that has the operation's function.
 template <typename T, typename F>
-absl::StatusOr<T> Operate(DbConnection& db, const std::string& what, F&& f) {
+absl::StatusOr<T> Operate(DbConnection& db, const std::string& what, F&& f,
+                          int schema = 17) {
   try {
     pqxx::work tx(PqxxOf(db));
     T out = f(tx);
@@ -50,9 +52,9 @@ absl::StatusOr<T> Operate(DbConnection& db, const std::string& what, F&& f) {
     if (state == "22023") return absl::InvalidArgumentError(message);
     if (state == "42883") {
       return absl::FailedPreconditionError(absl::StrCat(
-          "cannot ", what,
-          ": the database's sqlgroup schema is older than 17, which brings "
-          "the operations on items; run `sqlgroup migrate` first "
+          "cannot ", what, ": the database's sqlgroup schema is older than ",
+          schema,
+          ", which brings it; run `sqlgroup migrate` first "
           "(docs/UPGRADING.md)"));
     }
     if (state == "42501") {
@@ -237,6 +239,34 @@ absl::StatusOr<WaitingItem> ShowItem(DbConnection& db, const std::string& group,
       db, absl::StrCat("show item ", id, " of ", group), [&](pqxx::work& tx) {
         return WaitingItemOf(tx.exec_params1(sql, group, id));
       });
+}
+
+absl::StatusOr<std::vector<CancelledItem>> CancelItems(
+    DbConnection& db, const std::string& group, const ItemSelection& selection,
+    bool dry_run) {
+  const std::string sql = absl::StrCat(
+      "SELECT c.id::text, c.key, c.part, c.attempts, c.may_be_running "
+      "FROM sqlgroup.items_cancel($1, ",
+      Given(2, 3, "uuid[]"), ", ", Given(4, 5, "text"), ", $6) c");
+  return Operate<std::vector<CancelledItem>>(
+      db, absl::StrCat("cancel items of ", group),
+      [&](pqxx::work& tx) {
+        std::vector<CancelledItem> out;
+        for (const pqxx::row& row :
+             tx.exec_params(sql, group, SqlArray(selection.ids),
+                            !selection.ids.empty(), selection.key.value_or(""),
+                            selection.key.has_value(), dry_run)) {
+          CancelledItem c;
+          c.id = row[0].as<std::string>();
+          c.key = OptionalText(row[1]);
+          c.part = row[2].as<int>();
+          c.attempts = row[3].as<int>();
+          c.may_be_running = row[4].as<bool>();
+          out.push_back(std::move(c));
+        }
+        return out;
+      },
+      /*schema=*/18);
 }
 
 absl::StatusOr<bool> SetPaused(DbConnection& db, const std::string& group,

@@ -1,9 +1,9 @@
 // The operations on a group's items (sqlgroup/operations.h) on a facade's
-// connection: each one call of its SQL function (sql/017_operate_items.sql)
-// in one transaction. Errors are sentences: NOT_FOUND (no such group or
-// item), INVALID_ARGUMENT (a selection or value the function refused),
-// FAILED_PRECONDITION (a schema before 17: migrate), PERMISSION_DENIED
-// (naming the grant that allows it). Names no pqxx.
+// connection: each one call of its SQL function (sql/017_operate_items.sql,
+// sql/018_retention_and_cancel.sql) in one transaction. Errors are sentences:
+// NOT_FOUND (no such group or item), INVALID_ARGUMENT (a selection or value the
+// function refused), FAILED_PRECONDITION (a schema without the function:
+// migrate), PERMISSION_DENIED (naming the grant that allows it). Names no pqxx.
 #ifndef SQLGROUP_STORE_OPERATIONS_STORE_H_
 #define SQLGROUP_STORE_OPERATIONS_STORE_H_
 
@@ -34,6 +34,9 @@ absl::StatusOr<std::vector<WaitingItem>> ListItems(DbConnection& db,
                                                    const ItemFilter& filter);
 absl::StatusOr<WaitingItem> ShowItem(DbConnection& db, const std::string& group,
                                      const std::string& id);
+absl::StatusOr<std::vector<CancelledItem>> CancelItems(
+    DbConnection& db, const std::string& group, const ItemSelection& selection,
+    bool dry_run);
 // Pauses (`pause`) or resumes the group, or its key `key`: whether that
 // changed anything (false: it was paused, or not paused, already).
 absl::StatusOr<bool> SetPaused(DbConnection& db, const std::string& group,
