@@ -15,6 +15,13 @@ promoted, a new standby built), and changes of the part count (group alter
 middle one), and the producer's connection cut right after three of its
 COMMITs reached the server (commit_cut: the batches committed, the
 producer cannot know; producer_mismatch checks none was added twice).
+Operations, by a least-privilege operator role: the whole group paused for
+2 s (pause), and a key paused, its waiting items cancelled into the dead
+letters, requeued at their original places and the key resumed (operate);
+acked_while_paused counts acknowledgements of a paused group or key that
+committed more than a second after its pause (must stay 0), and the
+checks above hold through both (key_order: a key's cancelled and requeued
+items are handled in their order).
 
 With --pooler transaction the members reach the primary through a private
 PgBouncer 1.18 in transaction mode (a server pool smaller than their
@@ -86,7 +93,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 from pgbouncer import PgBouncer  # noqa: E402
 
 KINDS = ["kill9", "sigstop", "pg_restart", "terminate", "stall", "rolling",
-         "failover", "resize", "commit_cut"]
+         "failover", "resize", "commit_cut", "pause", "operate"]
 # One resize fault: the part count 16 -> 40 -> 8 -> 16 (from --parts: x2.5,
 # /5, x2), a member killed and restarted during the middle change.
 RESIZE_FACTORS = [2.5, 0.2, 2.0]
@@ -147,6 +154,11 @@ class ChaosRun:
         self.unresponsive = {}
         self._tails = {}  # handler log -> (bytes read, latest start seen)
         self.injected = {}  # kind -> faults injected (a resize: 3 changes)
+        # Operations: acknowledgements of a paused group or key committed
+        # more than a second after its pause (must stay 0); items
+        # cancelled and requeued by `operate` faults.
+        self.acked_while_paused = 0
+        self.cancelled = self.requeued = 0
 
     # --- the database ----------------------------------------------------
     def query(self, sql, **kw):
@@ -226,14 +238,35 @@ class ChaosRun:
                      "--count", "0", "--keys", "1")  # creates sqlgroup_demo
         self.query(DEMO_ROLES_SQL)
         self.run_cli("grant", "--member_role", "chaos_member",
-                     "--producer_role", "chaos_producer", "--dsn",
-                     self.node_dsn())
+                     "--producer_role", "chaos_producer", "--operator_role",
+                     "chaos_operator", "--dsn", self.node_dsn())
 
     def run_cli(self, *argv):
         r = subprocess.run([self.args.cli, *argv], capture_output=True,
                            text=True, timeout=60)
         if r.returncode != 0:
             raise RuntimeError(f"sqlgroup {argv[0]} failed: {r.stderr}")
+        return r.stdout
+
+    def operate(self, *argv):
+        """A command of the operations, as the operator role."""
+        return self.run_cli(*argv, "--dsn", self.node_dsn("chaos_operator"))
+
+    def db_time(self, sql="SELECT clock_timestamp()"):
+        """The timestamp `sql` returns, in Unix seconds (database clock)."""
+        return float(self.query(f"SELECT extract(epoch FROM ({sql}))")[0][0])
+
+    def count_acked_while_paused(self, paused, resumed, key=None):
+        """Acknowledgements (of `key`, or of any key) that committed from a
+        second after the pause's commit until the resume."""
+        of_key = "" if key is None else f" AND key = '{key}'"
+        n = int(self.query(
+            "SELECT count(*) FROM sqlgroup_demo.results WHERE acked_at > "
+            f"to_timestamp({paused}) + interval '1 second' AND acked_at < "
+            f"to_timestamp({resumed}){of_key}")[0][0])
+        if n:
+            log(f"seed {self.seed}: {n} acknowledgement(s) while paused")
+        self.acked_while_paused += n
 
     # --- conditions ------------------------------------------------------
     def sessions_of(self, member):
@@ -566,6 +599,51 @@ class ChaosRun:
                 m.start()
             self.recover("resize", f"{old}->{new}", t0, [])
 
+    def fault_pause(self):
+        """The whole group paused for 2 s under load, then resumed."""
+        self.operate("group", "pause", "chaos")
+        paused = self.db_time("SELECT paused_at FROM sqlgroup.pauses "
+                              "WHERE group_name = 'chaos' AND block = ''")
+        time.sleep(2.0)
+        resumed = self.db_time()
+        self.operate("group", "resume", "chaos")
+        t0 = time.time()
+        self.count_acked_while_paused(paused, resumed)
+        self.recover("pause", "group", t0, [])
+
+    def fault_operate(self):
+        """One of the keys with the most waiting items paused; after 1.5 s
+        (in-flight items finished) its waiting items cancelled into the
+        dead letters, those requeued by id at their original places, and
+        the key resumed: they go first, in order, then what came since."""
+        rows = self.query("SELECT key FROM sqlgroup.items WHERE group_name = "
+                          "'chaos' AND key IS NOT NULL GROUP BY key "
+                          "ORDER BY count(*) DESC, key LIMIT 5")
+        key = self.rng.choice([r[0] for r in rows]) if rows else "1"
+        self.operate("group", "pause", "chaos", "--key", key)
+        paused = self.db_time("SELECT paused_at FROM sqlgroup.pauses "
+                              "WHERE group_name = 'chaos' AND key = "
+                              f"'{key}'")
+        time.sleep(1.5)
+        r = subprocess.run([self.args.cli, "items", "cancel", "chaos", "--key",
+                            key, "--json", "--dsn",
+                            self.node_dsn("chaos_operator")],
+                           capture_output=True, text=True, timeout=60)
+        ids = [c["id"] for c in json.loads(r.stdout)] if r.returncode == 0 \
+            else []
+        if r.returncode != 0 and "no waiting item of key" not in r.stderr:
+            raise RuntimeError(f"items cancel failed: {r.stderr}")
+        self.cancelled += len(ids)
+        if ids:
+            self.operate("dead", "requeue", "chaos", *ids)
+            self.requeued += len(ids)
+        resumed = self.db_time()
+        self.operate("group", "resume", "chaos", "--key", key)
+        t0 = time.time()
+        self.count_acked_while_paused(paused, resumed, key)
+        self.recover("operate", f"key {key}: {len(ids)} cancelled and "
+                     "requeued", t0, [])
+
     def fault_failover(self):
         old = self.primary
         new = self.nodes[1] if old is self.nodes[0] else self.nodes[0]
@@ -664,8 +742,10 @@ class ChaosRun:
         if self.args.static_timeout:
             found["bystander_takes"] = sum(f.get("bystander_takes", 0)
                                            for f in self.faults)
+        found["acked_while_paused"] = self.acked_while_paused
         summary = {"seed": self.seed, "processed": processed, "dead": dead,
-                   "numbered": numbered,
+                   "numbered": numbered, "cancelled": self.cancelled,
+                   "requeued": self.requeued,
                    "overlap_samples": self.overlap_samples,
                    "handler_failures": self.handler_failures(),
                    "producer_runs": self.producer.runs,

@@ -123,7 +123,8 @@ NAMES = [c[0] for c in CHECKS + AFTER_LEAVE] + ["wrong_part",
                                                 "unclean_exits",
                                                 "producer_failures",
                                                 "producer_mismatch",
-                                                "handler_overlaps"]
+                                                "handler_overlaps",
+                                                "acked_while_paused"]
 
 
 def part_of(uuid_text, parts):
@@ -252,6 +253,9 @@ def meaning(name):
         return ("pairs of deliveries of one item by two handler processes "
                 "that overlapped in time while both members were live to "
                 "the database (invariant 10, from the handlers' logs)")
+    if name == "acked_while_paused":
+        return ("acknowledgements of a paused group or key that committed "
+                "more than a second after the pause (`group pause`)")
     if name == "producer_failures":
         return ("`sqlgroup produce` runs that exited non-zero (gave up on a "
                 "batch within --retry_for)")

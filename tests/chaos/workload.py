@@ -16,6 +16,7 @@ from tcp_proxy import StallableProxy
 # produce --count 0 --keys 1` creates).
 DEMO_ROLES_SQL = (
     "CREATE ROLE chaos_member LOGIN; CREATE ROLE chaos_producer LOGIN;"
+    "CREATE ROLE chaos_operator LOGIN;"
     "GRANT USAGE ON SCHEMA sqlgroup_demo TO chaos_member, chaos_producer;"
     "GRANT INSERT ON sqlgroup_demo.results TO chaos_member;"
     "GRANT SELECT, INSERT, UPDATE ON sqlgroup_demo.produced "
