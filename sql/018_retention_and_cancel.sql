@@ -1,15 +1,23 @@
 -- sqlgroup schema version 18: dead letters kept for a group's retention,
--- then removed by its members; waiting items cancelled (issue 39).
+-- then removed by its members; a group's keys held behind their dead
+-- letters; waiting items cancelled (issue 39).
 -- members-from: 17
 --
 -- `sqlgroup group create|alter --dead_retention D` stores D; members remove
 -- the group's dead letters older than D through sqlgroup.dead_expire.
--- `sqlgroup items cancel` calls sqlgroup.items_cancel.
+-- `--on_dead hold` holds a key behind its dead letter: a trigger pauses the
+-- key when one of its items dies, and lifts that pause once the key has no
+-- dead letter left (requeued, purged or expired). `sqlgroup items cancel`
+-- calls sqlgroup.items_cancel.
 --
 -- Expand: members of 0.17 neither read nor enforce the retention; they run
 -- on, and the group's dead letters stay until a 0.18 member (or a purge)
--- removes them. A cancel needs nothing of members: the fence of their
--- acknowledgement already refuses the ack of an item that is gone.
+-- removes them. A hold is a pause, which they enforce in their claims;
+-- only the rest of a batch already in their hands when one of its items
+-- dies is not held back (batch handlers), so `group alter --on_dead hold`
+-- refuses while such members run. A cancel needs nothing of members: the
+-- fence of their acknowledgement already refuses the ack of an item that
+-- is gone.
 
 -- NULL: dead letters are kept until they are requeued or purged.
 ALTER TABLE sqlgroup.groups ADD COLUMN IF NOT EXISTS dead_retention interval;
@@ -46,6 +54,83 @@ AS $fn$
 $fn$;
 
 REVOKE ALL ON FUNCTION sqlgroup.dead_expire(text, integer) FROM PUBLIC;
+
+-- What a group does with the key of an item that died: 'release' (the
+-- key's next item goes on) or 'hold' (the key waits until its dead letter
+-- is requeued or purged; groups of ordering 'key' only).
+ALTER TABLE sqlgroup.groups ADD COLUMN IF NOT EXISTS on_dead text
+  NOT NULL DEFAULT 'release';
+ALTER TABLE sqlgroup.groups DROP CONSTRAINT IF EXISTS groups_on_dead;
+ALTER TABLE sqlgroup.groups ADD CONSTRAINT groups_on_dead
+  CHECK (on_dead IN ('release', 'hold')
+         AND (on_dead = 'release' OR ordering = 'key'));
+
+-- A hold is a pause of the key (sqlgroup.pauses, which every claim reads)
+-- by this name, so members of 0.17 on enforce it, describe shows it and
+-- `group resume --key` ends it like any pause.
+CREATE OR REPLACE FUNCTION sqlgroup.hold_dead_key()
+  RETURNS trigger
+  LANGUAGE plpgsql SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+  -- Not for items an operator cancels (items_cancel says so).
+  IF NEW.key IS NOT NULL
+     AND current_setting('sqlgroup.cancelling', true) IS DISTINCT FROM 'on'
+     AND EXISTS (SELECT 1 FROM sqlgroup.groups g
+                 WHERE g.name = NEW.group_name AND g.on_dead = 'hold') THEN
+    INSERT INTO sqlgroup.pauses (group_name, block, key, paused_by)
+    VALUES (NEW.group_name, left(NEW.id::text, 18), NEW.key, 'on_dead hold')
+    ON CONFLICT (group_name, block) DO NOTHING;
+  END IF;
+  RETURN NULL;
+END
+$fn$;
+
+DROP TRIGGER IF EXISTS dead_items_hold ON sqlgroup.dead_items;
+CREATE TRIGGER dead_items_hold AFTER INSERT ON sqlgroup.dead_items
+  FOR EACH ROW EXECUTE FUNCTION sqlgroup.hold_dead_key();
+
+-- Lifts the holds of keys left without dead letters by a statement that
+-- deleted some (a requeue, a purge, the retention), and wakes the members
+-- of their groups. Once per statement, however many rows it deleted.
+CREATE OR REPLACE FUNCTION sqlgroup.release_dead_keys()
+  RETURNS trigger
+  LANGUAGE plpgsql SECURITY DEFINER
+  SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+  v_group text;
+BEGIN
+  FOR v_group IN
+    WITH blocks AS (
+      SELECT DISTINCT o.group_name, left(o.id::text, 18) AS block
+      FROM gone o WHERE o.key IS NOT NULL),
+    lifted AS (
+      DELETE FROM sqlgroup.pauses p USING blocks b
+      WHERE p.group_name = b.group_name AND p.block = b.block
+        AND p.paused_by = 'on_dead hold'
+        AND NOT EXISTS (
+          SELECT 1 FROM sqlgroup.dead_items d
+          WHERE d.group_name = b.group_name AND d.key IS NOT NULL
+            AND d.id BETWEEN (b.block || '-0000-000000000000')::uuid
+                         AND (b.block || '-ffff-ffffffffffff')::uuid)
+      RETURNING p.group_name)
+    SELECT DISTINCT l.group_name FROM lifted l
+  LOOP
+    PERFORM sqlgroup.announce_items(v_group, interval '0');
+  END LOOP;
+  RETURN NULL;
+END
+$fn$;
+
+DROP TRIGGER IF EXISTS dead_items_release ON sqlgroup.dead_items;
+CREATE TRIGGER dead_items_release AFTER DELETE ON sqlgroup.dead_items
+  REFERENCING OLD TABLE AS gone
+  FOR EACH STATEMENT EXECUTE FUNCTION sqlgroup.release_dead_keys();
+
+REVOKE ALL ON FUNCTION sqlgroup.hold_dead_key() FROM PUBLIC;
+REVOKE ALL ON FUNCTION sqlgroup.release_dead_keys() FROM PUBLIC;
 
 -- Member roles granted before this migration may call it (as 017 did for
 -- the pauses; sql/grants/member.sql has the grant for roles granted later).
@@ -137,6 +222,8 @@ BEGIN
       MESSAGE = format('group %s has no waiting item of key %s; nothing '
                        'was changed', g.name, quote_literal(of_key));
   END IF;
+  -- Cancelled items hold no key (the trigger hold_dead_key).
+  PERFORM set_config('sqlgroup.cancelling', 'on', true);
   RETURN QUERY
     WITH selected AS (
       SELECT i.*,
@@ -177,6 +264,7 @@ BEGIN
     SELECT s.id, s.key, sqlgroup.id_part(s.id, g.parts), s.attempts,
            s.running
     FROM selected s ORDER BY s.id;
+  PERFORM set_config('sqlgroup.cancelling', '', true);
   -- The next item of a cancelled head's key may be due now.
   IF NOT coalesce(dry_run, false) THEN
     PERFORM sqlgroup.announce_items(g.name, interval '0');

@@ -810,6 +810,28 @@ CREATE FUNCTION sqlgroup.forget_enqueue_key(group_name text, idempotency_key tex
 $$;
 
 --
+-- Name: hold_dead_key(); Type: FUNCTION; Schema: sqlgroup; Owner: -
+--
+
+CREATE FUNCTION sqlgroup.hold_dead_key() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  -- Not for items an operator cancels (items_cancel says so).
+  IF NEW.key IS NOT NULL
+     AND current_setting('sqlgroup.cancelling', true) IS DISTINCT FROM 'on'
+     AND EXISTS (SELECT 1 FROM sqlgroup.groups g
+                 WHERE g.name = NEW.group_name AND g.on_dead = 'hold') THEN
+    INSERT INTO sqlgroup.pauses (group_name, block, key, paused_by)
+    VALUES (NEW.group_name, left(NEW.id::text, 18), NEW.key, 'on_dead hold')
+    ON CONFLICT (group_name, block) DO NOTHING;
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+--
 -- Name: id_of(bigint, bigint); Type: FUNCTION; Schema: sqlgroup; Owner: -
 --
 
@@ -909,6 +931,8 @@ BEGIN
       MESSAGE = format('group %s has no waiting item of key %s; nothing '
                        'was changed', g.name, quote_literal(of_key));
   END IF;
+  -- Cancelled items hold no key (the trigger hold_dead_key).
+  PERFORM set_config('sqlgroup.cancelling', 'on', true);
   RETURN QUERY
     WITH selected AS (
       SELECT i.*,
@@ -949,6 +973,7 @@ BEGIN
     SELECT s.id, s.key, sqlgroup.id_part(s.id, g.parts), s.attempts,
            s.running
     FROM selected s ORDER BY s.id;
+  PERFORM set_config('sqlgroup.cancelling', '', true);
   -- The next item of a cancelled head's key may be due now.
   IF NOT coalesce(dry_run, false) THEN
     PERFORM sqlgroup.announce_items(g.name, interval '0');
@@ -1117,10 +1142,12 @@ CREATE TABLE sqlgroup.groups (
     previous_parts integer,
     parts_changed_at timestamp with time zone,
     dead_retention interval,
+    on_dead text DEFAULT 'release'::text NOT NULL,
     CONSTRAINT groups_assignor_valid CHECK ((assignor = ANY (ARRAY['lexical'::text, 'sticky'::text]))),
     CONSTRAINT groups_dead_retention CHECK (((dead_retention IS NULL) OR (dead_retention > '00:00:00'::interval))),
     CONSTRAINT groups_heartbeat_well_under_ttl CHECK (((heartbeat_interval > '00:00:00'::interval) AND ((heartbeat_interval * (2)::double precision) <= session_ttl))),
     CONSTRAINT groups_name_valid CHECK ((name ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$'::text)),
+    CONSTRAINT groups_on_dead CHECK (((on_dead = ANY (ARRAY['release'::text, 'hold'::text])) AND ((on_dead = 'release'::text) OR (ordering = 'key'::text)))),
     CONSTRAINT groups_ordering_valid CHECK ((ordering = ANY (ARRAY['key'::text, 'none'::text]))),
     CONSTRAINT groups_parts_range CHECK (((parts >= 1) AND (parts <= 4096)))
 );
@@ -1182,6 +1209,39 @@ BEGIN
   VALUES (g.name, coalesce(sqlgroup.key_prefix(pause.of_key), ''), pause.of_key)
   ON CONFLICT (group_name, block) DO NOTHING;
   RETURN FOUND;
+END
+$$;
+
+--
+-- Name: release_dead_keys(); Type: FUNCTION; Schema: sqlgroup; Owner: -
+--
+
+CREATE FUNCTION sqlgroup.release_dead_keys() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_group text;
+BEGIN
+  FOR v_group IN
+    WITH blocks AS (
+      SELECT DISTINCT o.group_name, left(o.id::text, 18) AS block
+      FROM gone o WHERE o.key IS NOT NULL),
+    lifted AS (
+      DELETE FROM sqlgroup.pauses p USING blocks b
+      WHERE p.group_name = b.group_name AND p.block = b.block
+        AND p.paused_by = 'on_dead hold'
+        AND NOT EXISTS (
+          SELECT 1 FROM sqlgroup.dead_items d
+          WHERE d.group_name = b.group_name AND d.key IS NOT NULL
+            AND d.id BETWEEN (b.block || '-0000-000000000000')::uuid
+                         AND (b.block || '-ffff-ffffffffffff')::uuid)
+      RETURNING p.group_name)
+    SELECT DISTINCT l.group_name FROM lifted l
+  LOOP
+    PERFORM sqlgroup.announce_items(v_group, interval '0');
+  END LOOP;
+  RETURN NULL;
 END
 $$;
 
@@ -1510,6 +1570,18 @@ CREATE INDEX ownership_log_released ON sqlgroup.ownership_log USING btree (group
 --
 
 CREATE UNIQUE INDEX sessions_static_instance ON sqlgroup.sessions USING btree (group_name, instance) WHERE (static_timeout IS NOT NULL);
+
+--
+-- Name: dead_items dead_items_hold; Type: TRIGGER; Schema: sqlgroup; Owner: -
+--
+
+CREATE TRIGGER dead_items_hold AFTER INSERT ON sqlgroup.dead_items FOR EACH ROW EXECUTE FUNCTION sqlgroup.hold_dead_key();
+
+--
+-- Name: dead_items dead_items_release; Type: TRIGGER; Schema: sqlgroup; Owner: -
+--
+
+CREATE TRIGGER dead_items_release AFTER DELETE ON sqlgroup.dead_items REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION sqlgroup.release_dead_keys();
 
 --
 -- Name: sessions sessions_member_schema; Type: TRIGGER; Schema: sqlgroup; Owner: -

@@ -41,6 +41,27 @@ const char* OrderingName(Ordering ordering) {
   return "unknown";
 }
 
+const char* OnDeadName(OnDead on_dead) {
+  switch (on_dead) {
+    case OnDead::kRelease:
+      return "release";
+    case OnDead::kHold:
+      return "hold";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<OnDead> ParseOnDead(const std::string& text) {
+  for (OnDead o : {OnDead::kRelease, OnDead::kHold}) {
+    if (text == OnDeadName(o)) return o;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "'", text,
+      "' is not an on_dead policy: use release (a key's next item goes on "
+      "after one died) or hold (the key waits until its dead letter is "
+      "requeued or purged)"));
+}
+
 absl::StatusOr<Ordering> ParseOrdering(const std::string& text) {
   for (Ordering o : {Ordering::kKey, Ordering::kNone}) {
     if (text == OrderingName(o)) return o;
@@ -105,6 +126,11 @@ absl::Status GroupConfig::Validate() const {
         "or purged) or at least 1s, got ",
         absl::FormatDuration(dead_retention)));
   }
+  if (on_dead == OnDead::kHold && ordering != Ordering::kKey) {
+    return absl::InvalidArgumentError(
+        "on_dead hold needs ordering key: under ordering none a key's items "
+        "do not wait for each other, so there is nothing to hold");
+  }
   return absl::OkStatus();
 }
 
@@ -149,8 +175,9 @@ absl::Status Admin::CheckSchema() {
 absl::Status Admin::CreateGroup(const GroupConfig& config) {
   RETURN_IF_ERROR(config.Validate());
   RETURN_IF_ERROR(CheckSchema());
-  if (config.dead_retention > absl::ZeroDuration()) {
-    RETURN_IF_ERROR(store::CheckDeadRetentionStored(*impl_->conn));
+  if (config.dead_retention > absl::ZeroDuration() ||
+      config.on_dead != OnDead::kRelease) {
+    RETURN_IF_ERROR(store::CheckDeadLetterPoliciesStored(*impl_->conn));
   }
   return store::InsertGroup(*impl_->conn, config);
 }
@@ -178,8 +205,16 @@ absl::Status Admin::AlterDeadRetention(const std::string& name,
   config.dead_retention = dead_retention;
   RETURN_IF_ERROR(config.Validate());
   RETURN_IF_ERROR(CheckSchema());
-  RETURN_IF_ERROR(store::CheckDeadRetentionStored(*impl_->conn));
+  RETURN_IF_ERROR(store::CheckDeadLetterPoliciesStored(*impl_->conn));
   return store::UpdateDeadRetention(*impl_->conn, name, dead_retention);
+}
+
+absl::Status Admin::AlterOnDead(const std::string& name, OnDead on_dead) {
+  ASSIGN_OR_RETURN(GroupConfig config, GetGroup(name));
+  config.on_dead = on_dead;
+  RETURN_IF_ERROR(config.Validate());
+  RETURN_IF_ERROR(store::CheckDeadLetterPoliciesStored(*impl_->conn));
+  return store::UpdateOnDead(*impl_->conn, name, on_dead);
 }
 
 absl::StatusOr<PartsChange> Admin::AlterParts(const std::string& name,

@@ -44,6 +44,19 @@ const char* OrderingName(Ordering ordering);
 // prefix with the flag or field it came from).
 absl::StatusOr<Ordering> ParseOrdering(const std::string& text);
 
+// What a group does with a key whose item died (sqlgroup.groups.on_dead).
+enum class OnDead {
+  // The key's next item goes on (what a dead letter did before 0.18).
+  kRelease,
+  // The key waits behind its dead letter (a pause of the key, by "on_dead
+  // hold") until that is requeued or purged; ordering kKey only.
+  kHold,
+};
+// "release" or "hold".
+const char* OnDeadName(OnDead on_dead);
+// The inverse of OnDeadName; INVALID_ARGUMENT as ParseOrdering.
+absl::StatusOr<OnDead> ParseOnDead(const std::string& text);
+
 // A group's settings, as stored in sqlgroup.groups.
 struct GroupConfig {
   // Letters, digits and "_.-", starting with a letter or digit; 1..128.
@@ -72,6 +85,9 @@ struct GroupConfig {
   // that died longer ago (zero: kept until requeued or purged). 1 s or
   // more; needs schema 18. Default zero.
   absl::Duration dead_retention = absl::ZeroDuration();
+  // What happens to a key whose item died (kHold: needs ordering kKey and
+  // schema 18). Default kRelease.
+  OnDead on_dead = OnDead::kRelease;
 
   // INVALID_ARGUMENT naming the field when a value is out of range.
   absl::Status Validate() const;
@@ -256,6 +272,13 @@ class Admin {
   // schema before 18 (run `sqlgroup migrate`).
   absl::Status AlterDeadRetention(const std::string& name,
                                   absl::Duration dead_retention);
+  // Sets what happens to a key whose item dies from now on. kHold holds
+  // no key for dead letters already there; kRelease lifts every hold of
+  // the group at once. INVALID_ARGUMENT (kHold under ordering kNone),
+  // NOT_FOUND, FAILED_PRECONDITION on a schema before 18, or for kHold
+  // while a member of a release before 0.18 runs in the group (it would
+  // hand out the rest of a batch whose item died; each one named).
+  absl::Status AlterOnDead(const std::string& name, OnDead on_dead);
   // Changes a live group's part count to `parts` (1..4096), up or down:
   // no item moves. Running members drain and drop their parts of the old
   // count, then take the new ones; the database refuses any take whose

@@ -63,6 +63,17 @@ absl::Status Migrate(const Args&) {
   return absl::OkStatus();
 }
 
+// --on_dead, parsed; the error names the flag.
+absl::StatusOr<OnDead> OnDeadFlag() {
+  const std::string text = absl::GetFlag(FLAGS_on_dead);
+  absl::StatusOr<OnDead> on_dead = ParseOnDead(text);
+  if (!on_dead.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--on_dead=", text, ": ", on_dead.status().message()));
+  }
+  return on_dead;
+}
+
 absl::Status GroupCreate(const Args& args) {
   const std::string ordering_flag = absl::GetFlag(FLAGS_ordering);
   const absl::StatusOr<Ordering> ordering = ParseOrdering(ordering_flag);
@@ -86,12 +97,13 @@ absl::Status GroupCreate(const Args& args) {
   config.ordering = *ordering;
   config.assignor = assignor;
   config.dead_retention = absl::GetFlag(FLAGS_dead_retention);
+  ASSIGN_OR_RETURN(config.on_dead, OnDeadFlag());
   // Checked before connecting, in the flags' names: the library's
   // messages name the GroupConfig fields.
   if (absl::Status s = config.Validate(); !s.ok()) {
     std::string text(s.message());
     for (const char* field :
-         {"parts ", "ttl ", "heartbeat ", "dead_retention "}) {
+         {"parts ", "ttl ", "heartbeat ", "dead_retention ", "on_dead "}) {
       if (absl::StartsWith(text, field)) text = "--" + text;
     }
     return absl::InvalidArgumentError(text);
@@ -102,6 +114,8 @@ absl::Status GroupCreate(const Args& args) {
       "created group ", config.name, " with ", config.parts,
       " parts, ordering ", OrderingName(config.ordering), ", assignor ",
       config.assignor,
+      config.on_dead == OnDead::kHold ? ", keys held behind their dead letters"
+                                      : "",
       config.dead_retention > absl::ZeroDuration()
           ? absl::StrCat(", dead letters kept ",
                          absl::FormatDuration(config.dead_retention))
@@ -144,10 +158,14 @@ absl::Status GroupAlter(const Args& args) {
           absl::StrCat("--", s.message(), "; nothing was changed"));
     }
   }
-  if (!ttl && !heartbeat && !resize && !retention) {
+  std::optional<OnDead> on_dead;
+  if (FlagGiven("on_dead")) {
+    ASSIGN_OR_RETURN(on_dead, OnDeadFlag());
+  }
+  if (!ttl && !heartbeat && !resize && !retention && !on_dead) {
     return absl::InvalidArgumentError(
-        "group alter needs --parts, --ttl, --heartbeat and/or "
-        "--dead_retention");
+        "group alter needs --parts, --ttl, --heartbeat, --dead_retention "
+        "and/or --on_dead");
   }
   if (resize && (parts < 1 || parts > 4096)) {
     return absl::InvalidArgumentError(
@@ -155,7 +173,17 @@ absl::Status GroupAlter(const Args& args) {
                      "; nothing was changed"));
   }
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
-  // First: the change a schema before 18 refuses, before any other.
+  // First: the changes a schema before 18 refuses, before any other.
+  if (on_dead) {
+    RETURN_IF_ERROR(admin->AlterOnDead(args[0], *on_dead));
+    Print(*on_dead == OnDead::kHold
+              ? absl::StrCat("group ", args[0],
+                             ": a key whose item dies from now on waits "
+                             "until its dead letter is requeued or purged\n")
+              : absl::StrCat("group ", args[0],
+                             ": a key whose item dies goes on with its next "
+                             "item; keys held were released\n"));
+  }
   if (retention) {
     RETURN_IF_ERROR(admin->AlterDeadRetention(args[0], *retention));
     Print(*retention > absl::ZeroDuration()
@@ -256,15 +284,16 @@ const std::map<std::string, Command>& Commands() {
       {"group create",
        {"group create NAME [--parts 16] [--ttl 5s] [--heartbeat 1s] "
         "[--ordering key|none] [--assignor lexical|sticky] "
-        "[--dead_retention D]",
-        {"parts", "ttl", "heartbeat", "ordering", "assignor", "dead_retention"},
+        "[--dead_retention D] [--on_dead release|hold]",
+        {"parts", "ttl", "heartbeat", "ordering", "assignor", "dead_retention",
+         "on_dead"},
         1,
         GroupCreate}},
       {"group alter",
        {"group alter NAME [--parts P] [--ttl D] [--heartbeat D] "
-        "[--dead_retention D]  (--parts changes a live group's part count, "
-        "up or down; no item moves)",
-        {"parts", "ttl", "heartbeat", "dead_retention"},
+        "[--dead_retention D] [--on_dead release|hold]  (--parts changes a "
+        "live group's part count, up or down; no item moves)",
+        {"parts", "ttl", "heartbeat", "dead_retention", "on_dead"},
         1,
         GroupAlter}},
       {"group delete",

@@ -111,11 +111,12 @@ std::string RetentionJson(absl::Duration retention) {
 std::string DescriptionText(const GroupDescription& d) {
   std::string out = absl::StrFormat(
       "GROUP %s  parts=%d  ordering=%s  assignor=%s  ttl=%s  heartbeat=%s  "
-      "members=%d  dead_items=%d  dead_retention=%s  schema=%d\n",
+      "members=%d  dead_items=%d  dead_retention=%s  on_dead=%s  schema=%d\n",
       d.config.name, d.config.parts, OrderingName(d.config.ordering),
       d.config.assignor, absl::FormatDuration(d.config.session_ttl),
       absl::FormatDuration(d.config.heartbeat_interval), d.members.size(),
-      d.dead_items, RetentionText(d.config.dead_retention), d.schema_version);
+      d.dead_items, RetentionText(d.config.dead_retention),
+      OnDeadName(d.config.on_dead), d.schema_version);
   for (const Pause& p : d.pauses) {
     absl::StrAppend(&out,
                     p.key ? absl::StrCat("PAUSED key ", JsonString(*p.key))
@@ -256,6 +257,7 @@ std::string DescriptionJson(const GroupDescription& d) {
       ",\"heartbeat_seconds\":", Seconds(d.config.heartbeat_interval),
       ",\"dead_items\":", d.dead_items,
       ",\"dead_retention_seconds\":", RetentionJson(d.config.dead_retention),
+      ",\"on_dead\":", JsonString(OnDeadName(d.config.on_dead)),
       ",\"blocked_keys\":", BlockedKeys(d),
       ",\"oldest_blocked_seconds\":", Seconds(OldestBlocked(d)),
       ",\"schema_version\":", d.schema_version,
@@ -265,15 +267,16 @@ std::string DescriptionJson(const GroupDescription& d) {
 }
 
 std::string GroupListText(const std::vector<GroupConfig>& groups) {
-  std::string out = absl::StrFormat("%-32s  %6s  %-8s  %-8s  %10s  %10s  %s\n",
-                                    "GROUP", "PARTS", "ORDERING", "ASSIGNOR",
-                                    "TTL", "HEARTBEAT", "DEAD_RETENTION");
+  std::string out = absl::StrFormat(
+      "%-32s  %6s  %-8s  %-8s  %10s  %10s  %-14s  %s\n", "GROUP", "PARTS",
+      "ORDERING", "ASSIGNOR", "TTL", "HEARTBEAT", "DEAD_RETENTION", "ON_DEAD");
   for (const GroupConfig& g : groups) {
-    out += absl::StrFormat("%-32s  %6d  %-8s  %-8s  %10s  %10s  %s\n", g.name,
-                           g.parts, OrderingName(g.ordering), g.assignor,
-                           absl::FormatDuration(g.session_ttl),
-                           absl::FormatDuration(g.heartbeat_interval),
-                           RetentionText(g.dead_retention));
+    out +=
+        absl::StrFormat("%-32s  %6d  %-8s  %-8s  %10s  %10s  %-14s  %s\n",
+                        g.name, g.parts, OrderingName(g.ordering), g.assignor,
+                        absl::FormatDuration(g.session_ttl),
+                        absl::FormatDuration(g.heartbeat_interval),
+                        RetentionText(g.dead_retention), OnDeadName(g.on_dead));
   }
   return out;
 }
@@ -287,7 +290,8 @@ std::string GroupListJson(const std::vector<GroupConfig>& groups) {
         ",\"assignor\":", JsonString(g.assignor),
         ",\"ttl_seconds\":", Seconds(g.session_ttl),
         ",\"heartbeat_seconds\":", Seconds(g.heartbeat_interval),
-        ",\"dead_retention_seconds\":", RetentionJson(g.dead_retention), "}"));
+        ",\"dead_retention_seconds\":", RetentionJson(g.dead_retention),
+        ",\"on_dead\":", JsonString(OnDeadName(g.on_dead)), "}"));
   }
   return absl::StrCat("[", absl::StrJoin(rows, ","), "]\n");
 }

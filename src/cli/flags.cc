@@ -38,6 +38,10 @@ ABSL_FLAG(absl::Duration, dead_retention, absl::ZeroDuration(),
           "group create/alter: remove the group's dead letters this long "
           "after they died, e.g. 168h (0: keep them until requeued or "
           "purged)");
+ABSL_FLAG(std::string, on_dead, "release",
+          "group create/alter: what a key does when one of its items dies: "
+          "release (its next item goes on) or hold (it waits until the dead "
+          "letter is requeued or purged; ordering key only)");
 ABSL_FLAG(bool, json, false, "group describe/list: print JSON");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
           "demo: how long the demo runs");

@@ -64,7 +64,11 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
       ref.part, ref.epoch, counted->size());
   std::vector<Item> kept;
   kept.reserve(items.size());
+  // Keys of this batch whose item died here: the rest of each stays for
+  // the next claim, as after a failure (HandleSingly).
+  std::set<uint64_t> held;
   for (Item& item : items) {
+    if (item.key && held.count(BlockOf(item))) continue;
     auto it = counted->find(item.id);
     if (it == counted->end()) {
       kept.push_back(std::move(item));
@@ -91,6 +95,7 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
       log_->warn("part={} epoch={} item={} dead-lettered: {}", ref.part,
                  ref.epoch, item.id, why);
     }
+    if (KeyOrder() && item.key) held.insert(BlockOf(item));
   }
   items = std::move(kept);
   return true;
@@ -367,7 +372,10 @@ Settler::Outcome Settler::HandleSingly(const store::ClaimRef& ref,
                                        const std::vector<Item>& items) {
   // Under per-key order a batch holds runs of a key's items: once one is
   // put back for a retry, the rest of its key stay unhandled behind it (in
-  // the table, due, but no longer heads).
+  // the table, due, but no longer heads). So once one died: a group that
+  // holds its keys behind their dead letters (on_dead hold, a pause the
+  // next claim reads) must not hand out the rest it already has, and under
+  // release they are read again.
   std::set<uint64_t> waiting;
   for (const Item& item : items) {
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) {
@@ -377,7 +385,8 @@ Settler::Outcome Settler::HandleSingly(const store::ClaimRef& ref,
     if (waiting.count(block)) continue;
     const Outcome o = HandleBatch(ref, {item});
     if (!Settled(o)) return o;
-    if (o == Outcome::kReleased && KeyOrder() && item.key) {
+    if ((o == Outcome::kReleased || o == Outcome::kFailed) && KeyOrder() &&
+        item.key) {
       waiting.insert(block);
     }
   }

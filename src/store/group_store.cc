@@ -5,6 +5,7 @@
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "schema_skew.h"
 #include "status_macros.h"
 #include "store/connection.h"
@@ -36,13 +37,39 @@ constexpr char kUpdateDeadRetention[] =
     "UPDATE sqlgroup.groups SET dead_retention = "
     "nullif($2::interval, interval '0') WHERE name = $1";
 
-// Each group's dead-letter retention in microseconds (0: none), read from
-// the row as JSON so that the same statement runs on a schema before 18,
-// which has no such column. $1: one group's name, or NULL for all.
-constexpr char kReadDeadRetentions[] =
+// $1 name, $2 on_dead ('release' or 'hold').
+constexpr char kUpdateOnDead[] =
+    "UPDATE sqlgroup.groups SET on_dead = $2 WHERE name = $1";
+
+// Each group's dead-letter retention in microseconds (0: none) and on_dead
+// policy, read from the row as JSON so that the same statement runs on a
+// schema before 18, which has no such columns. $1: one group's name, or
+// NULL for all.
+constexpr char kReadDeadLetterPolicies[] =
     "SELECT g.name, coalesce((extract(epoch from "
-    "(to_jsonb(g) ->> 'dead_retention')::interval) * 1000000)::bigint, 0) "
+    "(to_jsonb(g) ->> 'dead_retention')::interval) * 1000000)::bigint, 0), "
+    "coalesce(to_jsonb(g) ->> 'on_dead', 'release') "
     "FROM sqlgroup.groups g WHERE $1::text IS NULL OR g.name = $1";
+
+// $1 name. The group's live members that know a schema before 18 (or
+// record none: a release before 0.15), as "instance (host H pid P),
+// sqlgroup V". The members that run now: one of an older release that
+// joins later is not refused (the rolling upgrade's order, docs/
+// UPGRADING.md, keeps them out).
+constexpr char kOldMembers[] =
+    "SELECT coalesce(s.instance, 'a member') || ' (host ' || "
+    "coalesce(s.host, '?') || ' pid ' || coalesce(s.pid::text, '?') || "
+    "'), ' || coalesce('sqlgroup ' || s.member_version, "
+    "'a release before 0.15') "
+    "FROM sqlgroup.sessions s JOIN sqlgroup.groups g ON g.name = "
+    "s.group_name WHERE s.group_name = $1 "
+    "AND s.heartbeated_at > clock_timestamp() - g.session_ttl "
+    "AND coalesce(s.member_schema, 0) < 18 ORDER BY 1";
+
+// $1 name. Lifts the group's holds (the pauses by "on_dead hold").
+constexpr char kLiftHolds[] =
+    "DELETE FROM sqlgroup.pauses WHERE group_name = $1 "
+    "AND paused_by = 'on_dead hold'";
 
 // A part count change waits this long for the takes and drops in flight.
 constexpr char kPartsChangeLockTimeout[] = "SET LOCAL lock_timeout = '10s'";
@@ -84,20 +111,25 @@ constexpr char kDeleteOwnershipLog[] =
     "DELETE FROM sqlgroup.ownership_log WHERE group_name = $1";
 constexpr char kDeleteGroup[] = "DELETE FROM sqlgroup.groups WHERE name = $1";
 
-// Fills each config's dead_retention.
-absl::Status ReadDeadRetentions(DbConnection& db,
-                                std::vector<GroupConfig>& configs,
-                                std::optional<std::string> one) {
-  std::map<std::string, absl::Duration> retention;
-  RETURN_IF_ERROR(Guard("read dead-letter retentions", [&] {
+// Fills each config's dead_retention and on_dead.
+absl::Status ReadDeadLetterPolicies(DbConnection& db,
+                                    std::vector<GroupConfig>& configs,
+                                    std::optional<std::string> one) {
+  std::map<std::string, std::pair<absl::Duration, OnDead>> policies;
+  RETURN_IF_ERROR(Guard("read dead-letter policies", [&] {
     pqxx::nontransaction tx(PqxxOf(db));
-    for (const pqxx::row& row : tx.exec_params(kReadDeadRetentions, one)) {
-      retention[row[0].as<std::string>()] =
-          absl::Microseconds(row[1].as<int64_t>());
+    for (const pqxx::row& row : tx.exec_params(kReadDeadLetterPolicies, one)) {
+      policies[row[0].as<std::string>()] = {
+          absl::Microseconds(row[1].as<int64_t>()),
+          row[2].as<std::string>() == "hold" ? OnDead::kHold
+                                             : OnDead::kRelease};
     }
   }));
   for (GroupConfig& config : configs) {
-    config.dead_retention = retention[config.name];
+    auto it = policies.find(config.name);
+    if (it == policies.end()) continue;
+    config.dead_retention = it->second.first;
+    config.on_dead = it->second.second;
   }
   return absl::OkStatus();
 }
@@ -122,6 +154,9 @@ absl::Status InsertGroup(DbConnection& db, const GroupConfig& config) {
       tx.exec_params(kUpdateDeadRetention, config.name,
                      ToInterval(config.dead_retention));
     }
+    if (config.on_dead != OnDead::kRelease) {
+      tx.exec_params(kUpdateOnDead, config.name, OnDeadName(config.on_dead));
+    }
     tx.commit();
   });
   if (absl::IsAlreadyExists(s)) {
@@ -138,7 +173,7 @@ absl::StatusOr<GroupConfig> ReadGroupConfig(DbConnection& db,
   absl::StatusOr<GroupSettings> settings = ReadGroup(PqxxOf(db), name);
   if (!settings.ok()) return settings.status();
   std::vector<GroupConfig> configs = {ConfigOf(name, *settings)};
-  RETURN_IF_ERROR(ReadDeadRetentions(db, configs, name));
+  RETURN_IF_ERROR(ReadDeadLetterPolicies(db, configs, name));
   return configs[0];
 }
 
@@ -149,7 +184,7 @@ absl::StatusOr<std::vector<GroupConfig>> ListGroupConfigs(DbConnection& db) {
   for (const auto& [name, settings] : *groups) {
     configs.push_back(ConfigOf(name, settings));
   }
-  RETURN_IF_ERROR(ReadDeadRetentions(db, configs, std::nullopt));
+  RETURN_IF_ERROR(ReadDeadLetterPolicies(db, configs, std::nullopt));
   return configs;
 }
 
@@ -168,12 +203,13 @@ absl::Status UpdateGroupTiming(DbConnection& db, const std::string& name,
   return updated ? absl::OkStatus() : GroupNotFound(name);
 }
 
-absl::Status CheckDeadRetentionStored(DbConnection& db) {
+absl::Status CheckDeadLetterPoliciesStored(DbConnection& db) {
   ASSIGN_OR_RETURN(const int version, SchemaVersion(db));
   if (version >= internal::kDeadRetentionFrom) return absl::OkStatus();
   return absl::FailedPreconditionError(absl::StrCat(
-      "a dead-letter retention needs schema ", internal::kDeadRetentionFrom,
-      " and the database has schema ", version,
+      "a group's dead-letter settings (--dead_retention, --on_dead) need "
+      "schema ",
+      internal::kDeadRetentionFrom, " and the database has schema ", version,
       "; run `sqlgroup migrate` first (nothing was changed)"));
 }
 
@@ -188,6 +224,36 @@ absl::Status UpdateDeadRetention(DbConnection& db, const std::string& name,
     tx.commit();
   }));
   return updated ? absl::OkStatus() : GroupNotFound(name);
+}
+
+absl::Status UpdateOnDead(DbConnection& db, const std::string& name,
+                          OnDead on_dead) {
+  bool updated = false;
+  std::vector<std::string> old;
+  RETURN_IF_ERROR(Guard("alter group", [&] {
+    pqxx::work tx(PqxxOf(db));
+    updated = tx.exec_params(kUpdateOnDead, name, OnDeadName(on_dead))
+                  .affected_rows() == 1;
+    if (!updated) return;
+    if (on_dead == OnDead::kHold) {
+      for (const pqxx::row& row : tx.exec_params(kOldMembers, name)) {
+        old.push_back(row[0].as<std::string>());
+      }
+      if (!old.empty()) return;  // rolled back
+    } else if (tx.exec_params(kLiftHolds, name).affected_rows() > 0) {
+      tx.exec_params("SELECT sqlgroup.announce_items($1, interval '0')", name);
+    }
+    tx.commit();
+  }));
+  if (!updated) return GroupNotFound(name);
+  if (!old.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "group ", name,
+        " runs members of a release before 0.18: ", absl::StrJoin(old, "; "),
+        ". They would hand out the rest of a batch whose item died; stop or "
+        "upgrade them, then set --on_dead hold (nothing was changed)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<PartsChange> ChangePartCount(DbConnection& db,

@@ -33,14 +33,21 @@ absl::Status UpdateGroupTiming(DbConnection& db, const std::string& name,
                                absl::Duration session_ttl,
                                absl::Duration heartbeat_interval);
 
-// OK when the schema stores dead-letter retentions (18 or newer), else
-// FAILED_PRECONDITION saying to migrate.
-absl::Status CheckDeadRetentionStored(DbConnection& db);
+// OK when the schema stores a group's dead-letter policies (retention,
+// on_dead: 18 or newer), else FAILED_PRECONDITION saying to migrate.
+absl::Status CheckDeadLetterPoliciesStored(DbConnection& db);
 
 // Sets how long the group's dead letters are kept (validated by the
 // caller; zero: until requeued or purged).
 absl::Status UpdateDeadRetention(DbConnection& db, const std::string& name,
                                  absl::Duration dead_retention);
+
+// Sets the group's on_dead policy (validated by the caller): kHold only
+// while no live member of the group knows a schema before 18
+// (FAILED_PRECONDITION naming them); kRelease lifts every hold of the
+// group and wakes its members.
+absl::Status UpdateOnDead(DbConnection& db, const std::string& name,
+                          OnDead on_dead);
 
 // Sets the group's part count to `parts` (1..4096, checked by the caller)
 // and announces it, unless it already is (then the change returned has

@@ -164,8 +164,8 @@ TEST(Cli, BadInputFailsWithAClearMessageAndChangesNothing) {
        "at most half the session ttl"},
       {{"group", "alter", "g", "--dsn", dsn},
        2,
-       "group alter needs --parts, --ttl, --heartbeat and/or "
-       "--dead_retention"},
+       "group alter needs --parts, --ttl, --heartbeat, --dead_retention "
+       "and/or --on_dead"},
       {{"group", "alter", "g", "--parts", "0", "--dsn", dsn},
        2,
        "--parts must be between 1 and 4096, got 0; nothing was changed"},

@@ -1,14 +1,18 @@
-// A group's own facts against a real PostgreSQL, with running members of
-// the least-privilege member role: dead letters removed once they outlive
-// the group's dead_retention (and only those), set and cleared through the
-// CLI; the group's dead letters and pauses reported by exactly one running
-// member, and by another once it stops.
+// A group's dead-letter policies and own facts against a real PostgreSQL,
+// with running members of the least-privilege member role: dead letters
+// removed once they outlive the group's dead_retention (and only those),
+// set and cleared through the CLI; under on_dead hold a key waits behind
+// its dead letter until it is requeued or purged, the rest of the group
+// going on, with a batch handler too; the group's dead letters and pauses
+// reported by exactly one running member, and by another once it stops.
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <pqxx/pqxx>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "sqlgroup/admin.h"
@@ -42,7 +46,7 @@ std::optional<double> Value(prometheus::Registry& registry,
   return std::nullopt;
 }
 
-class DeadRetentionTest : public testing::ConsumerFixture {
+class DeadLetterPoliciesTest : public testing::ConsumerFixture {
  protected:
   // A dead letter of `group` that died `ago`, as a member would write it.
   void DeadLetter(const std::string& group, const std::string& payload,
@@ -64,7 +68,7 @@ class DeadRetentionTest : public testing::ConsumerFixture {
   }
 };
 
-TEST_F(DeadRetentionTest, MembersRemoveOnlyDeadLettersPastTheRetention) {
+TEST_F(DeadLetterPoliciesTest, MembersRemoveOnlyDeadLettersPastTheRetention) {
   CreateGroup("g", 2);
   CreateGroup("other", 2);
   // Set through the CLI, as an operator would.
@@ -149,7 +153,7 @@ TEST_F(DeadRetentionTest, MembersRemoveOnlyDeadLettersPastTheRetention) {
   EXPECT_TRUE(c->Stop().ok());
 }
 
-TEST_F(DeadRetentionTest, BadRetentionsAreRefusedAndChangeNothing) {
+TEST_F(DeadLetterPoliciesTest, BadRetentionsAreRefusedAndChangeNothing) {
   CreateGroup("g", 2);
   auto r = RunCli({"group", "alter", "g", "--dead_retention", "500ms", "--ttl",
                    "4s", "--dsn", db_.dsn()});
@@ -174,7 +178,7 @@ TEST_F(DeadRetentionTest, BadRetentionsAreRefusedAndChangeNothing) {
 
 // Three members, the group's facts from exactly one of them; when it
 // stops, from one of the others, and its series are gone.
-TEST_F(DeadRetentionTest, OneRunningMemberReportsTheGroupsFacts) {
+TEST_F(DeadLetterPoliciesTest, OneRunningMemberReportsTheGroupsFacts) {
   CreateGroup("g", 2);
   DeadLetter("g", "a", "1 minute");
   DeadLetter("g", "b", "2 minutes");
@@ -248,6 +252,184 @@ TEST_F(DeadRetentionTest, OneRunningMemberReportsTheGroupsFacts) {
     }
   }
 }
+
+// The payloads of key `key` acknowledged so far (table acks), in order.
+std::vector<std::string> AckedOf(pqxx::connection& conn,
+                                 const std::string& key) {
+  pqxx::nontransaction tx(conn);
+  std::vector<std::string> out;
+  for (const auto& row : tx.exec_params(
+           "SELECT payload FROM acks WHERE payload LIKE $1 ORDER BY n",
+           key + ":%")) {
+    out.push_back(row[0].as<std::string>());
+  }
+  return out;
+}
+
+class OnDeadTest : public DeadLetterPoliciesTest,
+                   public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    DeadLetterPoliciesTest::SetUp();
+    pqxx::work tx(*conn_);
+    tx.exec("CREATE TABLE acks (n bigserial, payload text)");
+    tx.exec(
+        absl::StrCat("GRANT INSERT, SELECT ON acks TO ", testing::kMemberRole));
+    tx.exec(absl::StrCat("GRANT USAGE ON SEQUENCE acks_n_seq TO ",
+                         testing::kMemberRole));
+    tx.commit();
+  }
+  void Enqueue(const std::string& key, int from, int to) {
+    std::vector<std::string> payloads;
+    for (int i = from; i < to; ++i)
+      payloads.push_back(absl::StrCat(key, ":", i));
+    EnqueuePayloads(key, payloads);
+  }
+  void EnqueuePayloads(const std::string& key,
+                       const std::vector<std::string>& payloads) {
+    pqxx::work tx(*conn_);
+    for (const std::string& payload : payloads) {
+      tx.exec_params("SELECT sqlgroup.enqueue('g', $1, $2::bytea)", key,
+                     payload);
+    }
+    tx.commit();
+  }
+  int64_t Waiting(const std::string& key) {
+    pqxx::nontransaction tx(*conn_);
+    return tx
+        .exec_params1("SELECT count(*) FROM sqlgroup.items WHERE key = $1",
+                      key)[0]
+        .as<int64_t>();
+  }
+  // Dead-letters payloads in `poison` while `*poisoned`; records the rest.
+  // Batched (GetParam()): a batch handler whose batch fails as a whole
+  // when it holds a poison item, so the item dies in the retry item by
+  // item, with the rest of its key in the same batch.
+  ConsumerOptions Handling(std::shared_ptr<std::atomic<bool>> poisoned,
+                           std::set<std::string> poison) {
+    auto one = [poisoned, poison](const Item& item,
+                                  AckTransaction& ack) -> absl::Status {
+      if (*poisoned && poison.count(item.payload)) {
+        return DeadLetterVerdict("poison");
+      }
+      ack.work().exec_params("INSERT INTO acks (payload) VALUES ($1)",
+                             item.payload);
+      return absl::OkStatus();
+    };
+    ConsumerOptions o = Options("g", one);
+    if (GetParam()) {
+      o.handler = nullptr;
+      o.batch_handler = [one, poisoned, poison](const std::vector<Item>& items,
+                                                AckTransaction& ack) {
+        for (const Item& item : items) {
+          if (items.size() > 1 && *poisoned && poison.count(item.payload)) {
+            return absl::InternalError("a poison item in the batch");
+          }
+        }
+        for (const Item& item : items) {
+          if (absl::Status s = one(item, ack); !s.ok()) return s;
+        }
+        return absl::OkStatus();
+      };
+      o.claim_batch = 16;
+    }
+    return o;
+  }
+};
+
+TEST_P(OnDeadTest, HoldKeepsTheKeyBehindItsDeadLetterUntilRequeuedOrPurged) {
+  GroupConfig config{.name = "g", .parts = 2};
+  config.on_dead = OnDead::kHold;
+  config.session_ttl = absl::Seconds(2);
+  config.heartbeat_interval = absl::Milliseconds(400);
+  ASSERT_TRUE(admin_->CreateGroup(config).ok());
+  auto poisoned = std::make_shared<std::atomic<bool>>(true);
+  Enqueue("k", 0, 6);
+  Enqueue("j", 0, 4);
+  auto c = Start(Handling(poisoned, {"k:2", "k:4"}));
+  ASSERT_NE(c, nullptr);
+  // k:0 and k:1 go, k:2 dies and holds k; the other key goes on.
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        return AckedOf(*conn_, "j").size() == 4 &&
+               Count("SELECT count(*) FROM sqlgroup.dead_items") == 1;
+      },
+      absl::Seconds(15)));
+  absl::SleepFor(absl::Seconds(1));
+  EXPECT_EQ(AckedOf(*conn_, "k"), (std::vector<std::string>{"k:0", "k:1"}));
+  EXPECT_EQ(Waiting("k"), 3);
+  auto d = admin_->DescribeGroup("g");
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->pauses.size(), 1u);
+  EXPECT_EQ(d->pauses[0].key, "k");
+  EXPECT_EQ(d->pauses[0].paused_by, "on_dead hold");
+  EXPECT_EQ(d->config.on_dead, OnDead::kHold);
+
+  // Requeued (the handler mended): the key goes on from its dead letter.
+  *poisoned = false;
+  auto requeued = admin_->RequeueDead("g", {.all = true});
+  ASSERT_TRUE(requeued.ok()) << requeued.status();
+  ASSERT_TRUE(WaitFor([&] { return Waiting("k") == 0; }, absl::Seconds(10)));
+  EXPECT_EQ(
+      AckedOf(*conn_, "k"),
+      (std::vector<std::string>{"k:0", "k:1", "k:2", "k:3", "k:4", "k:5"}));
+
+  // Dies again, purged: the key goes on without it.
+  *poisoned = true;
+  EnqueuePayloads("k", {"k:4", "k:7", "k:8"});  // poison again first
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM sqlgroup.dead_items") == 1; },
+      absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(Waiting("k"), 2);
+  ASSERT_TRUE(admin_->PurgeDead("g", {.all = true}).ok());
+  ASSERT_TRUE(WaitFor([&] { return Waiting("k") == 0; }, absl::Seconds(10)));
+  const std::vector<std::string> order = AckedOf(*conn_, "k");
+  EXPECT_EQ(std::vector<std::string>(order.end() - 2, order.end()),
+            (std::vector<std::string>{"k:7", "k:8"}));
+  EXPECT_TRUE(c->Stop().ok());
+}
+
+TEST_P(OnDeadTest, ReleaseLetsTheKeyGoOnAndLiftsHolds) {
+  CreateGroup("g", 2);
+  auto poisoned = std::make_shared<std::atomic<bool>>(true);
+  Enqueue("k", 0, 4);
+  auto c = Start(Handling(poisoned, {"k:1"}));
+  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(WaitFor([&] { return Waiting("k") == 0; }, absl::Seconds(10)));
+  EXPECT_EQ(AckedOf(*conn_, "k"),
+            (std::vector<std::string>{"k:0", "k:2", "k:3"}));
+  // Hold, a key held; back to release: the hold is lifted at once.
+  ASSERT_TRUE(admin_->AlterOnDead("g", OnDead::kHold).ok());
+  EnqueuePayloads("h", {"k:1", "h:1", "h:2"});  // poison first
+  ASSERT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM sqlgroup.pauses") == 1; },
+      absl::Seconds(10)));
+  absl::SleepFor(absl::Milliseconds(500));
+  EXPECT_EQ(Waiting("h"), 2);
+  auto r = RunCli(
+      {"group", "alter", "g", "--on_dead", "release", "--dsn", db_.dsn()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_TRUE(WaitFor([&] { return Waiting("h") == 0; }, absl::Seconds(10)));
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.pauses"), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 2);
+  EXPECT_TRUE(c->Stop().ok());
+
+  // Refusals: hold under ordering none, a bad value.
+  GroupConfig none{.name = "n", .parts = 2, .ordering = Ordering::kNone};
+  none.on_dead = OnDead::kHold;
+  EXPECT_TRUE(absl::IsInvalidArgument(admin_->CreateGroup(none)));
+  r = RunCli({"group", "alter", "g", "--on_dead", "keep", "--dsn", db_.dsn()});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--on_dead=keep: 'keep' is not an on_dead policy"),
+            std::string::npos)
+      << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(SingleAndBatch, OnDeadTest, ::testing::Bool(),
+                         [](const auto& info) {
+                           return info.param ? "Batch" : "Single";
+                         });
 
 }  // namespace
 }  // namespace sqlgroup
