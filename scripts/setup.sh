@@ -11,7 +11,7 @@ packages=(
   libfmt-dev libcurl4-openssl-dev libssl-dev libgtest-dev libgmock-dev libbenchmark-dev
   nlohmann-json3-dev
   postgresql-15 postgresql-client-15 pgbouncer prometheus python3 python3-yaml
-  curl ca-certificates
+  curl ca-certificates openssl  # openssl: tls_test makes its certificates
   # .ci/run's checks: lock annotations, sanitizer runtimes, formatting.
   clang libclang-rt-14-dev clang-format
 )

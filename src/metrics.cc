@@ -190,16 +190,16 @@ void MemberMetrics::GroupFacts(int64_t dead_items, absl::Duration oldest_dead,
   if (!families_) return;
   Families& f = *families_;
   absl::MutexLock lock(&mu_);
-  if (facts_.empty()) {
+  if (!facts_) {
     if (!reports_group_) return;  // another member reports them now
     const prometheus::Labels l = {{"group", group_}, {"member", instance_}};
-    facts_ = {&f.dead_items.Add(l), &f.dead_age.Add(l), &f.group_paused.Add(l),
-              &f.paused_keys.Add(l)};
+    facts_ = FactGauges{&f.dead_items.Add(l), &f.dead_age.Add(l),
+                        &f.group_paused.Add(l), &f.paused_keys.Add(l)};
   }
-  facts_[0]->Set(static_cast<double>(dead_items));
-  facts_[1]->Set(absl::ToDoubleSeconds(oldest_dead));
-  facts_[2]->Set(paused ? 1 : 0);
-  facts_[3]->Set(static_cast<double>(paused_keys));
+  facts_->dead->Set(static_cast<double>(dead_items));
+  facts_->oldest_dead->Set(absl::ToDoubleSeconds(oldest_dead));
+  facts_->paused->Set(paused ? 1 : 0);
+  facts_->paused_keys->Set(static_cast<double>(paused_keys));
 }
 
 void MemberMetrics::ReportsGroup(bool yes) {
@@ -210,13 +210,13 @@ void MemberMetrics::ReportsGroup(bool yes) {
 }
 
 void MemberMetrics::RemoveFacts() {
-  if (facts_.empty()) return;
+  if (!facts_) return;
   Families& f = *families_;
-  f.dead_items.Remove(facts_[0]);
-  f.dead_age.Remove(facts_[1]);
-  f.group_paused.Remove(facts_[2]);
-  f.paused_keys.Remove(facts_[3]);
-  facts_.clear();
+  f.dead_items.Remove(facts_->dead);
+  f.dead_age.Remove(facts_->oldest_dead);
+  f.group_paused.Remove(facts_->paused);
+  f.paused_keys.Remove(facts_->paused_keys);
+  facts_.reset();
 }
 
 void MemberMetrics::DeadExpired(int64_t items) {

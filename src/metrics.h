@@ -10,8 +10,8 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -127,10 +127,15 @@ class MemberMetrics {
   std::map<int, std::pair<prometheus::Gauge*, prometheus::Gauge*>> blocked_
       ABSL_GUARDED_BY(mu_);
   std::map<std::string, prometheus::Gauge*> away_ ABSL_GUARDED_BY(mu_);
-  // GroupFacts' series while this member reports them: dead items,
-  // oldest dead, paused, paused keys; empty otherwise.
+  // GroupFacts' series while this member reports them; none otherwise.
   bool reports_group_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<prometheus::Gauge*> facts_ ABSL_GUARDED_BY(mu_);
+  struct FactGauges {
+    prometheus::Gauge* dead;
+    prometheus::Gauge* oldest_dead;
+    prometheus::Gauge* paused;
+    prometheus::Gauge* paused_keys;
+  };
+  std::optional<FactGauges> facts_ ABSL_GUARDED_BY(mu_);
   void RemoveFacts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   prometheus::Gauge* owned_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string owner_session_ ABSL_GUARDED_BY(mu_);

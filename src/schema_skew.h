@@ -26,8 +26,9 @@ inline constexpr int kVersionsRecordedFrom = 14;
 // claims) and marks requeued items.
 inline constexpr int kPausesFrom = 17;
 
-// The first schema that stores a group's dead-letter retention
-// (groups.dead_retention, enforced through sqlgroup.dead_expire).
+// The first schema that stores a group's dead-letter policies
+// (groups.dead_retention, enforced through sqlgroup.dead_expire;
+// groups.on_dead, its holds kept by triggers) and cancels items.
 inline constexpr int kDeadRetentionFrom = 18;
 
 // What the database's sqlgroup schema says of who may use it.

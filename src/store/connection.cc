@@ -9,7 +9,9 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "dsn.h"
 #include "store/errors.h"
 #include "store/statements.h"
@@ -73,6 +75,24 @@ Busy BusyReason(const std::string& reason) {
 // Names the target and libpq's reason without any password. A malformed
 // string holding a password is not shown at all: libpq's message about it
 // may quote the password, and the mask may miss part of it.
+// libpq refused the server's TLS certificate, or TLS itself, for a reason
+// that a retry does not change (a wrong CA, a host name the certificate
+// does not name, a missing root certificate file, a server without TLS
+// under sslmode=require or stricter). Not a connection cut during the
+// handshake ("SSL SYSCALL error"), which may be.
+bool TlsRefusal(const std::string& reason) {
+  for (const char* tls :
+       {"certificate verify failed", "does not match host name",
+        "root certificate file", "could not read root certificate",
+        "server does not support SSL", "certificate has expired",
+        "could not load private key",
+        "certificate present, but not private "
+        "key"}) {
+    if (absl::StrContains(reason, tls)) return true;
+  }
+  return false;
+}
+
 std::string ConnectFailure(const std::string& dsn, std::string reason,
                            int timeout_s) {
   while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) {
@@ -108,6 +128,15 @@ std::string ConnectFailure(const std::string& dsn, std::string reason,
                           "connections again");
     case Busy::kNo:
       break;
+  }
+  if (TlsRefusal(reason)) {
+    return absl::StrCat(
+        absl::StripSuffix(absl::StripTrailingAsciiWhitespace(said), "."),
+        ". The TLS connection was not accepted, and trying again will not "
+        "change that: check that sslrootcert names the CA that signed the "
+        "server's certificate, that the host in the connection string is "
+        "one the certificate names (sslmode=verify-full checks it), and "
+        "that the server has ssl = on");
   }
   const std::string hint =
       absl::StrContains(reason, "password authentication failed") ||
@@ -201,6 +230,7 @@ absl::StatusOr<std::unique_ptr<pqxx::connection>> Connect(
         break;
       }
     }
+    if (TlsRefusal(reason)) s.SetPayload(kRefusedForGood, absl::Cord("1"));
     return s;
   }
   // Reconnecting is the caller's decision (with backoff, re-preparing
