@@ -11,6 +11,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "grant_hint.h"
 #include "member/heartbeat_batcher.h"
 #include "member/lent_connection.h"
 #include "member/member_loop.h"
@@ -409,10 +410,18 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
     options.logger->info(internal::PoolerFound(
         absl::StrCat("group ", options.group, "'s member")));
   }
-  ASSIGN_OR_RETURN(const internal::SchemaState schema,
-                   store::CheckSchemaServed(*conn));
-  ASSIGN_OR_RETURN(store::GroupSettings settings,
-                   store::ReadGroup(*conn, options.group));
+  const absl::StatusOr<internal::SchemaState> served =
+      store::CheckSchemaServed(*conn);
+  if (!served.ok()) {
+    return internal::WithGrantHint(served.status(), options.dsn, "member");
+  }
+  const internal::SchemaState schema = *served;
+  absl::StatusOr<store::GroupSettings> read =
+      store::ReadGroup(*conn, options.group);
+  if (!read.ok()) {
+    return internal::WithGrantHint(read.status(), options.dsn, "member");
+  }
+  store::GroupSettings settings = std::move(*read);
   if (!options.sql_function.name.empty()) {
     RETURN_IF_ERROR(store::CheckSqlFunction(*conn, options.sql_function));
   }

@@ -1,6 +1,8 @@
 #include "dsn.h"
 
 #include <libpq-fe.h>
+#include <pwd.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -110,6 +112,28 @@ bool ParsedPasswords(std::string_view dsn, std::vector<std::string>* out) {
 }
 
 }  // namespace
+
+std::string RoleOfDsn(std::string_view dsn) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(std::string(dsn).c_str(), &error);
+  PQfreemem(error);
+  std::string user;
+  for (PQconninfoOption* o = options; o != nullptr && o->keyword != nullptr;
+       ++o) {
+    if (std::string_view(o->keyword) == "user" && o->val != nullptr) {
+      user = o->val;
+    }
+  }
+  PQconninfoFree(options);
+  if (!user.empty()) return user;
+  if (const char* env = std::getenv("PGUSER"); env != nullptr && *env) {
+    return env;
+  }
+  if (const passwd* pw = getpwuid(geteuid()); pw != nullptr) {
+    return pw->pw_name;
+  }
+  return "";
+}
 
 std::string ResolveDsn(const std::string& flag) {
   if (!flag.empty()) return flag;

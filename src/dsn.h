@@ -29,6 +29,10 @@ bool MaskIsExact(std::string_view dsn);
 // messages that come from libpq or the server.
 std::string RedactPasswords(std::string text, std::string_view dsn);
 
+// The database role a connection with `dsn` logs in as, as libpq decides
+// it: the DSN's user, else $PGUSER, else the operating system's user name.
+std::string RoleOfDsn(std::string_view dsn);
+
 // Adds `key`=`value` (quoted or percent-encoded as the form needs) unless
 // the DSN mentions `key`.
 std::string WithParameter(const std::string& dsn, const std::string& key,

@@ -4,6 +4,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "grant_hint.h"
 #include "md5.h"
 #include "member/backoff.h"
 #include "pooler_found.h"
@@ -85,10 +86,14 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
     ProducerOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
-  RETURN_IF_ERROR(impl->Connect());
-  RETURN_IF_ERROR(store::CheckSchema(*impl->conn).status());
-  RETURN_IF_ERROR(
-      store::ReadGroupConfig(*impl->conn, impl->options.group).status());
+  absl::Status s = impl->Connect();
+  if (s.ok()) s = store::CheckSchema(*impl->conn).status();
+  if (s.ok()) {
+    s = store::ReadGroupConfig(*impl->conn, impl->options.group).status();
+  }
+  if (!s.ok()) {
+    return internal::WithGrantHint(s, impl->options.dsn, "producer");
+  }
   return std::unique_ptr<Producer>(new Producer(std::move(impl)));
 }
 
@@ -140,7 +145,9 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
       return ids;
     }
     if (in_doubt) p.pending = fingerprint;  // whatever this call returns
-    if (!store::EnqueueWorthRetrying(why)) return why;
+    if (!store::EnqueueWorthRetrying(why)) {
+      return internal::WithGrantHint(why, p.options.dsn, "producer");
+    }
     if (absl::IsUnavailable(why) || absl::IsUnknown(why)) p.conn.reset();
     const absl::Duration pause =
         Backoff(tries, absl::Milliseconds(100), absl::Seconds(2));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "grant_hint.h"
 #include "member/backoff.h"
 #include "member/pg_control_channel.h"
 #include "spdlog/spdlog.h"
@@ -260,12 +261,14 @@ void MemberLoop::Handle(const absl::Status& s) {
   // cannot help, so the member stops and says why.
   if (absl::IsNotFound(s) || absl::IsFailedPrecondition(s) ||
       absl::IsPermissionDenied(s)) {
-    log_->error("group={} {}", config_.group, std::string(s.message()));
+    const absl::Status said =
+        internal::WithGrantHint(s, config_.channel.dsn, "member");
+    log_->error("group={} {}", config_.group, std::string(said.message()));
     rebalancer_.Forget(session_);
     scheduler_.Shutdown();
     {
       absl::MutexLock lock(&mu_);
-      fatal_ = s;
+      fatal_ = said;
     }
     SetPhase(Phase::kFailed);
     return;

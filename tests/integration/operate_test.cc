@@ -350,7 +350,25 @@ TEST_F(OperateTest, CancelAgainstMembersAtFullSpeedLosesAndRepeatsNothing) {
   constexpr int kKeys = 40, kPerKey = 50;
   // Before any member: a key cancelled through the CLI, a dry run first.
   EnqueueKeyed("g", "gone", 0, 5);
+  // A look first: the key's waiting items in order, one shown whole.
   auto r = RunCli(
+      {"items", "list", "g", "--key", "gone", "--json", "--dsn", op_dsn});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_TRUE(absl::StrContains(r.out, absl::StrCat("gone:", i))) << r.out;
+  }
+  EXPECT_LT(r.out.find("gone:0"), r.out.find("gone:4")) << r.out;
+  std::string first_id;
+  {
+    pqxx::nontransaction tx(*conn_);
+    first_id =
+        tx.exec1("SELECT id::text FROM sqlgroup.items ORDER BY id LIMIT 1")[0]
+            .as<std::string>();
+  }
+  r = RunCli({"items", "show", "g", first_id, "--dsn", op_dsn});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StrContains(r.out, "gone:0")) << r.out;
+  r = RunCli(
       {"items", "cancel", "g", "--key", "gone", "--dry_run", "--dsn", op_dsn});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(absl::StrContains(r.out, "would cancel 5 item(s)")) << r.out;
@@ -365,6 +383,22 @@ TEST_F(OperateTest, CancelAgainstMembersAtFullSpeedLosesAndRepeatsNothing) {
   r = RunCli({"items", "cancel", "g", "--key", "gone", "--dsn", member_dsn_});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_TRUE(absl::StrContains(r.err, "--operator_role")) << r.err;
+  // The SQL functions, as the operator: the cancelled items are dead
+  // letters that say so, and one shows its payload.
+  {
+    pqxx::connection as_op(op_dsn);
+    pqxx::nontransaction tx(as_op);
+    const pqxx::result dead = tx.exec(
+        "SELECT id::text, last_error FROM sqlgroup.dead_list('g', of_key => "
+        "'gone')");
+    ASSERT_EQ(dead.size(), 5u);
+    EXPECT_EQ(dead[0][1].as<std::string>(), "cancelled by " + op.name());
+    EXPECT_EQ(tx.exec_params1("SELECT convert_from(payload, 'UTF8') FROM "
+                              "sqlgroup.dead_show('g', $1::uuid)",
+                              first_id)[0]
+                  .as<std::string>(),
+              "gone:0");
+  }
 
   for (int k = 0; k < kKeys; ++k) {
     EnqueueKeyed("g", absl::StrCat("k", k), 0, kPerKey);

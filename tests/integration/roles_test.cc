@@ -334,10 +334,32 @@ TEST_F(RolesTest, ConsumeWithoutTheMemberGrantsStopsAndSaysWhatToRun) {
     EXPECT_FALSE(r.timed_out) << role->name() << ": " << r.err;
     EXPECT_LT(r.elapsed, absl::Seconds(10)) << role->name();
     EXPECT_NE(r.exit_code, 0) << role->name();
-    EXPECT_THAT(r.err, HasSubstr("sqlgroup grant")) << role->name();
+    EXPECT_THAT(r.err, HasSubstr(absl::StrCat("sqlgroup grant --member_role ",
+                                              role->name())))
+        << role->name();
     EXPECT_THAT(r.err, Not(HasSubstr(role->password())));
   }
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.sessions"), 0);
+}
+
+// The same for a producer: `produce` under a role without the producer
+// grants names the role and the grant that allows it, at once.
+TEST_F(RolesTest, ProduceWithoutTheProducerGrantsSaysWhichGrantAllowsIt) {
+  TestRole bare;
+  ExecSql(db_.dsn(), absl::StrCat("GRANT CONNECT ON DATABASE ", db_.name(),
+                                  " TO ", bare.name()));
+  const auto r = RunCli({"produce", "--group", "g", "--key", "k", "--payload",
+                         "x", "--dsn", bare.Dsn(db_.name())},
+                        {}, absl::Seconds(30));
+  EXPECT_LT(r.elapsed, absl::Seconds(10));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("This producer connects as role \"",
+                                            bare.name(), "\"")))
+      << r.err;
+  EXPECT_THAT(r.err, HasSubstr(absl::StrCat("sqlgroup grant --producer_role ",
+                                            bare.name())))
+      << r.err;
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 0);
 }
 
 }  // namespace

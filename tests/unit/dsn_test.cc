@@ -1,6 +1,8 @@
 #include "dsn.h"
 
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <unistd.h>
 
 #include <cstdlib>
 
@@ -89,6 +91,20 @@ TEST(Dsn, FlagWinsOverEnvironmentWhichWinsOverLibpqDefaults) {
   EXPECT_EQ(ResolveDsn(""), "host=from-env");
   unsetenv("SQLGROUP_DSN");
   EXPECT_EQ(ResolveDsn(""), "");
+}
+
+TEST(Dsn, TheRoleIsTheDsnsUserElsePgUserElseTheOsUser) {
+  EXPECT_EQ(RoleOfDsn("host=db user=alice password=x"), "alice");
+  EXPECT_EQ(RoleOfDsn("postgresql://bob:secret@db:5432/app"), "bob");
+  const char* saved = std::getenv("PGUSER");
+  const std::string before = saved ? saved : "";
+  setenv("PGUSER", "carol", 1);
+  EXPECT_EQ(RoleOfDsn("host=db"), "carol");
+  unsetenv("PGUSER");
+  const passwd* pw = getpwuid(geteuid());
+  ASSERT_NE(pw, nullptr);
+  EXPECT_EQ(RoleOfDsn(""), pw->pw_name);
+  if (saved) setenv("PGUSER", before.c_str(), 1);
 }
 
 }  // namespace

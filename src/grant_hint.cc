@@ -1,0 +1,24 @@
+#include "grant_hint.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "dsn.h"
+#include "grants.h"
+
+namespace sqlgroup::internal {
+
+absl::Status WithGrantHint(const absl::Status& s, const std::string& dsn,
+                           const std::string& kind) {
+  if (!absl::IsPermissionDenied(s) ||
+      absl::StrContains(s.message(), "sqlgroup grant --")) {
+    return s;
+  }
+  const std::string role = RoleOfDsn(dsn);
+  return absl::PermissionDeniedError(absl::StrCat(
+      s.message(), ". This ", kind, " connects as role ", QuoteIdentifier(role),
+      ", which lacks what a ", kind,
+      " needs: the schema's owner grants it with `sqlgroup grant --", kind,
+      "_role ", role, "` (again after every `sqlgroup migrate`)"));
+}
+
+}  // namespace sqlgroup::internal
