@@ -7,9 +7,9 @@
 #include <cstring>
 #include <pqxx/pqxx>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "dsn.h"
