@@ -30,7 +30,8 @@ namespace sqlgroup {
 enum class Ordering {
   // Item n+1 of a key is not handed to any handler before item n is
   // acknowledged or dead-lettered; different keys run in parallel. A
-  // dead-lettered item releases the next one of its key.
+  // dead-lettered item releases the next one of its key (unless on_dead
+  // is OnDead::kHold).
   kKey,
   // Affinity only: the items of a key share a part, but may be handled
   // concurrently and in any order (unkeyed items always are).

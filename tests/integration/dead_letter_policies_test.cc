@@ -61,6 +61,15 @@ class DeadLetterPoliciesTest : public testing::ConsumerFixture {
     tx.commit();
   }
 
+  int64_t DeadOf(const std::string& group) {
+    pqxx::nontransaction tx(*conn_);
+    return tx
+        .exec_params1(
+            "SELECT count(*) FROM sqlgroup.dead_items WHERE group_name = $1",
+            group)[0]
+        .as<int64_t>();
+  }
+
   std::string DescribeJson(const std::string& group) {
     auto r = RunCli({"group", "describe", group, "--json", "--dsn", db_.dsn()});
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -91,42 +100,21 @@ TEST_F(DeadLetterPoliciesTest, MembersRemoveOnlyDeadLettersPastTheRetention) {
   auto c = Start(o);
   ASSERT_NE(c, nullptr);
   // The old one goes within a measurement or two.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return Count(
-                   "SELECT count(*) FROM sqlgroup.dead_items "
-                   "WHERE group_name = 'g'") == 0;
-      },
-      absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor([&] { return DeadOf("g") == 0; }, absl::Seconds(10)));
   {
     pqxx::work tx(*conn_);
     tx.exec("SELECT sqlgroup.enqueue('g', 'k', 'poison'::bytea)");
     tx.commit();
   }
   // A fresh one stays about as long as the retention says, then goes.
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return Count(
-                   "SELECT count(*) FROM sqlgroup.dead_items "
-                   "WHERE group_name = 'g'") == 1;
-      },
-      absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor([&] { return DeadOf("g") == 1; }, absl::Seconds(10)));
   const absl::Time died = absl::Now();
   ASSERT_TRUE(WaitFor(
       [&] { return Value(registry, "sqlgroup_dead_items", "g") == 1.0; },
       absl::Seconds(5)));
   absl::SleepFor(absl::Seconds(2));
-  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items "
-                  "WHERE group_name = 'g'"),
-            1)
-      << "removed before the retention";
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        return Count(
-                   "SELECT count(*) FROM sqlgroup.dead_items "
-                   "WHERE group_name = 'g'") == 0;
-      },
-      absl::Seconds(10)));
+  EXPECT_EQ(DeadOf("g"), 1) << "removed before the retention";
+  ASSERT_TRUE(WaitFor([&] { return DeadOf("g") == 0; }, absl::Seconds(10)));
   EXPECT_GE(absl::Now() - died, absl::Seconds(2));
   EXPECT_TRUE(WaitFor(
       [&] {
@@ -135,9 +123,7 @@ TEST_F(DeadLetterPoliciesTest, MembersRemoveOnlyDeadLettersPastTheRetention) {
                Value(registry, "sqlgroup_dead_items", "g") == 0.0;
       },
       absl::Seconds(5)));
-  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items "
-                  "WHERE group_name = 'other'"),
-            1);
+  EXPECT_EQ(DeadOf("other"), 1);
 
   // Cleared: kept again.
   auto clear = RunCli(
@@ -147,9 +133,7 @@ TEST_F(DeadLetterPoliciesTest, MembersRemoveOnlyDeadLettersPastTheRetention) {
             std::string::npos);
   DeadLetter("g", "kept", "1 hour");
   absl::SleepFor(absl::Seconds(1));
-  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items "
-                  "WHERE group_name = 'g'"),
-            1);
+  EXPECT_EQ(DeadOf("g"), 1);
   EXPECT_TRUE(c->Stop().ok());
 }
 
@@ -253,31 +237,12 @@ TEST_F(DeadLetterPoliciesTest, OneRunningMemberReportsTheGroupsFacts) {
   }
 }
 
-// The payloads of key `key` acknowledged so far (table acks), in order.
-std::vector<std::string> AckedOf(pqxx::connection& conn,
-                                 const std::string& key) {
-  pqxx::nontransaction tx(conn);
-  std::vector<std::string> out;
-  for (const auto& row : tx.exec_params(
-           "SELECT payload FROM acks WHERE payload LIKE $1 ORDER BY n",
-           key + ":%")) {
-    out.push_back(row[0].as<std::string>());
-  }
-  return out;
-}
-
 class OnDeadTest : public DeadLetterPoliciesTest,
                    public ::testing::WithParamInterface<bool> {
  protected:
   void SetUp() override {
     DeadLetterPoliciesTest::SetUp();
-    pqxx::work tx(*conn_);
-    tx.exec("CREATE TABLE acks (n bigserial, payload text)");
-    tx.exec(
-        absl::StrCat("GRANT INSERT, SELECT ON acks TO ", testing::kMemberRole));
-    tx.exec(absl::StrCat("GRANT USAGE ON SEQUENCE acks_n_seq TO ",
-                         testing::kMemberRole));
-    tx.commit();
+    CreateAcksTable();
   }
   void Enqueue(const std::string& key, int from, int to) {
     std::vector<std::string> payloads;
@@ -351,12 +316,12 @@ TEST_P(OnDeadTest, HoldKeepsTheKeyBehindItsDeadLetterUntilRequeuedOrPurged) {
   // k:0 and k:1 go, k:2 dies and holds k; the other key goes on.
   ASSERT_TRUE(WaitFor(
       [&] {
-        return AckedOf(*conn_, "j").size() == 4 &&
+        return AckOrder("j").size() == 4 &&
                Count("SELECT count(*) FROM sqlgroup.dead_items") == 1;
       },
       absl::Seconds(15)));
   absl::SleepFor(absl::Seconds(1));
-  EXPECT_EQ(AckedOf(*conn_, "k"), (std::vector<std::string>{"k:0", "k:1"}));
+  EXPECT_EQ(AckOrder("k"), (std::vector<std::string>{"k:0", "k:1"}));
   EXPECT_EQ(Waiting("k"), 3);
   auto d = admin_->DescribeGroup("g");
   ASSERT_TRUE(d.ok()) << d.status();
@@ -370,9 +335,8 @@ TEST_P(OnDeadTest, HoldKeepsTheKeyBehindItsDeadLetterUntilRequeuedOrPurged) {
   auto requeued = admin_->RequeueDead("g", {.all = true});
   ASSERT_TRUE(requeued.ok()) << requeued.status();
   ASSERT_TRUE(WaitFor([&] { return Waiting("k") == 0; }, absl::Seconds(10)));
-  EXPECT_EQ(
-      AckedOf(*conn_, "k"),
-      (std::vector<std::string>{"k:0", "k:1", "k:2", "k:3", "k:4", "k:5"}));
+  EXPECT_EQ(AckOrder("k"), (std::vector<std::string>{"k:0", "k:1", "k:2", "k:3",
+                                                     "k:4", "k:5"}));
 
   // Dies again, purged: the key goes on without it.
   *poisoned = true;
@@ -384,7 +348,7 @@ TEST_P(OnDeadTest, HoldKeepsTheKeyBehindItsDeadLetterUntilRequeuedOrPurged) {
   EXPECT_EQ(Waiting("k"), 2);
   ASSERT_TRUE(admin_->PurgeDead("g", {.all = true}).ok());
   ASSERT_TRUE(WaitFor([&] { return Waiting("k") == 0; }, absl::Seconds(10)));
-  const std::vector<std::string> order = AckedOf(*conn_, "k");
+  const std::vector<std::string> order = AckOrder("k");
   EXPECT_EQ(std::vector<std::string>(order.end() - 2, order.end()),
             (std::vector<std::string>{"k:7", "k:8"}));
   EXPECT_TRUE(c->Stop().ok());
@@ -397,8 +361,7 @@ TEST_P(OnDeadTest, ReleaseLetsTheKeyGoOnAndLiftsHolds) {
   auto c = Start(Handling(poisoned, {"k:1"}));
   ASSERT_NE(c, nullptr);
   ASSERT_TRUE(WaitFor([&] { return Waiting("k") == 0; }, absl::Seconds(10)));
-  EXPECT_EQ(AckedOf(*conn_, "k"),
-            (std::vector<std::string>{"k:0", "k:2", "k:3"}));
+  EXPECT_EQ(AckOrder("k"), (std::vector<std::string>{"k:0", "k:2", "k:3"}));
   // Hold, a key held; back to release: the hold is lifted at once.
   ASSERT_TRUE(admin_->AlterOnDead("g", OnDead::kHold).ok());
   EnqueuePayloads("h", {"k:1", "h:1", "h:2"});  // poison first

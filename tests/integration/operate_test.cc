@@ -33,14 +33,7 @@ class OperateTest : public testing::ConsumerFixture {
  protected:
   void SetUp() override {
     ConsumerFixture::SetUp();
-    pqxx::work tx(*conn_);
-    // The order in which handlers acknowledged items, by payload.
-    tx.exec("CREATE TABLE acks (n bigserial, payload text)");
-    tx.exec(
-        absl::StrCat("GRANT INSERT, SELECT ON acks TO ", testing::kMemberRole));
-    tx.exec(absl::StrCat("GRANT USAGE ON SEQUENCE acks_n_seq TO ",
-                         testing::kMemberRole));
-    tx.commit();
+    CreateAcksTable();
   }
 
   // Acknowledges each item by recording its payload in `acks`, except
@@ -67,19 +60,6 @@ class OperateTest : public testing::ConsumerFixture {
                      absl::StrCat(key, ":", i));
     }
     tx.commit();
-  }
-
-  // The payloads of `key` in the order they were acknowledged.
-  std::vector<std::string> AckOrder(const std::string& key) {
-    pqxx::nontransaction tx(*conn_);
-    std::vector<std::string> out;
-    for (const auto& row :
-         tx.exec_params("SELECT payload FROM acks WHERE payload LIKE $1 "
-                        "ORDER BY n",
-                        key + ":%")) {
-      out.push_back(row[0].as<std::string>());
-    }
-    return out;
   }
 
   int64_t Acked() { return Count("SELECT count(*) FROM acks"); }

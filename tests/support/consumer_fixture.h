@@ -103,6 +103,31 @@ class ConsumerFixture : public ::testing::Test {
         timeout);
   }
 
+  // A table `acks` that handlers write each acknowledged item's payload
+  // to, in the order they commit, which the member role may write.
+  void CreateAcksTable() {
+    pqxx::work tx(*conn_);
+    tx.exec("CREATE TABLE acks (n bigserial, payload text)");
+    tx.exec(
+        absl::StrCat("GRANT INSERT, SELECT ON acks TO ", testing::kMemberRole));
+    tx.exec(absl::StrCat("GRANT USAGE ON SEQUENCE acks_n_seq TO ",
+                         testing::kMemberRole));
+    tx.commit();
+  }
+
+  // The payloads of `key` ("key:n") in `acks`, in the order acknowledged.
+  std::vector<std::string> AckOrder(const std::string& key) {
+    pqxx::nontransaction tx(*conn_);
+    std::vector<std::string> out;
+    for (const auto& row :
+         tx.exec_params("SELECT payload FROM acks WHERE payload LIKE $1 "
+                        "ORDER BY n",
+                        key + ":%")) {
+      out.push_back(row[0].as<std::string>());
+    }
+    return out;
+  }
+
   int64_t Count(const std::string& sql) {
     pqxx::nontransaction tx(*conn_);
     return tx.exec1(sql)[0].as<int64_t>();
