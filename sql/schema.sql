@@ -433,7 +433,8 @@ CREATE TABLE sqlgroup.dead_items (
     enqueued_at timestamp with time zone NOT NULL,
     attempts integer NOT NULL,
     last_error text,
-    died_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL
+    died_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+    cancelled_by text
 );
 
 --
@@ -818,11 +819,11 @@ CREATE FUNCTION sqlgroup.hold_dead_key() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
-  -- Not for items an operator cancels (items_cancel says so).
-  IF NEW.key IS NOT NULL
-     AND current_setting('sqlgroup.cancelling', true) IS DISTINCT FROM 'on'
+  -- Not for items an operator cancels (cancelled_by).
+  IF NEW.key IS NOT NULL AND NEW.cancelled_by IS NULL
      AND EXISTS (SELECT 1 FROM sqlgroup.groups g
-                 WHERE g.name = NEW.group_name AND g.on_dead = 'hold') THEN
+                 WHERE g.name = NEW.group_name AND g.on_dead = 'hold'
+                 FOR SHARE) THEN
     INSERT INTO sqlgroup.pauses (group_name, block, key, paused_by)
     VALUES (NEW.group_name, left(NEW.id::text, 18), NEW.key, 'on_dead hold')
     ON CONFLICT (group_name, block) DO NOTHING;
@@ -898,16 +899,27 @@ BEGIN
   PERFORM sqlgroup.one_selector('cancel', 'ids or a key', ids IS NOT NULL,
                                 items_cancel.of_key IS NOT NULL);
   v_block := sqlgroup.key_prefix(items_cancel.of_key);
-  SELECT array_agg(x.id ORDER BY x.id) INTO v_ids FROM (
-    SELECT i.id FROM sqlgroup.items i
+  IF coalesce(dry_run, false) THEN  -- a look: nothing locked
+    SELECT array_agg(i.id ORDER BY i.id) INTO v_ids
+    FROM sqlgroup.items i
     WHERE i.group_name = g.name
       AND (ids IS NULL OR i.id = ANY (ids))
       AND (v_block IS NULL
            OR (i.id BETWEEN (v_block || '-0000-000000000000')::uuid
                         AND (v_block || '-ffff-ffffffffffff')::uuid
-               AND i.key = items_cancel.of_key))
-    ORDER BY i.id
-    FOR UPDATE OF i) x;
+               AND i.key = items_cancel.of_key));
+  ELSE
+    SELECT array_agg(x.id ORDER BY x.id) INTO v_ids FROM (
+      SELECT i.id FROM sqlgroup.items i
+      WHERE i.group_name = g.name
+        AND (ids IS NULL OR i.id = ANY (ids))
+        AND (v_block IS NULL
+             OR (i.id BETWEEN (v_block || '-0000-000000000000')::uuid
+                          AND (v_block || '-ffff-ffffffffffff')::uuid
+                 AND i.key = items_cancel.of_key))
+      ORDER BY i.id
+      FOR UPDATE OF i) x;
+  END IF;
   IF ids IS NOT NULL THEN
     SELECT array_agg(u.id ORDER BY u.id) INTO v_missing
       FROM unnest(ids) AS u(id)
@@ -931,8 +943,6 @@ BEGIN
       MESSAGE = format('group %s has no waiting item of key %s; nothing '
                        'was changed', g.name, quote_literal(of_key));
   END IF;
-  -- Cancelled items hold no key (the trigger hold_dead_key).
-  PERFORM set_config('sqlgroup.cancelling', 'on', true);
   RETURN QUERY
     WITH selected AS (
       SELECT i.*,
@@ -960,20 +970,19 @@ BEGIN
     recorded AS (
       INSERT INTO sqlgroup.dead_items (group_name, id, key, payload,
                                        enqueued_at, attempts, last_error,
-                                       died_at)
+                                       died_at, cancelled_by)
       SELECT x.group_name, x.id, x.key, x.payload, x.enqueued_at,
              x.attempts, format('cancelled by %s', session_user),
-             clock_timestamp()
+             clock_timestamp(), session_user
       FROM gone x
       ON CONFLICT (group_name, id) DO UPDATE SET key = EXCLUDED.key,
         payload = EXCLUDED.payload, enqueued_at = EXCLUDED.enqueued_at,
         attempts = EXCLUDED.attempts, last_error = EXCLUDED.last_error,
-        died_at = EXCLUDED.died_at
+        died_at = EXCLUDED.died_at, cancelled_by = EXCLUDED.cancelled_by
       RETURNING 1)
     SELECT s.id, s.key, sqlgroup.id_part(s.id, g.parts), s.attempts,
            s.running
     FROM selected s ORDER BY s.id;
-  PERFORM set_config('sqlgroup.cancelling', '', true);
   -- The next item of a cancelled head's key may be due now.
   IF NOT coalesce(dry_run, false) THEN
     PERFORM sqlgroup.announce_items(g.name, interval '0');
@@ -1221,25 +1230,32 @@ CREATE FUNCTION sqlgroup.release_dead_keys() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-  v_group text;
+  b       record;
+  v_woken text[] := '{}';
 BEGIN
-  FOR v_group IN
-    WITH blocks AS (
-      SELECT DISTINCT o.group_name, left(o.id::text, 18) AS block
-      FROM gone o WHERE o.key IS NOT NULL),
-    lifted AS (
-      DELETE FROM sqlgroup.pauses p USING blocks b
+  FOR b IN
+    SELECT DISTINCT o.group_name, left(o.id::text, 18) AS block
+    FROM gone o WHERE o.key IS NOT NULL AND o.cancelled_by IS NULL
+    ORDER BY 1, 2
+  LOOP
+    PERFORM 1 FROM sqlgroup.pauses p
       WHERE p.group_name = b.group_name AND p.block = b.block
         AND p.paused_by = 'on_dead hold'
-        AND NOT EXISTS (
-          SELECT 1 FROM sqlgroup.dead_items d
-          WHERE d.group_name = b.group_name AND d.key IS NOT NULL
-            AND d.id BETWEEN (b.block || '-0000-000000000000')::uuid
-                         AND (b.block || '-ffff-ffffffffffff')::uuid)
-      RETURNING p.group_name)
-    SELECT DISTINCT l.group_name FROM lifted l
-  LOOP
-    PERFORM sqlgroup.announce_items(v_group, interval '0');
+      FOR UPDATE;
+    CONTINUE WHEN NOT FOUND;
+    CONTINUE WHEN EXISTS (
+      SELECT 1 FROM sqlgroup.dead_items d
+      WHERE d.group_name = b.group_name AND d.key IS NOT NULL
+        AND d.cancelled_by IS NULL
+        AND d.id BETWEEN (b.block || '-0000-000000000000')::uuid
+                     AND (b.block || '-ffff-ffffffffffff')::uuid);
+    DELETE FROM sqlgroup.pauses p
+      WHERE p.group_name = b.group_name AND p.block = b.block
+        AND p.paused_by = 'on_dead hold';
+    IF NOT b.group_name = ANY (v_woken) THEN
+      PERFORM sqlgroup.announce_items(b.group_name, interval '0');
+      v_woken := v_woken || b.group_name;
+    END IF;
   END LOOP;
   RETURN NULL;
 END
@@ -1575,7 +1591,7 @@ CREATE UNIQUE INDEX sessions_static_instance ON sqlgroup.sessions USING btree (g
 -- Name: dead_items dead_items_hold; Type: TRIGGER; Schema: sqlgroup; Owner: -
 --
 
-CREATE TRIGGER dead_items_hold AFTER INSERT ON sqlgroup.dead_items FOR EACH ROW EXECUTE FUNCTION sqlgroup.hold_dead_key();
+CREATE TRIGGER dead_items_hold AFTER INSERT OR UPDATE ON sqlgroup.dead_items FOR EACH ROW EXECUTE FUNCTION sqlgroup.hold_dead_key();
 
 --
 -- Name: dead_items dead_items_release; Type: TRIGGER; Schema: sqlgroup; Owner: -

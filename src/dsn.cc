@@ -129,8 +129,13 @@ std::string RoleOfDsn(std::string_view dsn) {
   if (const char* env = std::getenv("PGUSER"); env != nullptr && *env) {
     return env;
   }
-  if (const passwd* pw = getpwuid(geteuid()); pw != nullptr) {
-    return pw->pw_name;
+  // getpwuid_r: several members of a process may ask at once.
+  passwd pw;
+  passwd* found = nullptr;
+  char buffer[1024];
+  if (getpwuid_r(geteuid(), &pw, buffer, sizeof buffer, &found) == 0 &&
+      found != nullptr) {
+    return found->pw_name;
   }
   return "";
 }

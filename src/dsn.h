@@ -30,7 +30,8 @@ bool MaskIsExact(std::string_view dsn);
 std::string RedactPasswords(std::string text, std::string_view dsn);
 
 // The database role a connection with `dsn` logs in as, as libpq decides
-// it: the DSN's user, else $PGUSER, else the operating system's user name.
+// it: the DSN's user, else $PGUSER, else the operating system's user name
+// (a user set in a pg_service.conf service is not read).
 std::string RoleOfDsn(std::string_view dsn);
 
 // Adds `key`=`value` (quoted or percent-encoded as the form needs) unless

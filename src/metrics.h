@@ -104,6 +104,8 @@ class MemberMetrics {
   void Owned(const std::string& session, const std::map<int, int64_t>& parts);
 
   ConsumerStats Snapshot() const;
+  // Whether the series are published (a registry was given).
+  bool publishes() const { return families_ != nullptr; }
   // Connections held now (ConnectionOpened less ConnectionClosed).
   int64_t connections() const { return connections_.load(); }
 

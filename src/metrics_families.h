@@ -79,25 +79,27 @@ struct MemberMetrics::Families {
         dead_items(prometheus::BuildGauge()
                        .Name("sqlgroup_dead_items")
                        .Help("The group's dead letters, reported by the "
-                             "owner of part 0")
+                             "member that reports the group (the first "
+                             "live one, in lexical order of session)")
                        .Register(r)),
         dead_age(prometheus::BuildGauge()
                      .Name("sqlgroup_oldest_dead_item_age_seconds")
                      .Help("Age of the group's oldest dead letter since it "
-                           "died (database clock), reported by the owner of "
-                           "part 0; 0 when there is none")
+                           "died (database clock), reported by one member "
+                           "as sqlgroup_dead_items; 0 when there is none")
                      .Register(r)),
         group_paused(prometheus::BuildGauge()
                          .Name("sqlgroup_group_paused")
                          .Help("1 while the whole group is paused (`sqlgroup "
-                               "group pause`), reported by the owner of part "
-                               "0")
+                               "group pause`), reported by one member as "
+                               "sqlgroup_dead_items")
                          .Register(r)),
         paused_keys(prometheus::BuildGauge()
                         .Name("sqlgroup_paused_keys")
                         .Help("Keys of the group paused one by one (`group "
-                              "pause --key`), reported by the owner of part "
-                              "0")
+                              "pause --key`) or held behind a dead letter "
+                              "(on_dead hold), reported by one member as "
+                              "sqlgroup_dead_items")
                         .Register(r)),
         dead_expired(prometheus::BuildCounter()
                          .Name("sqlgroup_dead_items_expired_total")

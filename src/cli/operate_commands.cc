@@ -373,7 +373,7 @@ absl::Status RunItemsCancel(const Args& args) {
       dry_run ? " (--dry_run: nothing was changed)"
               : absl::StrCat("; they are dead letters now (`sqlgroup dead "
                              "requeue ",
-                             args[0], " --error cancelled` undoes it)"),
+                             args[0], " ID...` with the ids above undoes it)"),
       "\n");
   if (running > 0) {
     absl::StrAppend(

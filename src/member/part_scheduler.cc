@@ -261,10 +261,18 @@ bool PartScheduler::Rotating() const {
   return false;
 }
 
+bool PartScheduler::MeasuresLag() const {
+  return lag_interval_ > absl::ZeroDuration() && !parts_.empty();
+}
+
+absl::Duration PartScheduler::MeasureInterval() const {
+  return lag_interval_ > absl::ZeroDuration() ? lag_interval_
+                                              : kGroupFactsInterval;
+}
+
 bool PartScheduler::LagDue(absl::Time now) const {
-  return lag_interval_ > absl::ZeroDuration() && !measuring_ &&
-         (!parts_.empty() || reports_group_) &&
-         now - last_lag_ >= lag_interval_;
+  return (MeasuresLag() || reports_group_) && !measuring_ &&
+         now - last_lag_ >= MeasureInterval();
 }
 
 // When a periodic task can next fall due without anything else changing
@@ -296,9 +304,8 @@ absl::Time PartScheduler::NextTimedTask() const {
     auto to_come = expected_.upper_bound(now);
     if (to_come != expected_.end()) next = std::min(next, *to_come);
   }
-  if (lag_interval_ > absl::ZeroDuration() && !measuring_ &&
-      (!parts_.empty() || reports_group_)) {
-    next = std::min(next, last_lag_ + lag_interval_);
+  if ((MeasuresLag() || reports_group_) && !measuring_) {
+    next = std::min(next, last_lag_ + MeasureInterval());
   }
   // Claims that wait for a pause to end.
   if (!run_queue_.empty()) {
@@ -350,7 +357,7 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
       task.kind = PartTask::Kind::kMeasureLag;
       task.group_facts = reports_group_;
       for (const auto& [part, e] : parts_) {
-        if (e.revoked) continue;
+        if (e.revoked || !MeasuresLag()) continue;
         task.probe_parts.push_back(part);
         task.probe_ranges.push_back(e.range);
       }

@@ -92,8 +92,9 @@ class PartScheduler {
   void Unrevoke(int part);
   void Remove(int part);
   // Whether this member reports the group's own facts (dead letters,
-  // pauses) with its lag measurements: then they run even while it owns no
-  // part.
+  // pauses; the retention's removals) with its lag measurements: then they
+  // run even while it owns no part, and every kGroupFactsInterval when lag
+  // is not measured (lag_interval zero: no metrics registry).
   void ReportGroup(bool yes);
   // The parts added and not removed, with their takes' epochs: the one
   // record of which parts the member runs.
@@ -175,6 +176,8 @@ class PartScheduler {
 
  private:
   static constexpr absl::Duration kExpectMerge = absl::Milliseconds(100);
+  // How often the reporter of the group's facts runs them without lag.
+  static constexpr absl::Duration kGroupFactsInterval = absl::Seconds(5);
   static constexpr size_t kMaxExpected = 256;
 
   struct Entry {
@@ -216,6 +219,10 @@ class PartScheduler {
   // Whether a part waits in the run queue for a worker.
   bool Rotating() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool LagDue(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether lag is measured (a lag_interval, and parts to measure), and
+  // how often the measuring task (lag, group facts) runs.
+  bool MeasuresLag() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Duration MeasureInterval() const;
   absl::Time NextTimedTask() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Duration ProbeInterval(absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

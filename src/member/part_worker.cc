@@ -255,9 +255,7 @@ void PartWorker::MeasureGroup() {
         store::ExpireDeadItems(*connection_.get(), group, kExpireBatch);
     if (!expired.ok()) {
       fail("removing dead letters past the retention", expired.status());
-      return;
-    }
-    if (*expired > 0) {
+    } else if (*expired > 0) {
       metrics_.DeadExpired(*expired);
       log_->info(
           "group={} removed {} dead letter(s) past the group's "
@@ -273,6 +271,8 @@ void PartWorker::MeasureGroup() {
           group);
     }
   }
+  // Read only to be published, and not on a connection that just broke.
+  if (!metrics_.publishes() || !connection_.get()) return;
   auto facts = store::ReadGroupFacts(*connection_.get(), group, schema);
   if (!facts.ok()) {
     fail("reading the group's dead letters and pauses", facts.status());

@@ -106,9 +106,7 @@ absl::StatusOr<Rebalancer::Again> Rebalancer::Rebalance(
   last_static_ = view.static_instances;
   last_membership_ = view.membership;
   metrics_.StaticAway(view.away_until);
-  const bool reports_group = GroupReporter(view) == session;
-  metrics_.ReportsGroup(reports_group);
-  scheduler_.ReportGroup(reports_group);
+  ReportGroup(GroupReporter(view) == session);
   reaped_since_rebalance_ = false;
   if (!plan.lost.empty()) {
     // Their acks will be refused, and another member may run the items
@@ -436,6 +434,7 @@ void Rebalancer::LoseAll(const std::string& session, const std::string& why) {
   CutOff(session, BusyOf(parts), "of a lost session", true);
   Move(session, parts, PartState::kGone, absl::Now());
   for (int part : parts) scheduler_.Remove(part);
+  ReportGroup(false);  // until the new session's first rebalance
   last_target_.clear();
   rebalance_started_.reset();
   if (!parts.empty()) {
@@ -478,7 +477,13 @@ void Rebalancer::Forget(const std::string& session) {
   const std::vector<int> parts = Keys(scheduler_.Parts());
   Move(session, parts, PartState::kGone, absl::Now());
   for (int part : parts) scheduler_.Remove(part);
+  ReportGroup(false);
   Publish(session);
+}
+
+void Rebalancer::ReportGroup(bool yes) {
+  metrics_.ReportsGroup(yes);
+  scheduler_.ReportGroup(yes);
 }
 
 void Rebalancer::Publish(const std::string& session) {

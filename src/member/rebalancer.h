@@ -98,6 +98,10 @@ class Rebalancer {
   void Forget(const std::string& session);
   // Updates the ownership metrics.
   void Publish(const std::string& session);
+  // Whether this member reports the group's own facts (dead letters,
+  // pauses) and removes its expired dead letters: told to the scheduler
+  // and the metrics.
+  void ReportGroup(bool yes);
 
  private:
   struct Revoking {

@@ -72,14 +72,12 @@ Busy BusyReason(const std::string& reason) {
   return Busy::kNo;
 }
 
-// Names the target and libpq's reason without any password. A malformed
-// string holding a password is not shown at all: libpq's message about it
-// may quote the password, and the mask may miss part of it.
-// libpq refused the server's TLS certificate, or TLS itself, for a reason
-// that a retry does not change (a wrong CA, a host name the certificate
-// does not name, a missing root certificate file, a server without TLS
-// under sslmode=require or stricter). Not a connection cut during the
-// handshake ("SSL SYSCALL error"), which may be.
+// libpq refused the server's TLS certificate, TLS itself, or the client's
+// certificate files, for a reason that a retry does not change (a wrong
+// CA, a host name the certificate does not name, a missing root
+// certificate file, a server without TLS under sslmode=require or
+// stricter, an unreadable sslcert or sslkey). Not a connection cut during
+// the handshake ("SSL SYSCALL error"), which may be.
 bool TlsRefusal(const std::string& reason) {
   for (const char* tls :
        {"certificate verify failed", "does not match host name",
@@ -93,6 +91,9 @@ bool TlsRefusal(const std::string& reason) {
   return false;
 }
 
+// Names the target and libpq's reason without any password. A malformed
+// string holding a password is not shown at all: libpq's message about it
+// may quote the password, and the mask may miss part of it.
 std::string ConnectFailure(const std::string& dsn, std::string reason,
                            int timeout_s) {
   while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) {
@@ -135,8 +136,9 @@ std::string ConnectFailure(const std::string& dsn, std::string reason,
         ". The TLS connection was not accepted, and trying again will not "
         "change that: check that sslrootcert names the CA that signed the "
         "server's certificate, that the host in the connection string is "
-        "one the certificate names (sslmode=verify-full checks it), and "
-        "that the server has ssl = on");
+        "one the certificate names (sslmode=verify-full checks it), that "
+        "the server has ssl = on, and, with a client certificate, that "
+        "sslcert and sslkey name readable files that belong together");
   }
   const std::string hint =
       absl::StrContains(reason, "password authentication failed") ||

@@ -13,6 +13,7 @@
 #include <memory>
 #include <pqxx/pqxx>
 #include <set>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "sqlgroup/admin.h"
@@ -134,6 +135,108 @@ TEST_F(DeadLetterPoliciesTest, MembersRemoveOnlyDeadLettersPastTheRetention) {
   DeadLetter("g", "kept", "1 hour");
   absl::SleepFor(absl::Seconds(1));
   EXPECT_EQ(DeadOf("g"), 1);
+  EXPECT_TRUE(c->Stop().ok());
+}
+
+// Holds as the database keeps them, without members: two transactions
+// that remove a held key's last dead letters at once lift its hold (the
+// second to commit sees the first's removal); a cancelled item holds
+// nothing, and does not keep a hold on once the key's real dead letter is
+// requeued.
+TEST_F(DeadLetterPoliciesTest, HoldsLiftWhenTheLastRealDeadLetterGoes) {
+  GroupConfig config{.name = "h", .parts = 2};
+  config.on_dead = OnDead::kHold;
+  ASSERT_TRUE(admin_->CreateGroup(config).ok());
+  auto kill = [&](const std::string& payload) {  // as a member dead-letters
+    pqxx::work tx(*conn_);
+    const std::string id =
+        tx.exec_params1("SELECT sqlgroup.enqueue('h', 'k', $1::bytea)",
+                        payload)[0]
+            .as<std::string>();
+    tx.exec_params(
+        "WITH gone AS (DELETE FROM sqlgroup.items WHERE id = $1::uuid "
+        "RETURNING *) INSERT INTO sqlgroup.dead_items (group_name, id, key, "
+        "payload, enqueued_at, attempts, last_error) SELECT group_name, id, "
+        "key, payload, enqueued_at, 1, 'boom' FROM gone",
+        id);
+    tx.commit();
+    return id;
+  };
+  auto holds = [&] {
+    return Count(
+        "SELECT count(*) FROM sqlgroup.pauses WHERE paused_by = "
+        "'on_dead hold'");
+  };
+  const std::string a = kill("a"), b = kill("b");
+  ASSERT_EQ(holds(), 1);
+  // Two purges at once, each of one of the two.
+  pqxx::connection first_conn(db_.dsn());
+  pqxx::work first(first_conn);
+  first.exec_params("SELECT * FROM sqlgroup.dead_purge('h', ARRAY[$1]::uuid[])",
+                    a);
+  std::thread second([&] {
+    pqxx::connection conn(db_.dsn());
+    pqxx::work tx(conn);
+    tx.exec_params("SELECT * FROM sqlgroup.dead_purge('h', ARRAY[$1]::uuid[])",
+                   b);
+    tx.commit();
+  });
+  absl::SleepFor(absl::Milliseconds(300));  // the second waits for the hold
+  first.commit();
+  second.join();
+  EXPECT_EQ(DeadOf("h"), 0);
+  EXPECT_EQ(holds(), 0) << "a hold left behind no dead letter";
+
+  // A cancelled item of the key, then a real death: requeuing the real one
+  // lifts the hold though the cancelled one stays.
+  {
+    pqxx::work tx(*conn_);
+    tx.exec("SELECT sqlgroup.enqueue('h', 'k', 'c'::bytea)");
+    tx.exec("SELECT * FROM sqlgroup.items_cancel('h', of_key => 'k')");
+    tx.commit();
+  }
+  EXPECT_EQ(holds(), 0) << "a cancel held its key";
+  const std::string d = kill("d");
+  ASSERT_EQ(holds(), 1);
+  ASSERT_TRUE(admin_->RequeueDead("h", {.ids = {d}}).ok());
+  EXPECT_EQ(holds(), 0);
+  EXPECT_EQ(DeadOf("h"), 1);  // the cancelled one
+}
+
+// The member that reports the group expires dead letters without a
+// metrics registry too; with a role that may not call dead_expire it
+// still reports the group's facts.
+TEST_F(DeadLetterPoliciesTest, ExpiryNeedsNoMetricsAndFactsNeedNoExpiry) {
+  CreateGroup("g", 2);
+  ASSERT_TRUE(admin_->AlterDeadRetention("g", absl::Seconds(1)).ok());
+  DeadLetter("g", "old", "1 hour");
+  {
+    ConsumerOptions o = Options("g", Recorder("g"));
+    ASSERT_EQ(o.metrics, nullptr);
+    auto c = Start(o);
+    ASSERT_NE(c, nullptr);
+    EXPECT_TRUE(WaitFor([&] { return DeadOf("g") == 0; }, absl::Seconds(15)));
+    EXPECT_TRUE(c->Stop().ok());
+  }
+  DeadLetter("g", "old", "1 hour");
+  {
+    pqxx::work tx(*conn_);
+    tx.exec(
+        absl::StrCat("REVOKE EXECUTE ON FUNCTION sqlgroup.dead_expire("
+                     "text, integer) FROM ",
+                     testing::kMemberRole));
+    tx.commit();
+  }
+  prometheus::Registry registry;
+  ConsumerOptions o = Options("g", Recorder("g"));
+  o.metrics = &registry;
+  o.lag_interval = absl::Milliseconds(100);
+  auto c = Start(o);
+  ASSERT_NE(c, nullptr);
+  EXPECT_TRUE(WaitFor(
+      [&] { return Value(registry, "sqlgroup_dead_items", "g") == 1.0; },
+      absl::Seconds(10)));
+  EXPECT_EQ(DeadOf("g"), 1);  // not removed: the role may not
   EXPECT_TRUE(c->Stop().ok());
 }
 
