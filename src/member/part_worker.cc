@@ -190,12 +190,18 @@ void PartWorker::RunProbe(const PartTask& task) {
 constexpr int kExpireBatch = 5000;
 
 void PartWorker::RunMeasureLag(const PartTask& task) {
-  if (!connection_.Acquire(/*own_wanted=*/false)) {
+  // The group's facts are read to be published and its dead letters
+  // expired on schema 18 on: a member without either needs no connection.
+  const bool group = task.group_facts &&
+                     (metrics_.publishes() ||
+                      connection_.SchemaNow() >= internal::kDeadRetentionFrom);
+  if ((task.probe_parts.empty() && !group) ||
+      !connection_.Acquire(/*own_wanted=*/false)) {
     scheduler_.FinishLag();
     return;
   }
   if (!task.probe_parts.empty()) MeasureParts(task);
-  if (task.group_facts && connection_.get()) MeasureGroup();
+  if (group && connection_.get()) MeasureGroup();
   scheduler_.FinishLag();
 }
 
