@@ -328,6 +328,17 @@ class ChaosRun:
             time.sleep(0.1)
         raise RuntimeError(f"timed out waiting for {what}")
 
+    def settle(self):
+        """Waits (at most RECOVERY_LIMIT_S) until no part was taken for a
+        second: a static member's restart counts the takes after it as the
+        restart's doing, so the rebalances an earlier fault set off (a
+        PostgreSQL restart longer than the TTL: every member rejoins) must
+        have ended first."""
+        self.wait("ownership to settle", lambda: self.query(
+            "SELECT count(*) FROM sqlgroup.ownership_log WHERE group_name = "
+            "'chaos' AND acquired_at > clock_timestamp() - interval "
+            "'1 second'", check=False, timeout=3) == [["0"]])
+
     def bystander_takes(self, member, t0, excluded):
         """Takes since t0 by sessions other than `member`'s, old
         (`excluded`) or new: what a static member's restart must not cause."""
@@ -523,6 +534,8 @@ class ChaosRun:
                      t0, [])
 
     def fault_rolling(self):
+        if self.args.static_timeout:
+            self.settle()
         for m in self.members:
             excluded = self.sessions_of(m)
             t0 = time.time()
@@ -535,6 +548,7 @@ class ChaosRun:
     def fault_kill9_return(self):
         """A static member killed and restarted at once: the new process
         takes the place of the killed one's session before its TTL."""
+        self.settle()
         m = self.pick_member()
         excluded = self.sessions_of(m)
         t0 = time.time()
@@ -560,6 +574,7 @@ class ChaosRun:
         """Two processes under one static name: the newer takes the place
         at once; the older, resumed, must stop (not register again) with an
         error naming the instance, and the fence refuses its acks."""
+        self.settle()
         old = self.pick_member()
         excluded = self.sessions_of(old)
         old.signal(signal.SIGSTOP)
