@@ -10,6 +10,7 @@
 #include "status_macros.h"
 #include "store/db_connection.h"
 #include "store/describe_store.h"
+#include "store/grant_check.h"
 #include "store/group_store.h"
 #include "store/schema_store.h"
 
@@ -257,8 +258,19 @@ absl::Status Admin::GrantRoles(const RoleGrants& roles) {
     return absl::InvalidArgumentError(
         "grant needs a member, a producer and/or an operator role");
   }
+  for (const std::string& pattern : roles.groups) {
+    RETURN_IF_ERROR(internal::CheckGroupPattern(pattern));
+  }
   ASSIGN_OR_RETURN(const internal::SchemaState schema,
                    store::CheckSchema(*impl_->conn));
+  if (schema.version < kSchemaVersion) {
+    // The grants name the columns and functions of this release's schema.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "sqlgroup grant gives the privileges of schema ", kSchemaVersion,
+        ", and the database has schema ", schema.version,
+        ": run `sqlgroup migrate` first (docs/UPGRADING.md); nothing was "
+        "changed"));
+  }
   std::vector<std::pair<std::string, std::string>> grants;  // kind, role
   if (!roles.member_role.empty()) {
     grants.emplace_back("member", roles.member_role);
@@ -271,32 +283,33 @@ absl::Status Admin::GrantRoles(const RoleGrants& roles) {
   }
   std::string sql;
   for (const auto& [kind, role] : grants) {
-    if (sql.find(internal::RevokeAllSql(role)) == std::string::npos) {
-      absl::StrAppend(&sql, internal::RevokeAllSql(role));
+    std::vector<std::string> kinds;  // what this grant gives the role
+    for (const auto& [other_kind, other] : grants) {
+      if (other == role) kinds.push_back(other_kind);
     }
+    const std::string revoke = absl::StrCat(
+        internal::RevokeAllSql(role), internal::DropPoliciesSql(role, kinds));
+    if (sql.find(revoke) == std::string::npos) absl::StrAppend(&sql, revoke);
   }
   for (const auto& [kind, role] : grants) {
-    ASSIGN_OR_RETURN(std::string grant, internal::GrantSql(kind, role));
+    ASSIGN_OR_RETURN(std::string grant,
+                     internal::GrantSql(kind, role, roles.groups));
     absl::StrAppend(&sql, grant);
   }
   std::vector<std::string> names;
   for (const auto& [kind, role] : grants) names.push_back(role);
-  const absl::Status granted = store::GrantPrivileges(*impl_->conn, names, sql);
-  if (absl::IsFailedPrecondition(granted) && schema.version < kSchemaVersion) {
-    // The grants name the columns of this release's schema.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "sqlgroup grant gives the privileges of schema ", kSchemaVersion,
-        ", and the database's schema ", schema.version,
-        " lacks what they name (", granted.message(),
-        "): run `sqlgroup migrate` first (docs/UPGRADING.md); nothing was "
-        "changed"));
-  }
-  return granted;
+  return store::GrantPrivileges(*impl_->conn, names, sql);
 }
 
 absl::StatusOr<GroupDescription> Admin::DescribeGroup(const std::string& name,
                                                       bool count_lag) {
-  ASSIGN_OR_RETURN(GroupConfig config, GetGroup(name));
+  absl::StatusOr<GroupConfig> got = GetGroup(name);
+  if (!got.ok()) {
+    // Hidden from an operator scoped to other groups, or missing.
+    return store::MissingOrNotGranted(*impl_->conn, "operator", name,
+                                      got.status());
+  }
+  GroupConfig config = std::move(*got);
   ASSIGN_OR_RETURN(const internal::SchemaState schema,
                    store::CheckSchema(*impl_->conn));
   return store::DescribeGroup(*impl_->conn, config, count_lag, schema);

@@ -24,6 +24,7 @@
 #include "status_macros.h"
 #include "store/connection.h"
 #include "store/function_ack.h"
+#include "store/grant_check.h"
 #include "store/member_store.h"
 #include "store/migrator.h"
 
@@ -419,7 +420,10 @@ absl::StatusOr<std::unique_ptr<Consumer>> Consumer::Create(
   absl::StatusOr<store::GroupSettings> read =
       store::ReadGroup(*conn, options.group);
   if (!read.ok()) {
-    return internal::WithGrantHint(read.status(), options.dsn, "member");
+    return internal::WithGrantHint(
+        store::MissingOrNotGranted(*conn, "member", options.group,
+                                   read.status()),
+        options.dsn, "member", options.group);
   }
   store::GroupSettings settings = std::move(*read);
   if (!options.sql_function.name.empty()) {

@@ -8,7 +8,7 @@
 namespace sqlgroup::internal {
 
 absl::Status WithGrantHint(const absl::Status& s, const std::string& dsn,
-                           const std::string& kind) {
+                           const std::string& kind, const std::string& group) {
   if (!absl::IsPermissionDenied(s) ||
       absl::StrContains(s.message(), "sqlgroup grant --")) {
     return s;
@@ -18,7 +18,12 @@ absl::Status WithGrantHint(const absl::Status& s, const std::string& dsn,
       s.message(), ". This ", kind, " connects as role ", QuoteIdentifier(role),
       ", which lacks what a ", kind,
       " needs: the schema's owner grants it with `sqlgroup grant --", kind,
-      "_role ", role, "` (again after every `sqlgroup migrate`)"));
+      "_role ", role, group.empty() ? "" : absl::StrCat(" --group ", group),
+      "` (again after every `sqlgroup migrate`",
+      group.empty() ? ""
+                    : "; a grant replaces the role's groups, so name its "
+                      "other groups too, or leave --group out for every group",
+      ")"));
 }
 
 }  // namespace sqlgroup::internal

@@ -12,9 +12,11 @@ namespace sqlgroup::internal {
 // `s` unchanged unless PERMISSION_DENIED without a `sqlgroup grant`
 // command in it: then with a sentence naming the role `dsn` logs in as and
 // `sqlgroup grant --<kind>_role ROLE` (kind: "member", "producer"), which
-// the schema's owner runs.
+// the schema's owner runs; with `--group GROUP` when a group is given (the
+// role may be scoped to other groups, schema 19).
 absl::Status WithGrantHint(const absl::Status& s, const std::string& dsn,
-                           const std::string& kind);
+                           const std::string& kind,
+                           const std::string& group = "");
 
 }  // namespace sqlgroup::internal
 

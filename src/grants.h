@@ -22,10 +22,29 @@ std::string QuoteIdentifier(const std::string& role);
 // schema's tables and sequences away, so that what follows is all it has.
 std::string RevokeAllSql(const std::string& role);
 
-// sql/grants/`kind`.sql ("member", "producer") for `role`: psql's
-// :"role" replaced by the quoted name. NOT_FOUND for an unknown kind.
+// Every group, as a pattern of `sqlgroup grant --group`.
+inline constexpr char kEveryGroup[] = "*";
+
+// INVALID_ARGUMENT, a sentence, unless `pattern` is a group name or a
+// pattern of one whose * stands for any characters (as
+// sqlgroup.group_grants accepts).
+absl::Status CheckGroupPattern(const std::string& pattern);
+
+// The statement that drops the policies the sqlgroup schema's row-level
+// security has for `role` (schema 19) of every kind but `keep` ("member",
+// "producer", "operator"): those the grant writes next, which leaves them
+// as they are when its groups did not change (policies are DDL and lock
+// their tables). With RevokeAllSql, the role is left with nothing else.
+std::string DropPoliciesSql(const std::string& role,
+                            const std::vector<std::string>& keep);
+
+// sql/grants/`kind`.sql ("member", "producer", "operator") for `role` and
+// the groups `patterns` (empty: every group): psql's :"role" replaced by
+// the quoted name, :'role' by it as a literal, :'groups' by the patterns
+// as a text[] literal. NOT_FOUND for an unknown kind.
 absl::StatusOr<std::string> GrantSql(const std::string& kind,
-                                     const std::string& role);
+                                     const std::string& role,
+                                     const std::vector<std::string>& patterns);
 
 }  // namespace sqlgroup::internal
 

@@ -12,6 +12,7 @@
 #include "store/connect_options.h"
 #include "store/db_connection.h"
 #include "store/enqueue_store.h"
+#include "store/grant_check.h"
 #include "store/group_store.h"
 #include "store/schema_store.h"
 
@@ -89,10 +90,13 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
   absl::Status s = impl->Connect();
   if (s.ok()) s = store::CheckSchema(*impl->conn).status();
   if (s.ok()) {
-    s = store::ReadGroupConfig(*impl->conn, impl->options.group).status();
+    s = store::MissingOrNotGranted(
+        *impl->conn, "producer", impl->options.group,
+        store::ReadGroupConfig(*impl->conn, impl->options.group).status());
   }
   if (!s.ok()) {
-    return internal::WithGrantHint(s, impl->options.dsn, "producer");
+    return internal::WithGrantHint(s, impl->options.dsn, "producer",
+                                   impl->options.group);
   }
   return std::unique_ptr<Producer>(new Producer(std::move(impl)));
 }
@@ -146,7 +150,8 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
     }
     if (in_doubt) p.pending = fingerprint;  // whatever this call returns
     if (!store::EnqueueWorthRetrying(why)) {
-      return internal::WithGrantHint(why, p.options.dsn, "producer");
+      return internal::WithGrantHint(why, p.options.dsn, "producer",
+                                     p.options.group);
     }
     if (absl::IsUnavailable(why) || absl::IsUnknown(why)) p.conn.reset();
     const absl::Duration pause =

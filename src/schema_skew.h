@@ -31,6 +31,10 @@ inline constexpr int kPausesFrom = 17;
 // groups.on_dead, its holds kept by triggers) and cancels items.
 inline constexpr int kDeadRetentionFrom = 18;
 
+// The first schema that scopes roles to groups (sqlgroup.group_grants,
+// row-level security, sqlgroup.require_grant) and keeps sessions' secrets.
+inline constexpr int kGroupGrantsFrom = 19;
+
 // What the database's sqlgroup schema says of who may use it.
 struct SchemaState {
   int version = 0;  // the newest applied migration; 0: no sqlgroup schema

@@ -121,7 +121,7 @@ void RunClaimCost(const ClaimCostConfig& config) {
     }
   }
   const std::pair<int64_t, int64_t> io1 = io();
-  Must(store::LeaveSession(*conn, group, session, false));
+  Must(store::LeaveSession(*conn, group, session, false, /*secret=*/""));
   const double mean_items =
       static_cast<double>(claimed) / static_cast<double>(ms.size());
   const double p50 = Quantile(ms, 0.5);

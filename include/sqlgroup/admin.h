@@ -208,6 +208,10 @@ struct RoleGrants {
   // resumes groups and keys, through the schema's functions only
   // (sql/grants/operator.sql). Reads groups; writes no table itself.
   std::string operator_role;
+  // The groups the roles above may act on: names, or patterns whose *
+  // stands for any characters. Empty: every group, also those created
+  // later. The grant replaces whatever groups the roles had.
+  std::vector<std::string> groups;
 };
 
 // A change of a group's part count (Admin::AlterParts).

@@ -6,15 +6,21 @@
 -- session drops its parts) run as the tables' owner and need no grant
 -- here. LISTEN/NOTIFY need none either.
 --
--- Applied by `sqlgroup grant --member_role ROLE` (Admin::GrantRoles), which
--- first revokes everything ROLE had on the schema's tables and sequences,
--- or by hand: psql -v role=ROLE -f sql/grants/member.sql. Idempotent; run
--- it again after every migration. A migration that adds a table or a
+-- Applied by `sqlgroup grant --member_role ROLE [--group G]...`
+-- (Admin::GrantRoles), which first revokes everything ROLE had on the
+-- schema, or by hand: psql -v role=ROLE -v groups='{G,...}' -f
+-- sql/grants/member.sql ('{*}': every group). Idempotent; run it again
+-- after every migration. The rows of other groups stay invisible and
+-- untouchable to ROLE (row-level security, schema 19). A migration that adds a table or a
 -- column members write must add its grant here (the integration tests run
 -- their members under this role and fail otherwise).
 -- Column lists on UPDATE are PostgreSQL's; CockroachDB has table-level
 -- UPDATE only.
 GRANT USAGE ON SCHEMA sqlgroup TO :"role";
+-- Which groups: the policies of row-level security (schema 19).
+SELECT sqlgroup.grant_groups('member', :'role', :'groups');
+-- To say which grant a refusal lacks.
+GRANT EXECUTE ON FUNCTION sqlgroup.require_grant(text, text) TO :"role";
 GRANT SELECT ON sqlgroup.schema_migrations, sqlgroup.groups TO :"role";
 -- Every claim reads the group's pauses (schema 17).
 GRANT SELECT ON sqlgroup.pauses TO :"role";

@@ -8,11 +8,14 @@
 -- a session or a part, or write a dead letter. `group describe` reads
 -- sessions, parts and items too.
 --
--- Applied by `sqlgroup grant --operator_role ROLE` (Admin::GrantRoles),
--- which first revokes everything ROLE had on the schema, or by hand:
--- psql -v role=ROLE -f sql/grants/operator.sql. Run it again after every
--- migration.
+-- Applied by `sqlgroup grant --operator_role ROLE [--group G]...`
+-- (Admin::GrantRoles), which first revokes everything ROLE had on the
+-- schema, or by hand: psql -v role=ROLE -v groups='{G,...}' -f
+-- sql/grants/operator.sql. Run it again after every migration. Each
+-- operation checks the grant for its group (schema 19).
 GRANT USAGE ON SCHEMA sqlgroup TO :"role";
+SELECT sqlgroup.grant_groups('operator', :'role', :'groups');
+GRANT EXECUTE ON FUNCTION sqlgroup.require_grant(text, text) TO :"role";
 GRANT SELECT ON sqlgroup.schema_migrations, sqlgroup.groups,
   sqlgroup.sessions, sqlgroup.session_parts, sqlgroup.pauses,
   sqlgroup.ownership_log TO :"role";

@@ -3,9 +3,13 @@
 -- version and the groups, and enqueue items. The C++ producer inserts
 -- into sqlgroup.items itself; sqlgroup.enqueue (schema 6) runs as the
 -- schema's owner and needs only EXECUTE.
--- Applied like member.sql: `sqlgroup grant --producer_role ROLE`, or
--- psql -v role=ROLE -f sql/grants/producer.sql.
+-- Applied like member.sql: `sqlgroup grant --producer_role ROLE [--group
+-- G]...`, or psql -v role=ROLE -v groups='{G,...}' -f
+-- sql/grants/producer.sql. Only into its groups, and only into a group
+-- that exists (schema 19).
 GRANT USAGE ON SCHEMA sqlgroup TO :"role";
+SELECT sqlgroup.grant_groups('producer', :'role', :'groups');
+GRANT EXECUTE ON FUNCTION sqlgroup.require_grant(text, text) TO :"role";
 GRANT SELECT ON sqlgroup.schema_migrations, sqlgroup.groups TO :"role";
 GRANT INSERT ON sqlgroup.items TO :"role";
 GRANT EXECUTE ON FUNCTION

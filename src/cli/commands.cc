@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "cli/command_line.h"
 #include "cli/describe_format.h"
 #include "cli/flags.h"
@@ -251,19 +252,32 @@ absl::Status Grant(const Args&) {
     return absl::InvalidArgumentError(
         "grant needs --member_role, --producer_role and/or --operator_role");
   }
+  // --group may be repeated, and each may list several: a,b.
+  for (const std::string& value : FlagValues("group")) {
+    for (absl::string_view g : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+      roles.groups.emplace_back(g);
+    }
+  }
+  if (FlagGiven("group") && roles.groups.empty()) {
+    // An empty variable must not widen a grant to every group.
+    return absl::InvalidArgumentError(
+        "--group names no group; give a group's name or a pattern (`*` "
+        "alone is every group), or leave --group out to grant every group");
+  }
   ASSIGN_OR_RETURN(auto admin, ConnectAdmin());
   RETURN_IF_ERROR(admin->GrantRoles(roles));
-  if (!roles.member_role.empty()) {
-    Print(
-        absl::StrCat("granted member privileges to ", roles.member_role, "\n"));
-  }
-  if (!roles.producer_role.empty()) {
-    Print(absl::StrCat("granted producer privileges to ", roles.producer_role,
-                       "\n"));
-  }
-  if (!roles.operator_role.empty()) {
-    Print(absl::StrCat("granted operator privileges to ", roles.operator_role,
-                       "\n"));
+  const std::string which =
+      roles.groups.empty()
+          ? "every group (also those created later; --group limits it)"
+          : absl::StrCat(roles.groups.size() == 1 ? "group " : "groups ",
+                         absl::StrJoin(roles.groups, ", "), " only");
+  for (const auto& [kind, role] :
+       {std::pair<const char*, const std::string&>{"member", roles.member_role},
+        {"producer", roles.producer_role},
+        {"operator", roles.operator_role}}) {
+    if (role.empty()) continue;
+    Print(absl::StrCat("granted ", kind, " privileges to ", role, " for ",
+                       which, "\n"));
   }
   return absl::OkStatus();
 }
@@ -277,8 +291,10 @@ const std::map<std::string, Command>& Commands() {
         Migrate}},
       {"grant",
        {"grant [--member_role ROLE] [--producer_role ROLE] [--operator_role "
-        "ROLE]  (least privileges; again after each migrate)",
-        {"member_role", "producer_role", "operator_role"},
+        "ROLE] [--group G]...  (least privileges, for the groups G, names or "
+        "patterns with *; all groups without --group; again after each "
+        "migrate)",
+        {"member_role", "producer_role", "operator_role", "group"},
         0,
         Grant}},
       {"group create",
@@ -473,6 +489,8 @@ std::vector<std::string> EnvironmentFlagsOfCommand(const Args& words) {
   for (const std::string& flag : WithCommonFlags(command->flags)) {
     // ResolveDsn reads SQLGROUP_DSN itself, to say where a DSN came from.
     if (flag == "dsn" || (operation && kSelectors.count(flag))) continue;
+    // A SQLGROUP_GROUP meant for consume must not scope a grant.
+    if (name == "grant" && flag == "group") continue;
     out.push_back(flag);
   }
   return out;

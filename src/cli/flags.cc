@@ -1,7 +1,9 @@
 #include "cli/flags.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
@@ -45,7 +47,9 @@ ABSL_FLAG(std::string, on_dead, "release",
 ABSL_FLAG(bool, json, false, "group describe/list: print JSON");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
           "demo: how long the demo runs");
-ABSL_FLAG(std::string, group, "", "produce/consume: the consumer group");
+ABSL_FLAG(std::string, group, "",
+          "produce/consume: the consumer group; grant: the groups the roles "
+          "may act on (a name or a pattern with *; repeat it, or a,b)");
 ABSL_FLAG(std::string, handler, "noop",
           "consume: the work each item gets: sql:FUNCTION (called by the "
           "statement that acknowledges the item, with key, payload, id) or "
@@ -231,6 +235,11 @@ std::set<std::string>& GivenFlags() {
   static auto* const kGiven = new std::set<std::string>;
   return *kGiven;
 }
+std::map<std::string, std::vector<std::string>>& GivenValues() {
+  static auto* const kValues =
+      new std::map<std::string, std::vector<std::string>>;
+  return *kValues;
+}
 }  // namespace
 
 absl::StatusOr<PoolMode> PoolModeFlag() {
@@ -251,7 +260,14 @@ void RecordGivenFlags(int argc, char** argv) {
     if (token == "--") break;
     if (token.size() < 2 || token[0] != '-') continue;
     token = token.substr(token[1] == '-' ? 2 : 1);
-    token = token.substr(0, token.find('='));
+    const size_t equals = token.find('=');
+    if (equals != std::string::npos) {
+      GivenValues()[token.substr(0, equals)].push_back(
+          token.substr(equals + 1));
+    } else if (i + 1 < argc && argv[i + 1][0] != '-') {
+      GivenValues()[token].push_back(argv[i + 1]);  // --group orders
+    }
+    token = token.substr(0, equals);
     if (absl::FindCommandLineFlag(token) == nullptr && token.size() > 2 &&
         token.rfind("no", 0) == 0) {
       token = token.substr(2);  // --nojson
@@ -261,6 +277,12 @@ void RecordGivenFlags(int argc, char** argv) {
 }
 
 bool FlagGiven(const std::string& name) { return GivenFlags().count(name); }
+
+std::vector<std::string> FlagValues(const std::string& name) {
+  const auto it = GivenValues().find(name);
+  if (it == GivenValues().end()) return {};
+  return it->second;
+}
 
 absl::Status CheckFlagsApply(const std::string& command,
                              const std::vector<std::string>& allowed) {

@@ -97,6 +97,10 @@ void RecordGivenFlags(int argc, char** argv);
 // True when the flag was given on the command line.
 bool FlagGiven(const std::string& name);
 
+// Every value the flag was given, in order (Abseil keeps only the last):
+// for flags that may be repeated, as `grant --group`.
+std::vector<std::string> FlagValues(const std::string& name);
+
 }  // namespace sqlgroup::cli
 
 #endif  // SQLGROUP_CLI_FLAGS_H_

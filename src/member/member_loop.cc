@@ -10,6 +10,7 @@
 #include "grant_hint.h"
 #include "member/backoff.h"
 #include "member/pg_control_channel.h"
+#include "session_secret.h"
 #include "spdlog/spdlog.h"
 #include "store/pg_membership_store.h"
 
@@ -261,8 +262,8 @@ void MemberLoop::Handle(const absl::Status& s) {
   // cannot help, so the member stops and says why.
   if (absl::IsNotFound(s) || absl::IsFailedPrecondition(s) ||
       absl::IsPermissionDenied(s)) {
-    const absl::Status said =
-        internal::WithGrantHint(s, config_.channel.dsn, "member");
+    const absl::Status said = internal::WithGrantHint(s, config_.channel.dsn,
+                                                      "member", config_.group);
     log_->error("group={} {}", config_.group, std::string(said.message()));
     rebalancer_.Forget(session_);
     scheduler_.Shutdown();
@@ -333,6 +334,7 @@ bool MemberLoop::Join() {
   }
   store::SessionInfo info = config_.session;
   info.record_version = schema_.RecordsVersion();
+  if (schema_.KeepsSecrets()) info.secret = internal::NewSessionSecret();
   auto id = store_.RegisterSession(config_.group, info, config_.use_notify);
   if (!id.ok()) {
     Handle(id.status());

@@ -61,6 +61,11 @@ class SchemaWatch {
     return schema_.version >= internal::kVersionsRecordedFrom;
   }
   void Joined(bool recorded) { recorded_ = recorded; }
+  // Whether a session registered now keeps a secret (schema 19): a role
+  // scoped to groups needs it to end its own live session.
+  bool KeepsSecrets() const {
+    return schema_.version >= internal::kGroupGrantsFrom;
+  }
 
  private:
   const Config config_;

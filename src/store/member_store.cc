@@ -243,7 +243,17 @@ absl::StatusOr<Registered> RegisterSession(pqxx::connection& conn,
         is_static ? std::optional<std::string>(ToInterval(info.static_timeout))
                   : std::nullopt;
     const pqxx::result r =
-        info.record_version
+        !info.secret.empty()
+            ? tx.exec_params(
+                  "INSERT INTO sqlgroup.sessions (group_name, host, pid, "
+                  "instance, static_timeout, member_version, member_schema, "
+                  "secret_hash) "
+                  "SELECT name, $2, $3, nullif($4, ''), $5::interval, $6, $7, "
+                  "sha256(convert_to($8, 'UTF8')) "
+                  "FROM sqlgroup.groups WHERE name = $1 RETURNING id::text",
+                  group, info.host, info.pid, info.instance, static_timeout,
+                  std::string(kVersion), kSchemaVersion, info.secret)
+        : info.record_version
             ? tx.exec_params(
                   "INSERT INTO sqlgroup.sessions (group_name, host, pid, "
                   "instance, static_timeout, member_version, member_schema) "
@@ -529,13 +539,21 @@ absl::Status ReportCircuit(pqxx::connection& conn, const std::string& session,
 }
 
 absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
-                          const std::string& session, bool notify) {
+                          const std::string& session, bool notify,
+                          const std::string& secret) {
   return Guard("leave group", [&] {
     pqxx::work tx(conn);
     LocalLimits(tx);
     // Durable even on a control connection with asynchronous commit: a
     // leave lost in a crash would leave its parts idle for a TTL.
     tx.exec("SET LOCAL synchronous_commit = on");
+    if (!secret.empty()) {
+      // For this transaction only: the policy of a role scoped to groups
+      // lets it end a live session whose secret it knows (schema 19).
+      tx.exec_params("SELECT set_config('sqlgroup.session_secret', $1, true)",
+                     secret);
+    }
+    // None deleted: reaped already (it was silent past its TTL).
     tx.exec_params("DELETE FROM sqlgroup.sessions WHERE id = $1::uuid",
                    session);
     ReleaseSessionHistory(tx, session, "leave");

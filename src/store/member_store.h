@@ -151,9 +151,12 @@ absl::Status ReportConnections(pqxx::connection& conn,
                                const std::string& session, int connections,
                                int budget);
 
-// Deletes the session: a graceful leave, its parts free at once.
+// Deletes the session: a graceful leave, its parts free at once. `secret`:
+// the session's (SessionInfo::secret), which a role scoped to groups needs
+// to end a live session; empty for a session registered without one.
 absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
-                          const std::string& session, bool notify);
+                          const std::string& session, bool notify,
+                          const std::string& secret);
 
 // Deletes up to `limit` entries of the group's ownership log released more
 // than `retention` ago, oldest first, and returns how many.

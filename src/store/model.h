@@ -91,6 +91,9 @@ struct SessionInfo {
   // Record this binary's version in the session (a schema of 14 or newer,
   // which has the columns).
   bool record_version = false;
+  // Store the SHA-256 of `secret` in the session (a schema of 19 or newer):
+  // only a transaction that knows the secret may end it while it lives.
+  std::string secret;  // empty: none
 };
 
 struct Registered {

@@ -2,6 +2,7 @@
 
 #include <pqxx/pqxx>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "store/claim_sql.h"
 #include "store/connection.h"
@@ -56,6 +57,12 @@ absl::StatusOr<T> Operate(DbConnection& db, const std::string& what, F&& f,
           schema,
           ", which brings it; run `sqlgroup migrate` first "
           "(docs/UPGRADING.md)"));
+    }
+    if (state == "42501" && absl::StrContains(message, "`sqlgroup grant --")) {
+      // sqlgroup.require_grant's sentence names the role, the group and
+      // the command already (schema 19).
+      return absl::PermissionDeniedError(
+          absl::StrCat("cannot ", what, ": ", message));
     }
     if (state == "42501") {
       return absl::PermissionDeniedError(absl::StrCat(

@@ -3,6 +3,7 @@
 #include <pqxx/connection>
 #include <utility>
 
+#include "store/grant_check.h"
 #include "store/member_store.h"
 #include "store/member_versions.h"
 
@@ -33,9 +34,21 @@ absl::StatusOr<GroupSettings> PgMembershipStore::ReadGroup(
 
 absl::StatusOr<Registered> PgMembershipStore::RegisterSession(
     const std::string& group, const SessionInfo& info, bool notify) {
-  return OnConnection(connection_, [&](pqxx::connection& c) {
-    return store::RegisterSession(c, group, info, notify);
-  });
+  absl::StatusOr<Registered> registered = OnConnection(
+      connection_, [&](pqxx::connection& c) -> absl::StatusOr<Registered> {
+        absl::StatusOr<Registered> r =
+            store::RegisterSession(c, group, info, notify);
+        // Hidden, not gone: the role's groups changed while it ran.
+        if (absl::IsNotFound(r.status())) {
+          return MissingOrNotGranted(c, "member", group, r.status());
+        }
+        return r;
+      });
+  if (registered.ok() && !info.secret.empty()) {
+    absl::MutexLock lock(&mu_);
+    secrets_[registered->session] = info.secret;
+  }
+  return registered;
 }
 
 absl::StatusOr<std::optional<std::string>> PgMembershipStore::StaticHolder(
@@ -110,9 +123,20 @@ absl::Status PgMembershipStore::StepAway(const std::string& group,
 absl::Status PgMembershipStore::LeaveSession(const std::string& group,
                                              const std::string& session,
                                              bool notify) {
-  return OnConnection(connection_, [&](pqxx::connection& c) {
-    return store::LeaveSession(c, group, session, notify);
+  std::string secret;
+  {
+    absl::MutexLock lock(&mu_);
+    const auto it = secrets_.find(session);
+    if (it != secrets_.end()) secret = it->second;
+  }
+  absl::Status left = OnConnection(connection_, [&](pqxx::connection& c) {
+    return store::LeaveSession(c, group, session, notify, secret);
   });
+  if (left.ok()) {
+    absl::MutexLock lock(&mu_);
+    secrets_.erase(session);
+  }
+  return left;
 }
 
 absl::StatusOr<int64_t> PgMembershipStore::PruneOwnershipLog(

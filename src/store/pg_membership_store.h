@@ -6,8 +6,12 @@
 #define SQLGROUP_STORE_PG_MEMBERSHIP_STORE_H_
 
 #include <functional>
+#include <map>
 #include <pqxx/connection>
+#include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "store/membership_store.h"
 
 namespace sqlgroup::store {
@@ -55,6 +59,10 @@ class PgMembershipStore : public MembershipStore {
 
  private:
   const std::function<pqxx::connection*()> connection_;
+  absl::Mutex mu_;
+  // The secrets of the sessions this store registered, by session id: a
+  // member of a role scoped to groups needs its session's to leave.
+  std::map<std::string, std::string> secrets_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sqlgroup::store

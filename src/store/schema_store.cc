@@ -3,6 +3,7 @@
 #include <pqxx/pqxx>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "grants.h"
 #include "store/connection.h"
 #include "store/errors.h"
@@ -50,22 +51,31 @@ absl::Status GrantPrivileges(DbConnection& db,
                              const std::vector<std::string>& roles,
                              const std::string& sql) {
   std::string missing, not_owner;
-  absl::Status s = Guard("grant", [&] {
-    pqxx::work tx(PqxxOf(db));
-    const pqxx::row owner = tx.exec1(kOwnsSchema);
-    if (!owner[0].as<bool>()) {
-      not_owner = owner[1].as<std::string>();
-      return;
-    }
-    for (const std::string& role : roles) {
-      if (tx.exec_params(kRoleExists, role).empty()) {
-        missing = role;
+  absl::Status s;
+  // A grant that writes policies (schema 19) locks their tables: with a
+  // short lock_timeout it waits for the members' transactions briefly, and
+  // a deadlock with one of them or a timeout is tried again.
+  for (int attempt = 1; attempt <= 10; ++attempt) {
+    s = Guard("grant", [&] {
+      pqxx::work tx(PqxxOf(db));
+      tx.exec("SET LOCAL lock_timeout = '2s'");
+      const pqxx::row owner = tx.exec1(kOwnsSchema);
+      if (!owner[0].as<bool>()) {
+        not_owner = owner[1].as<std::string>();
         return;
       }
-    }
-    tx.exec(sql);
-    tx.commit();
-  });
+      for (const std::string& role : roles) {
+        if (tx.exec_params(kRoleExists, role).empty()) {
+          missing = role;
+          return;
+        }
+      }
+      tx.exec(sql);
+      tx.commit();
+    });
+    if (!absl::IsAborted(s)) break;
+    absl::SleepFor(absl::Milliseconds(100 * attempt));
+  }
   if (!s.ok()) return s;
   if (!not_owner.empty()) {
     return absl::PermissionDeniedError(absl::StrCat(

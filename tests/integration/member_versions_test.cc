@@ -15,8 +15,11 @@
 #include <filesystem>
 #include <pqxx/pqxx>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "grants.h"
 #include "sqlgroup/admin.h"
 #include "sqlgroup/consumer.h"
@@ -85,10 +88,21 @@ class MemberVersionsTest : public ::testing::Test {
       testing::MigratedAdmin(current.dsn());
       (void)current.MemberDsn();
     }
-    auto sql = internal::GrantSql("member", testing::kMemberRole);
+    auto sql = internal::GrantSql("member", testing::kMemberRole, {});
     EXPECT_TRUE(sql.ok());
     std::string grants = *sql;
     const std::string role = absl::StrCat("\"", testing::kMemberRole, "\";");
+    // Schema 19 scoped roles to groups: its lines go.
+    if (schema < 19) {
+      std::vector<std::string> kept;
+      for (absl::string_view line : absl::StrSplit(grants, '\n')) {
+        if (!absl::StrContains(line, "grant_groups") &&
+            !absl::StrContains(line, "require_grant")) {
+          kept.emplace_back(line);
+        }
+      }
+      grants = absl::StrJoin(kept, "\n");
+    }
     // Schema 18 added the function members expire dead letters with.
     if (schema < 18) {
       grants = absl::StrReplaceAll(
