@@ -30,6 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+from drain_bench import drain  # noqa: E402
 from members_bench import Psql  # noqa: E402
 from private_pg import private_postgres  # noqa: E402
 
@@ -44,22 +45,6 @@ def sh(*args):
 def as_role(dsn, role):
     return " ".join(w for w in dsn.split() if not w.startswith("user=")) + \
         f" user={role}"
-
-
-def drain(psql, group, items, procs):
-    left_sql = f"SELECT count(*) FROM sqlgroup.items WHERE group_name = '{group}'"
-    deadline = time.monotonic() + 600
-    first = first_left = None
-    while True:
-        left = int(psql.sql(left_sql))
-        now = time.monotonic()
-        if first is None and left < items:
-            first, first_left = now, left
-        if left == 0:
-            return first_left, now - first
-        if now > deadline or any(p.poll() is not None for p in procs):
-            raise RuntimeError(f"{group} did not drain ({left} left)")
-        time.sleep(0.01)
 
 
 def run_path(args, dsn, psql, path, rep, log):
@@ -86,7 +71,9 @@ def run_path(args, dsn, psql, path, rep, log):
         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
         for _ in range(args.processes)]
     try:
-        items, seconds = drain(psql, group, args.items, procs)
+        left = ("SELECT count(*) FROM sqlgroup.items WHERE group_name = "
+                f"'{group}'")
+        items, seconds = drain(psql.sql, left, args.items, procs, group)
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)

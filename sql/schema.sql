@@ -855,23 +855,49 @@ BEGIN
       MESSAGE = format('no grants of kind %s', kind);
   END IF;
   v_tag := format('sqlgroup %s %s', kind, v_role);
+  -- The same groups again (a grant after every migrate): nothing to do.
+  -- Policies are DDL and lock their tables, which would stall the members
+  -- for a change of nothing. A migration that changes what the policies
+  -- say writes them again itself.
+  IF coalesce(cardinality(patterns), 0) > 0
+     AND ARRAY(SELECT DISTINCT p FROM unnest(patterns) p ORDER BY 1)
+         = ARRAY(SELECT g.group_pattern FROM sqlgroup.group_grants g
+                  WHERE g.role_id = v_role AND g.kind = grant_groups.kind
+                  ORDER BY 1)
+     AND EXISTS (SELECT 1 FROM pg_policy p WHERE p.polname = v_tag)
+     AND NOT EXISTS (SELECT 1 FROM pg_policy p
+                      WHERE p.polname = 'sqlgroup unscoped ' || v_role) THEN
+    RETURN;
+  END IF;
   FOR v_policy IN
     SELECT p.polname, c.relname FROM pg_policy p
       JOIN pg_class c ON c.oid = p.polrelid
       JOIN pg_namespace n ON n.oid = c.relnamespace
      WHERE n.nspname = 'sqlgroup'
-       AND (p.polname = v_tag OR p.polname LIKE v_tag || ' %')
+       AND (p.polname = v_tag OR p.polname LIKE v_tag || ' %'
+            OR p.polname = 'sqlgroup unscoped ' || v_role)
   LOOP
     EXECUTE format('DROP POLICY %I ON sqlgroup.%I', v_policy.polname,
                    v_policy.relname);
   END LOOP;
   DELETE FROM sqlgroup.group_grants g
-   WHERE g.role_name = grant_groups.role_name AND g.kind = grant_groups.kind;
+   WHERE g.role_id = v_role AND g.kind = grant_groups.kind;
   IF coalesce(cardinality(patterns), 0) = 0 THEN
     RETURN;
   END IF;
-  INSERT INTO sqlgroup.group_grants (role_name, kind, group_pattern)
-  SELECT grant_groups.role_name, grant_groups.kind, p FROM unnest(patterns) p
+  IF NOT '*' = ANY (patterns)
+     AND (EXISTS (SELECT 1 FROM sqlgroup.group_grants g WHERE g.role_id = 0)
+          OR EXISTS (SELECT 1 FROM pg_policy p
+                      WHERE p.polname = 'sqlgroup unscoped 0')) THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state',
+      MESSAGE = format('PUBLIC may act on every group (privileges granted '
+        'to PUBLIC before schema 19), so scoping %s to groups would change '
+        'nothing: revoke PUBLIC''s privileges on the sqlgroup schema, delete '
+        'its rows (role_id 0) from sqlgroup.group_grants and drop the '
+        'policies named "sqlgroup unscoped 0", then grant again', role_name);
+  END IF;
+  INSERT INTO sqlgroup.group_grants (role_id, kind, group_pattern)
+  SELECT v_role, grant_groups.kind, p FROM unnest(patterns) p
   ON CONFLICT DO NOTHING;
   IF '*' = ANY (patterns) THEN
     v_in_group := 'true';
@@ -1202,6 +1228,27 @@ END
 $$;
 
 --
+-- Name: keep_heartbeats_forward(); Type: FUNCTION; Schema: sqlgroup; Owner: -
+--
+
+CREATE FUNCTION sqlgroup.keep_heartbeats_forward() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+  IF NOT pg_has_role(current_user,
+                     (SELECT n.nspowner FROM pg_namespace n
+                       WHERE n.nspname = 'sqlgroup'), 'USAGE') THEN
+    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
+      MESSAGE = format('role %s may not move the heartbeat of session %s '
+                       'back; a member only heartbeats forward',
+                       current_user, OLD.id);
+  END IF;
+  RETURN NEW;
+END
+$$;
+
+--
 -- Name: key_block(text); Type: FUNCTION; Schema: sqlgroup; Owner: -
 --
 
@@ -1408,26 +1455,41 @@ CREATE FUNCTION sqlgroup.require_grant(kind text, group_name text) RETURNS void
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+  v_has text;
 BEGIN
   IF (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user)
      OR pg_has_role(session_user,
                     (SELECT n.nspowner FROM pg_namespace n
-                      WHERE n.nspname = 'sqlgroup'), 'USAGE') THEN
+                      WHERE n.nspname = 'sqlgroup'), 'MEMBER') THEN
     RETURN;
   END IF;
   IF EXISTS (SELECT 1 FROM sqlgroup.group_grants g
-               JOIN pg_roles r ON r.rolname = g.role_name
               WHERE g.kind = require_grant.kind
-                AND require_grant.group_name LIKE sqlgroup.grant_like(g.group_pattern)
-                AND pg_has_role(session_user, r.oid, 'USAGE')) THEN
+                AND require_grant.group_name
+                    LIKE sqlgroup.grant_like(g.group_pattern)
+                AND CASE WHEN g.role_id = 0 THEN true
+                         WHEN EXISTS (SELECT 1 FROM pg_roles r
+                                       WHERE r.oid = g.role_id)
+                         THEN pg_has_role(session_user, g.role_id, 'MEMBER')
+                         ELSE false END) THEN
     RETURN;
   END IF;
+  -- A grant replaces the role's groups: the command keeps those it has.
+  v_has := (SELECT string_agg(' --group ' || g.group_pattern, ''
+                              ORDER BY g.group_pattern)
+              FROM sqlgroup.group_grants g
+              JOIN pg_roles r ON r.oid = g.role_id
+             WHERE r.rolname = session_user AND g.kind = require_grant.kind);
   RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
-    MESSAGE = format('role %s may not act as a %s of group %s; an owner of '
-                     'the sqlgroup schema can allow it with `sqlgroup grant '
-                     '--%s_role %s --group %s`',
-                     session_user, kind, coalesce(group_name, 'NULL'), kind,
-                     session_user, coalesce(group_name, 'NULL'));
+    MESSAGE = format('role %s may not act as %s %s of group %s; an owner '
+                     'of the sqlgroup schema can allow it with `sqlgroup '
+                     'grant --%s_role %s%s --group %s`',
+                     session_user,
+                     CASE WHEN kind = 'operator' THEN 'an' ELSE 'a' END,
+                     kind, coalesce(group_name, 'NULL'), kind,
+                     session_user, coalesce(v_has, ''),
+                     coalesce(group_name, 'NULL'));
 END
 $$;
 
@@ -1523,7 +1585,7 @@ COMMENT ON COLUMN sqlgroup.enqueue_keys.fingerprint IS 'SHA-256 of the items fir
 --
 
 CREATE TABLE sqlgroup.group_grants (
-    role_name name NOT NULL,
+    role_id oid NOT NULL,
     kind text NOT NULL,
     group_pattern text NOT NULL,
     granted_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
@@ -1671,7 +1733,7 @@ ALTER TABLE ONLY sqlgroup.enqueue_keys
 --
 
 ALTER TABLE ONLY sqlgroup.group_grants
-    ADD CONSTRAINT group_grants_pkey PRIMARY KEY (role_name, kind, group_pattern);
+    ADD CONSTRAINT group_grants_pkey PRIMARY KEY (role_id, kind, group_pattern);
 
 --
 -- Name: groups groups_pkey; Type: CONSTRAINT; Schema: sqlgroup; Owner: -
@@ -1795,6 +1857,12 @@ CREATE TRIGGER dead_items_hold AFTER INSERT OR UPDATE ON sqlgroup.dead_items FOR
 --
 
 CREATE TRIGGER dead_items_release AFTER DELETE ON sqlgroup.dead_items REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION sqlgroup.release_dead_keys();
+
+--
+-- Name: sessions keep_heartbeats_forward; Type: TRIGGER; Schema: sqlgroup; Owner: -
+--
+
+CREATE TRIGGER keep_heartbeats_forward BEFORE UPDATE OF heartbeated_at ON sqlgroup.sessions FOR EACH ROW WHEN ((new.heartbeated_at < old.heartbeated_at)) EXECUTE FUNCTION sqlgroup.keep_heartbeats_forward();
 
 --
 -- Name: sessions sessions_member_schema; Type: TRIGGER; Schema: sqlgroup; Owner: -

@@ -332,6 +332,19 @@ class SecurityTest(unittest.TestCase):
 
     def test_a_grant_without_group_is_every_group(self):
         self.assertIn("every group", self.fleet_grant)
+        # A SQLGROUP_GROUP meant for consume does not scope a grant, and an
+        # empty --group is refused rather than taken for every group.
+        env = dict(os.environ, SQLGROUP_GROUP="alpha")
+        r = subprocess.run([ARGS.cli, "grant", "--member_role", "fleet_member",
+                            "--dsn", self.admin], capture_output=True,
+                           text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("for every group", r.stdout)
+        r = subprocess.run([ARGS.cli, "grant", "--member_role", "fleet_member",
+                            "--group", "", "--dsn", self.admin],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--group names no group", r.stderr)
         self.seed()
         kind, template = ATTEMPTS["read the items"]
         for g in GROUPS:

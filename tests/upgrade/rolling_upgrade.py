@@ -17,12 +17,13 @@ this build's. On a private PostgreSQL 15, with the chaos suite's members
     against) and refuses 15, naming o0 and o1 and not n0, which recorded
     its version when told of schema 14;
  4. o1 stops gracefully: `migrate` still refuses, naming o0 only;
- 5. `migrate --force` applies 15 to 18 and fences o0: its session ends
+ 5. `migrate --force` applies 15 and on and fences o0: its session ends
     in the migration's transaction, it exits with the database's sentence,
     and no acknowledgement of it commits after the migration;
  6. rollback: the old binary started against the new schema refuses at once
     and never registers, while the new members go on;
- 7. a later contract migration (a 19th that accepts members from 19,
+ 7. a later contract migration (the next number, accepting members only
+    from itself,
     applied from a copy of sql/ with --migrations_dir) is refused naming
     the new members with their release, then forced while they are busy
     with a burst: they stop at once on the newer schema, none of their
@@ -203,17 +204,22 @@ class Upgrade:
             fail(f"{who} acknowledged {late} items after the fence")
 
     def future_migrations(self):
-        """This release's migrations and a 19th, a contract one that
-        changes nothing but the members it accepts."""
-        out = os.path.join(self.root, "sql-19")
+        """This release's migrations and the next, a contract one that
+        changes nothing but the members it accepts (self.future: its
+        number)."""
+        out = os.path.join(self.root, "sql-future")
         os.makedirs(out)
         sql = os.path.join(self.source, "sql")
+        versions = []
         for name in sorted(os.listdir(sql)):
             if re.match(r"^[0-9]{3}_.*\.sql$", name):
                 shutil.copy(os.path.join(sql, name), out)
-        with open(os.path.join(out, "019_future.sql"), "w") as f:
-            f.write("-- A test's contract migration.\n-- members-from: 19\n"
-                    "SELECT 1;\n")
+                versions.append(int(name[:3]))
+        self.future = max(versions) + 1
+        with open(os.path.join(out, f"{self.future:03d}_future.sql"),
+                  "w") as f:
+            f.write("-- A test's contract migration.\n"
+                    f"-- members-from: {self.future}\nSELECT 1;\n")
         return out
 
     def member_log(self, name):
@@ -336,7 +342,8 @@ class Upgrade:
                 self.dsn, check=False)
         for name in ("n0", "n1"):
             if f"(instance {name}), sqlgroup " not in r.stderr:
-                fail(f"migrate to 19 should name {name} with its release: "
+                fail(f"migrate to {self.future} should name {name} with its "
+                     "release: "
                      f"{r.stderr}")
         n_sessions = [row[0] for row in self.query(
             "SELECT id FROM sqlgroup.sessions WHERE instance IN "
@@ -347,17 +354,18 @@ class Upgrade:
             try:
                 code = self.members[name].proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
-                fail(f"{name} still runs 20 s after schema 19")
-            if code == 0 or "accepts only members that know schema 19" \
-                    not in self.member_log(name):
-                fail(f"{name} should stop on schema 19 (code {code})")
+                fail(f"{name} still runs 20 s after schema {self.future}")
+            if code == 0 or ("accepts only members that know schema "
+                             f"{self.future}") not in self.member_log(name):
+                fail(f"{name} should stop on schema {self.future} "
+                     f"(code {code})")
         self.check_fenced(n_sessions, "n0 and n1")
         left = int(self.scalar("SELECT count(*) FROM sqlgroup.items"))
         log(f"   both stopped, {left} items left waiting")
-        # Restored (schema 19's file changes nothing but the members it
+        # Restored (the future file changes nothing but the members it
         # accepts): members of this release drain what is left.
         self.query("DELETE FROM sqlgroup.schema_migrations "
-                   "WHERE version = 19")
+                   f"WHERE version = {self.future}")
         self.member(self.new, "n2")
         self.member(self.new, "n3")
 
