@@ -19,14 +19,16 @@
 -- sets (sqlgroup.session_secret) in the transaction that leaves. Expired
 -- sessions may be reaped by any member of the group, and a static
 -- member's session may be replaced by its instance (as Kafka's
--- group.instance.id fences the member it replaces). A dead letter may be
--- written only for an item of the group that exists (the statement that
--- moves it deletes it).
+-- group.instance.id fences the member it replaces); a trigger keeps a
+-- member from moving a heartbeat back to expire a live session. A dead
+-- letter may be written only for an item of the group that exists (the
+-- statement that moves it deletes it).
 --
 -- Expand: every role that held privileges on the schema before keeps them
--- for all groups (policies of `true`), so members, producers and
--- operators of 0.17 and 0.18 run on; their sessions have no secret and
--- may be ended by any member of their group, as before.
+-- for all groups (policies of `true`, named "sqlgroup unscoped OID", until
+-- `sqlgroup grant` replaces them), so members, producers and operators of
+-- 0.17 and 0.18 run on; their sessions have no secret and may be ended by
+-- any member of their group, as before.
 
 CREATE TABLE IF NOT EXISTS sqlgroup.group_grants (
   -- pg_roles.oid, as the policies name it (a renamed role keeps its

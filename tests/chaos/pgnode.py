@@ -20,6 +20,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 from server_process import demote_and_tie, free_port, server_user  # noqa: E402
 
 BIN = os.environ.get("SQLGROUP_PG_BIN", "/usr/lib/postgresql/15/bin")
+# The server binaries of other majors (scripts/fetch_postgres.sh) come
+# without psql; Debian's speaks to every one of them.
+PSQL = next((p for p in (os.path.join(BIN, "psql"),
+                         "/usr/lib/postgresql/15/bin/psql")
+             if os.path.exists(p)), "psql")
 def psql(port, sql, db="chaos", timeout=10, check=True):
     """Runs `sql` on 127.0.0.1:port; returns rows as lists of strings.
     With check, a failure raises; failing to connect is retried for a while
@@ -29,7 +34,7 @@ def psql(port, sql, db="chaos", timeout=10, check=True):
     while True:
         try:
             r = subprocess.run(
-                [os.path.join(BIN, "psql"), "-h", "127.0.0.1", "-p",
+                [PSQL, "-h", "127.0.0.1", "-p",
                  str(port), "-U", "postgres", "-d", db, "-X", "-q", "-A",
                  "-t", "-F", "\t", "-v", "ON_ERROR_STOP=1", "-c", sql],
                 capture_output=True, text=True, timeout=timeout,

@@ -29,7 +29,7 @@ import unittest
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "chaos"))
-from pgnode import BIN, PgNode, make_root, psql, scalar  # noqa: E402
+from pgnode import PSQL, PgNode, make_root, psql, scalar  # noqa: E402
 
 ARGS = None
 GROUPS = ("alpha", "beta")
@@ -283,7 +283,7 @@ class SecurityTest(unittest.TestCase):
         i = ids(group)
         sql = template.format(g=f"'{group}'", **i)
         r = subprocess.run(
-            [os.path.join(BIN, "psql"), "-X", "-A", "-t", "-v",
+            [PSQL, "-X", "-A", "-t", "-v",
              "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose", "-h", "127.0.0.1",
              "-p", str(self.node.port),
              "-U", role, "-d", "chaos", "-c", "BEGIN", "-c", sql, "-c",
@@ -383,7 +383,7 @@ class SecurityTest(unittest.TestCase):
 
         def run(role, sql):
             r = subprocess.run(
-                [os.path.join(BIN, "psql"), "-X", "-A", "-t", "-v",
+                [PSQL, "-X", "-A", "-t", "-v",
                  "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p",
                  str(self.node.port), "-U", role, "-d", "upgrade", "-c", sql],
                 capture_output=True, text=True, timeout=30)
