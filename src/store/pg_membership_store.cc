@@ -23,26 +23,31 @@ auto OnConnection(const std::function<pqxx::connection*()>& get,
   return statement(*conn);
 }
 
+// `r`, unless NOT_FOUND for a group that is only hidden from the role
+// (its groups changed while the member ran): then the refusal that names
+// the grant, which stops the member.
+template <typename T>
+absl::StatusOr<T> HiddenOrGone(pqxx::connection& c, const std::string& group,
+                               absl::StatusOr<T> r) {
+  if (!absl::IsNotFound(r.status())) return r;
+  return MissingOrNotGranted(c, "member", group, r.status());
+}
+
 }  // namespace
 
 absl::StatusOr<GroupSettings> PgMembershipStore::ReadGroup(
     const std::string& group) {
   return OnConnection(connection_, [&](pqxx::connection& c) {
-    return store::ReadGroup(c, group);
+    return HiddenOrGone(c, group, store::ReadGroup(c, group));
   });
 }
 
 absl::StatusOr<Registered> PgMembershipStore::RegisterSession(
     const std::string& group, const SessionInfo& info, bool notify) {
-  absl::StatusOr<Registered> registered = OnConnection(
-      connection_, [&](pqxx::connection& c) -> absl::StatusOr<Registered> {
-        absl::StatusOr<Registered> r =
-            store::RegisterSession(c, group, info, notify);
-        // Hidden, not gone: the role's groups changed while it ran.
-        if (absl::IsNotFound(r.status())) {
-          return MissingOrNotGranted(c, "member", group, r.status());
-        }
-        return r;
+  absl::StatusOr<Registered> registered =
+      OnConnection(connection_, [&](pqxx::connection& c) {
+        return HiddenOrGone(c, group,
+                            store::RegisterSession(c, group, info, notify));
       });
   if (registered.ok() && !info.secret.empty()) {
     absl::MutexLock lock(&mu_);
@@ -75,7 +80,7 @@ absl::StatusOr<std::vector<std::string>> PgMembershipStore::ReapExpired(
 absl::StatusOr<GroupView> PgMembershipStore::ReadGroupView(
     const std::string& group, const std::string& session) {
   return OnConnection(connection_, [&](pqxx::connection& c) {
-    return store::ReadGroupView(c, group, session);
+    return HiddenOrGone(c, group, store::ReadGroupView(c, group, session));
   });
 }
 

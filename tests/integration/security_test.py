@@ -422,6 +422,35 @@ class SecurityTest(unittest.TestCase):
                 "sqlgroup grant --operator_role alpha_operator --group alpha "
                 "--group beta", err)
 
+    def test_a_member_whose_grant_is_narrowed_stops_and_says_why(self):
+        psql(self.node.port, "CREATE ROLE mover LOGIN")
+        self.cli_ok("grant", "--member_role", "mover", "--group", "alpha",
+                    dsn=self.admin)
+        member = subprocess.Popen(
+            [ARGS.cli, "consume", "--group", "alpha", "--handler", "noop",
+             "--metrics_addr", "", "--dsn", self.dsn("mover")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.time() + 30
+            while time.time() < deadline and scalar(
+                    self.node.port, "SELECT count(*) FROM sqlgroup.sessions s "
+                    "JOIN pg_stat_activity a ON a.usename = 'mover' "
+                    "WHERE s.group_name = 'alpha'") == "0":
+                time.sleep(0.2)
+            self.cli_ok("grant", "--member_role", "mover", "--group", "beta",
+                        dsn=self.admin)
+            err = member.communicate(timeout=60)[1]
+        finally:
+            if member.poll() is None:
+                member.kill()
+        self.assertEqual(member.returncode, 1, err)
+        self.assertIn("role mover may not act as a member of group alpha", err)
+        self.assertIn("sqlgroup grant --member_role mover --group beta "
+                      "--group alpha", err)
+        # Its session, hidden from it now, waits for a reap: not the
+        # other tests' business.
+        self.as_admin("DELETE FROM sqlgroup.sessions")
+
     def test_a_member_and_a_producer_of_their_group(self):
         self.as_admin("DELETE FROM sqlgroup.items; "
                       "DELETE FROM sqlgroup.sessions")
