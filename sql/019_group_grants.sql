@@ -122,6 +122,7 @@ DECLARE
   v_policy record;
   v_likes text[];
   v_table text;
+  v_wider text;
   -- The row's group, one condition per column name.
   v_in_group text;
   v_group_named text;
@@ -184,6 +185,32 @@ BEGIN
         'nothing: revoke PUBLIC''s privileges on the sqlgroup schema, delete '
         'its rows (role_id 0) from sqlgroup.group_grants and drop the '
         'policies named "sqlgroup unscoped 0", then grant again', role_name);
+  END IF;
+  -- Nor when the role has every group anyway: row-level security does not
+  -- bind it, or it is a member of a role that has every group.
+  IF NOT '*' = ANY (patterns) THEN
+    v_wider := (SELECT string_agg(w, '; ') FROM (
+      SELECT 'it is a superuser or has BYPASSRLS' AS w FROM pg_roles r
+       WHERE r.oid = v_role AND (r.rolsuper OR r.rolbypassrls)
+      UNION ALL
+      SELECT 'it is a member of the sqlgroup schema''s owner'
+       WHERE pg_has_role(v_role, (SELECT n.nspowner FROM pg_namespace n
+                                   WHERE n.nspname = 'sqlgroup'), 'MEMBER')
+      UNION ALL
+      SELECT DISTINCT format('it is a member of role %s, which has every '
+                             'group', r.rolname)
+        FROM pg_roles r
+       WHERE r.oid <> v_role AND pg_has_role(v_role, r.oid, 'MEMBER')
+         AND (EXISTS (SELECT 1 FROM sqlgroup.group_grants g
+                       WHERE g.role_id = r.oid AND g.group_pattern = '*')
+              OR EXISTS (SELECT 1 FROM pg_policy p
+                          WHERE p.polname = 'sqlgroup unscoped ' || r.oid)))
+      w);
+    IF v_wider IS NOT NULL THEN
+      RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state',
+        MESSAGE = format('scoping %s to groups would change nothing: %s; '
+                         'grant a role that is not', role_name, v_wider);
+    END IF;
   END IF;
   INSERT INTO sqlgroup.group_grants (role_id, kind, group_pattern)
   SELECT v_role, grant_groups.kind, p FROM unnest(patterns) p
@@ -286,6 +313,16 @@ BEGIN
                         ELSE quote_ident((SELECT rolname FROM pg_roles
                                            WHERE oid = r.grantee)) END);
   END LOOP;
+  -- Holders of pg_read_all_data (monitoring, backups) read every row, as
+  -- they did before.
+  FOR r IN SELECT unnest(ARRAY['groups', 'sessions', 'session_parts',
+                               'items', 'dead_items', 'ownership_log',
+                               'pauses', 'enqueue_keys']) AS relname
+  LOOP
+    EXECUTE format('CREATE POLICY %I ON sqlgroup.%I FOR SELECT TO '
+                   'pg_read_all_data USING (true)', 'sqlgroup read all data',
+                   r.relname);
+  END LOOP;
   INSERT INTO sqlgroup.group_grants (role_id, kind, group_pattern)
   SELECT DISTINCT k.grantee, k.kind, '*' FROM (
     SELECT 'member' AS kind, (aclexplode(c.relacl)).* FROM pg_class c
@@ -294,20 +331,30 @@ BEGIN
     SELECT 'producer', (aclexplode(c.relacl)).* FROM pg_class c
      WHERE c.oid = 'sqlgroup.items'::regclass
     UNION ALL
-    SELECT 'producer', (aclexplode(p.proacl)).* FROM pg_proc p
-     WHERE p.oid = 'sqlgroup.enqueue(text, text, bytea, interval)'::regprocedure
-    UNION ALL
-    SELECT 'operator', (aclexplode(p.proacl)).* FROM pg_proc p
-     WHERE p.oid = 'sqlgroup.pause(text, text)'::regprocedure) k
+    -- Each function that checks the grant now, by the kind it checks.
+    SELECT CASE WHEN p.proname = 'dead_expire' THEN 'member'
+                WHEN p.proname LIKE '%enqueue%' THEN 'producer'
+                ELSE 'operator' END,
+           (aclexplode(p.proacl)).*
+      FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+     WHERE n.nspname = 'sqlgroup'
+       AND p.proname IN ('dead_expire', 'enqueue', 'enqueue_many',
+                         'claim_enqueue_key', 'forget_enqueue_key',
+                         'dead_list', 'dead_show', 'dead_requeue',
+                         'dead_purge', 'items_list', 'items_show',
+                         'items_cancel', 'pause', 'resume')) k
   WHERE k.grantee <> v_owner
     AND k.privilege_type IN ('INSERT', 'EXECUTE')
   ON CONFLICT DO NOTHING;
 END
 $$;
 
--- A member may not move a session's heartbeat back: that would expire a
--- live session of another member, which its policy would then let it
--- delete. Only a role with the owner's rights may (tests age sessions).
+-- A heartbeat written by a member lies between the session's last one
+-- and now: set back, it would expire a live session of another member,
+-- which the policy would then let it delete; set ahead, the victim's own
+-- heartbeats would not count until then. Clamped, not refused: an error
+-- would stop a member whose database clock stepped back. Roles with the
+-- owner's rights are not clamped (tests age sessions).
 CREATE OR REPLACE FUNCTION sqlgroup.keep_heartbeats_forward()
   RETURNS trigger
   LANGUAGE plpgsql
@@ -317,17 +364,17 @@ BEGIN
   IF NOT pg_has_role(current_user,
                      (SELECT n.nspowner FROM pg_namespace n
                        WHERE n.nspname = 'sqlgroup'), 'USAGE') THEN
-    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
-      MESSAGE = format('role %s may not move the heartbeat of session %s '
-                       'back; a member only heartbeats forward',
-                       current_user, OLD.id);
+    NEW.heartbeated_at := least(greatest(NEW.heartbeated_at,
+                                         OLD.heartbeated_at),
+                                clock_timestamp());
   END IF;
   RETURN NEW;
 END
 $fn$;
 CREATE OR REPLACE TRIGGER keep_heartbeats_forward
   BEFORE UPDATE OF heartbeated_at ON sqlgroup.sessions
-  FOR EACH ROW WHEN (NEW.heartbeated_at < OLD.heartbeated_at)
+  FOR EACH ROW WHEN (NEW.heartbeated_at < OLD.heartbeated_at
+                     OR NEW.heartbeated_at > clock_timestamp())
   EXECUTE FUNCTION sqlgroup.keep_heartbeats_forward();
 
 ALTER TABLE sqlgroup.groups ENABLE ROW LEVEL SECURITY;

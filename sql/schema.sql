@@ -833,6 +833,7 @@ DECLARE
   v_policy record;
   v_likes text[];
   v_table text;
+  v_wider text;
   -- The row's group, one condition per column name.
   v_in_group text;
   v_group_named text;
@@ -895,6 +896,32 @@ BEGIN
         'nothing: revoke PUBLIC''s privileges on the sqlgroup schema, delete '
         'its rows (role_id 0) from sqlgroup.group_grants and drop the '
         'policies named "sqlgroup unscoped 0", then grant again', role_name);
+  END IF;
+  -- Nor when the role has every group anyway: row-level security does not
+  -- bind it, or it is a member of a role that has every group.
+  IF NOT '*' = ANY (patterns) THEN
+    v_wider := (SELECT string_agg(w, '; ') FROM (
+      SELECT 'it is a superuser or has BYPASSRLS' AS w FROM pg_roles r
+       WHERE r.oid = v_role AND (r.rolsuper OR r.rolbypassrls)
+      UNION ALL
+      SELECT 'it is a member of the sqlgroup schema''s owner'
+       WHERE pg_has_role(v_role, (SELECT n.nspowner FROM pg_namespace n
+                                   WHERE n.nspname = 'sqlgroup'), 'MEMBER')
+      UNION ALL
+      SELECT DISTINCT format('it is a member of role %s, which has every '
+                             'group', r.rolname)
+        FROM pg_roles r
+       WHERE r.oid <> v_role AND pg_has_role(v_role, r.oid, 'MEMBER')
+         AND (EXISTS (SELECT 1 FROM sqlgroup.group_grants g
+                       WHERE g.role_id = r.oid AND g.group_pattern = '*')
+              OR EXISTS (SELECT 1 FROM pg_policy p
+                          WHERE p.polname = 'sqlgroup unscoped ' || r.oid)))
+      w);
+    IF v_wider IS NOT NULL THEN
+      RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state',
+        MESSAGE = format('scoping %s to groups would change nothing: %s; '
+                         'grant a role that is not', role_name, v_wider);
+    END IF;
   END IF;
   INSERT INTO sqlgroup.group_grants (role_id, kind, group_pattern)
   SELECT v_role, grant_groups.kind, p FROM unnest(patterns) p
@@ -1239,10 +1266,9 @@ BEGIN
   IF NOT pg_has_role(current_user,
                      (SELECT n.nspowner FROM pg_namespace n
                        WHERE n.nspname = 'sqlgroup'), 'USAGE') THEN
-    RAISE EXCEPTION USING ERRCODE = 'insufficient_privilege',
-      MESSAGE = format('role %s may not move the heartbeat of session %s '
-                       'back; a member only heartbeats forward',
-                       current_user, OLD.id);
+    NEW.heartbeated_at := least(greatest(NEW.heartbeated_at,
+                                         OLD.heartbeated_at),
+                                clock_timestamp());
   END IF;
   RETURN NEW;
 END
@@ -1862,7 +1888,7 @@ CREATE TRIGGER dead_items_release AFTER DELETE ON sqlgroup.dead_items REFERENCIN
 -- Name: sessions keep_heartbeats_forward; Type: TRIGGER; Schema: sqlgroup; Owner: -
 --
 
-CREATE TRIGGER keep_heartbeats_forward BEFORE UPDATE OF heartbeated_at ON sqlgroup.sessions FOR EACH ROW WHEN ((new.heartbeated_at < old.heartbeated_at)) EXECUTE FUNCTION sqlgroup.keep_heartbeats_forward();
+CREATE TRIGGER keep_heartbeats_forward BEFORE UPDATE OF heartbeated_at ON sqlgroup.sessions FOR EACH ROW WHEN (((new.heartbeated_at < old.heartbeated_at) OR (new.heartbeated_at > clock_timestamp()))) EXECUTE FUNCTION sqlgroup.keep_heartbeats_forward();
 
 --
 -- Name: sessions sessions_member_schema; Type: TRIGGER; Schema: sqlgroup; Owner: -
@@ -1945,6 +1971,54 @@ ALTER TABLE sqlgroup.session_parts ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE sqlgroup.sessions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: dead_items sqlgroup read all data; Type: POLICY; Schema: sqlgroup; Owner: -
+--
+
+CREATE POLICY "sqlgroup read all data" ON sqlgroup.dead_items FOR SELECT TO pg_read_all_data USING (true);
+
+--
+-- Name: enqueue_keys sqlgroup read all data; Type: POLICY; Schema: sqlgroup; Owner: -
+--
+
+CREATE POLICY "sqlgroup read all data" ON sqlgroup.enqueue_keys FOR SELECT TO pg_read_all_data USING (true);
+
+--
+-- Name: groups sqlgroup read all data; Type: POLICY; Schema: sqlgroup; Owner: -
+--
+
+CREATE POLICY "sqlgroup read all data" ON sqlgroup.groups FOR SELECT TO pg_read_all_data USING (true);
+
+--
+-- Name: items sqlgroup read all data; Type: POLICY; Schema: sqlgroup; Owner: -
+--
+
+CREATE POLICY "sqlgroup read all data" ON sqlgroup.items FOR SELECT TO pg_read_all_data USING (true);
+
+--
+-- Name: ownership_log sqlgroup read all data; Type: POLICY; Schema: sqlgroup; Owner: -
+--
+
+CREATE POLICY "sqlgroup read all data" ON sqlgroup.ownership_log FOR SELECT TO pg_read_all_data USING (true);
+
+--
+-- Name: pauses sqlgroup read all data; Type: POLICY; Schema: sqlgroup; Owner: -
+--
+
+CREATE POLICY "sqlgroup read all data" ON sqlgroup.pauses FOR SELECT TO pg_read_all_data USING (true);
+
+--
+-- Name: session_parts sqlgroup read all data; Type: POLICY; Schema: sqlgroup; Owner: -
+--
+
+CREATE POLICY "sqlgroup read all data" ON sqlgroup.session_parts FOR SELECT TO pg_read_all_data USING (true);
+
+--
+-- Name: sessions sqlgroup read all data; Type: POLICY; Schema: sqlgroup; Owner: -
+--
+
+CREATE POLICY "sqlgroup read all data" ON sqlgroup.sessions FOR SELECT TO pg_read_all_data USING (true);
 
 --
 -- PostgreSQL database dump complete

@@ -553,9 +553,13 @@ absl::Status LeaveSession(pqxx::connection& conn, const std::string& group,
       tx.exec_params("SELECT set_config('sqlgroup.session_secret', $1, true)",
                      secret);
     }
-    // None deleted: reaped already (it was silent past its TTL).
-    tx.exec_params("DELETE FROM sqlgroup.sessions WHERE id = $1::uuid",
-                   session);
+    // None deleted: reaped already (its history says so), or hidden from
+    // a role no longer granted the group. Either way not a leave.
+    if (tx.exec_params("DELETE FROM sqlgroup.sessions WHERE id = $1::uuid",
+                       session)
+            .affected_rows() == 0) {
+      return;
+    }
     ReleaseSessionHistory(tx, session, "leave");
     if (notify) Notify(tx, MembershipChanged(group));
     tx.commit();

@@ -51,7 +51,11 @@ absl::StatusOr<Registered> PgMembershipStore::RegisterSession(
       });
   if (registered.ok() && !info.secret.empty()) {
     absl::MutexLock lock(&mu_);
-    secrets_[registered->session] = info.secret;
+    // One live session per group: an earlier one of the group was lost.
+    std::erase_if(secrets_, [&](const auto& entry) {
+      return entry.second.group == group;
+    });
+    secrets_[registered->session] = {group, info.secret};
   }
   return registered;
 }
@@ -132,7 +136,7 @@ absl::Status PgMembershipStore::LeaveSession(const std::string& group,
   {
     absl::MutexLock lock(&mu_);
     const auto it = secrets_.find(session);
-    if (it != secrets_.end()) secret = it->second;
+    if (it != secrets_.end()) secret = it->second.secret;
   }
   absl::Status left = OnConnection(connection_, [&](pqxx::connection& c) {
     return store::LeaveSession(c, group, session, notify, secret);

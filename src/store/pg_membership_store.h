@@ -62,7 +62,11 @@ class PgMembershipStore : public MembershipStore {
   absl::Mutex mu_;
   // The secrets of the sessions this store registered, by session id: a
   // member of a role scoped to groups needs its session's to leave.
-  std::map<std::string, std::string> secrets_ ABSL_GUARDED_BY(mu_);
+  struct Secret {
+    std::string group;
+    std::string secret;
+  };
+  std::map<std::string, Secret> secrets_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace sqlgroup::store

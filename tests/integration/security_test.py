@@ -66,9 +66,15 @@ ATTEMPTS = {
     "heartbeat a session":
         ("rows", "UPDATE sqlgroup.sessions SET heartbeated_at = "
                  "clock_timestamp() + interval '1 day' WHERE id = '{live}'"),
-    "move a live session's heartbeat back (to reap it)":
+    "move a live session's heartbeat back, then reap it":
         ("rows", "UPDATE sqlgroup.sessions SET heartbeated_at = '-infinity' "
+                 "WHERE id = '{live}'; DELETE FROM sqlgroup.sessions "
                  "WHERE id = '{live}'"),
+    "move a live session's heartbeat ahead (its own would not count)":
+        ("rows", "UPDATE sqlgroup.sessions SET heartbeated_at = 'infinity' "
+                 "WHERE id = '{live}'; SELECT count(*) FROM sqlgroup.sessions "
+                 "WHERE id = '{live}' AND heartbeated_at > clock_timestamp() "
+                 "+ interval '1 hour'"),
     "end another live session":
         ("rows", "DELETE FROM sqlgroup.sessions WHERE id = '{live}'"),
     "end a live session knowing its secret":
@@ -359,8 +365,11 @@ class SecurityTest(unittest.TestCase):
         0.18 (no policies), migrated to 19: both go on in every group,
         until a grant scopes them."""
         psql(self.node.port, "CREATE DATABASE upgrade", db="postgres")
-        for role in ("old_member", "old_producer"):
+        for role in ("old_member", "old_producer", "old_lister", "inner",
+                     "reader"):
             psql(self.node.port, f"CREATE ROLE {role} LOGIN", db="postgres")
+        psql(self.node.port, "GRANT old_member TO inner; "
+             "GRANT pg_read_all_data TO reader", db="postgres")
         dsn = f"host=127.0.0.1 port={self.node.port} dbname=upgrade " \
               "user=postgres"
         eighteen = os.path.join(self.root, "migrations-18")
@@ -377,6 +386,10 @@ class SecurityTest(unittest.TestCase):
                     if "grant_groups" not in line and
                     "require_grant" not in line).replace(':"role"', role)
             psql(self.node.port, grants, db="upgrade")
+        # One operation only, granted by hand.
+        psql(self.node.port, "GRANT USAGE ON SCHEMA sqlgroup TO old_lister; "
+             "GRANT EXECUTE ON FUNCTION sqlgroup.dead_list(text, text, text, "
+             "timestamptz, integer) TO old_lister", db="upgrade")
         for g in GROUPS:
             self.cli_ok("group", "create", g, dsn=dsn)
         self.cli_ok("migrate", dsn=dsn)
@@ -394,6 +407,17 @@ class SecurityTest(unittest.TestCase):
         items = "SELECT count(*) FROM sqlgroup.items WHERE group_name = "
         for g in GROUPS:
             self.assertEqual(run("old_member", f"{items}'{g}'"), "1", g)
+            self.assertEqual(run("reader", f"{items}'{g}'"), "1", g)
+            self.assertEqual(run("old_lister", "SELECT count(*) FROM "
+                                 f"sqlgroup.dead_list('{g}')"), "0", g)
+        # Scoping a member of a role that has every group changes nothing:
+        # refused, saying why.
+        r = subprocess.run([ARGS.cli, "grant", "--member_role", "inner",
+                            "--group", "alpha", "--dsn", dsn],
+                           capture_output=True, text=True, timeout=60)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("member of role old_member, which has every group",
+                      r.stderr)
         self.cli_ok("grant", "--member_role", "old_member", "--group", "alpha",
                     dsn=dsn)
         self.assertEqual(run("old_member", f"{items}'alpha'"), "1")
