@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <regex>
 #include <vector>
 
@@ -93,38 +94,41 @@ std::vector<std::string> MaskedPasswords(std::string_view dsn) {
   return out;
 }
 
-// The passwords libpq reads from `dsn`; false when it cannot parse it.
-bool ParsedPasswords(std::string_view dsn, std::vector<std::string>* out) {
+// Calls `each(keyword, value)` for every option libpq reads from `dsn`
+// with a value; false (and no call) when it cannot parse it.
+bool ForEachOption(
+    std::string_view dsn,
+    const std::function<void(std::string_view, const char*)>& each) {
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(std::string(dsn).c_str(), &error);
   PQfreemem(error);
   if (options == nullptr) return false;
   for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
-    const std::string_view keyword = o->keyword;
-    if ((keyword == "password" || keyword == "sslpassword") &&
-        o->val != nullptr && *o->val != '\0') {
-      out->push_back(o->val);
-    }
+    if (o->val != nullptr) each(o->keyword, o->val);
   }
   PQconninfoFree(options);
-  std::sort(out->begin(), out->end());
   return true;
+}
+
+// The passwords libpq reads from `dsn`; false when it cannot parse it.
+bool ParsedPasswords(std::string_view dsn, std::vector<std::string>* out) {
+  const bool parsed = ForEachOption(dsn, [&](std::string_view keyword,
+                                             const char* value) {
+    if ((keyword == "password" || keyword == "sslpassword") && *value != '\0') {
+      out->push_back(value);
+    }
+  });
+  std::sort(out->begin(), out->end());
+  return parsed;
 }
 
 }  // namespace
 
 std::string RoleOfDsn(std::string_view dsn) {
-  char* error = nullptr;
-  PQconninfoOption* options = PQconninfoParse(std::string(dsn).c_str(), &error);
-  PQfreemem(error);
   std::string user;
-  for (PQconninfoOption* o = options; o != nullptr && o->keyword != nullptr;
-       ++o) {
-    if (std::string_view(o->keyword) == "user" && o->val != nullptr) {
-      user = o->val;
-    }
-  }
-  PQconninfoFree(options);
+  ForEachOption(dsn, [&](std::string_view keyword, const char* value) {
+    if (keyword == "user") user = value;
+  });
   if (!user.empty()) return user;
   if (const char* env = std::getenv("PGUSER"); env != nullptr && *env) {
     return env;

@@ -56,15 +56,19 @@ constexpr char kReadDeadLetterPolicies[] =
 // sqlgroup V". The members that run now: one of an older release that
 // joins later is not refused (the rolling upgrade's order, docs/
 // UPGRADING.md, keeps them out).
-constexpr char kOldMembers[] =
-    "SELECT coalesce(s.instance, 'a member') || ' (host ' || "
-    "coalesce(s.host, '?') || ' pid ' || coalesce(s.pid::text, '?') || "
-    "'), ' || coalesce('sqlgroup ' || s.member_version, "
-    "'a release before 0.15') "
-    "FROM sqlgroup.sessions s JOIN sqlgroup.groups g ON g.name = "
-    "s.group_name WHERE s.group_name = $1 "
-    "AND s.heartbeated_at > clock_timestamp() - g.session_ttl "
-    "AND coalesce(s.member_schema, 0) < 18 ORDER BY 1";
+const std::string& OldMembersSql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "SELECT coalesce(s.instance, 'a member') || ' (host ' || "
+      "coalesce(s.host, '?') || ' pid ' || coalesce(s.pid::text, '?') || "
+      "'), ' || coalesce('sqlgroup ' || s.member_version, "
+      "'a release before 0.15') "
+      "FROM sqlgroup.sessions s JOIN sqlgroup.groups g ON g.name = "
+      "s.group_name WHERE s.group_name = $1 "
+      "AND s.heartbeated_at > clock_timestamp() - g.session_ttl "
+      "AND coalesce(s.member_schema, 0) < ",
+      internal::kDeadRetentionFrom, " ORDER BY 1"));
+  return *kSql;
+}
 
 // $1 name. Lifts the group's holds (the pauses by "on_dead hold").
 constexpr char kLiftHolds[] =
@@ -236,7 +240,7 @@ absl::Status UpdateOnDead(DbConnection& db, const std::string& name,
                   .affected_rows() == 1;
     if (!updated) return;
     if (on_dead == OnDead::kHold) {
-      for (const pqxx::row& row : tx.exec_params(kOldMembers, name)) {
+      for (const pqxx::row& row : tx.exec_params(OldMembersSql(), name)) {
         old.push_back(row[0].as<std::string>());
       }
       if (!old.empty()) return;  // rolled back
