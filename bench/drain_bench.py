@@ -68,6 +68,17 @@ def drain(sql, left_sql, items, procs, what):
         time.sleep(0.01)
 
 
+def stop_all(procs):
+    """SIGTERM to every process, then waits up to 60 s for each."""
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
 def drain_one(args, cli, modules, dsn, sql, system, rep, log):
     """Enqueues --items for `system`, starts it and times its drain."""
     procs = []
@@ -101,13 +112,7 @@ def drain_one(args, cli, modules, dsn, sql, system, rep, log):
     try:
         items, seconds = drain(sql, left, args.items, procs, system)
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
     return {"bench": "drain", "rep": rep, "system": system, "items": items,
             "seconds": round(seconds, 3),
             "items_per_s": round(items / seconds)}

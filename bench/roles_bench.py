@@ -22,7 +22,6 @@ Usage: bench/roles_bench.py --cli build/sqlgroup [--reps 5] [--items 20000]
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from drain_bench import drain  # noqa: E402
+from drain_bench import drain, stop_all  # noqa: E402
 from members_bench import Psql  # noqa: E402
 from private_pg import private_postgres  # noqa: E402
 
@@ -75,13 +74,7 @@ def run_path(args, dsn, psql, path, rep, log):
                 f"'{group}'")
         items, seconds = drain(psql.sql, left, args.items, procs, group)
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
     return {"bench": "roles", "rep": rep, "path": path,
             "enqueue_items_per_s": round(args.items / enqueue_s),
             "drain_items": items, "drain_seconds": round(seconds, 3),

@@ -284,16 +284,21 @@ class SecurityTest(unittest.TestCase):
                 f"idempotency_key, ids) VALUES ('{g}', 'k1', '{{}}')"]
         self.as_admin("; ".join(stmts))
 
+    def psql_as(self, role, db, *statements):
+        """psql as `role`, each statement its own -c, stopping at the first
+        error (reported with its SQLSTATE)."""
+        argv = [PSQL, "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-v",
+                "VERBOSITY=verbose", "-h", "127.0.0.1", "-p",
+                str(self.node.port), "-U", role, "-d", db]
+        for s in statements:
+            argv += ["-c", s]
+        return subprocess.run(argv, capture_output=True, text=True,
+                              timeout=30)
+
     def attempt(self, role, group, kind, template):
         """True when `role` may do it in `group` (see the module's doc)."""
-        i = ids(group)
-        sql = template.format(g=f"'{group}'", **i)
-        r = subprocess.run(
-            [PSQL, "-X", "-A", "-t", "-v",
-             "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose", "-h", "127.0.0.1",
-             "-p", str(self.node.port),
-             "-U", role, "-d", "chaos", "-c", "BEGIN", "-c", sql, "-c",
-             "ROLLBACK"], capture_output=True, text=True, timeout=30)
+        sql = template.format(g=f"'{group}'", **ids(group))
+        r = self.psql_as(role, "chaos", "BEGIN", sql, "ROLLBACK")
         if r.returncode != 0:
             # A refusal is insufficient_privilege: a missing privilege, a
             # policy's WITH CHECK, a function's or a trigger's refusal.
@@ -395,11 +400,7 @@ class SecurityTest(unittest.TestCase):
         self.cli_ok("migrate", dsn=dsn)
 
         def run(role, sql):
-            r = subprocess.run(
-                [PSQL, "-X", "-A", "-t", "-v",
-                 "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p",
-                 str(self.node.port), "-U", role, "-d", "upgrade", "-c", sql],
-                capture_output=True, text=True, timeout=30)
+            r = self.psql_as(role, "upgrade", sql)
             return r.stdout.strip() if r.returncode == 0 else r.stderr
         for g in GROUPS:
             run("old_producer", f"SELECT sqlgroup.enqueue('{g}', NULL, "
