@@ -59,7 +59,7 @@ void PartScheduler::Left(int part) {
 }
 
 void PartScheduler::DropOffered(Entry& e) {
-  for (const Item& item : e.offered) e.keys.erase(BlockOf(item));
+  for (const Entry::Offered& o : e.offered) e.keys.erase(BlockOf(o.item));
   e.offered.clear();
 }
 
@@ -398,7 +398,8 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
       task.range = e.range;
       if (!e.offered.empty()) {
         task.kind = PartTask::Kind::kItem;
-        task.item = std::move(e.offered.front());
+        task.item = std::move(e.offered.front().item);
+        task.claimed_at = e.offered.front().claimed_at;
         e.offered.pop_front();
         ++in_flight_[part];
         // The rest, or the next claim, behind the other parts' turns.
@@ -411,6 +412,7 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
       task.cursor = e.cursor;
       task.turn = e.turn;
       task.claimed = std::move(e.claimed);
+      task.claimed_at = e.claimed_at;
       e.claimed.clear();
       task.finished = e.finished;
       task.busy_keys.assign(e.keys.begin(), e.keys.end());
@@ -445,7 +447,8 @@ PartScheduler::Entry* PartScheduler::Returned(int part, int64_t epoch) {
 
 void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
                                 Uuid128 next_cursor, int turn,
-                                std::vector<Item> claimed) {
+                                std::vector<Item> claimed,
+                                absl::Time claimed_at) {
   absl::MutexLock lock(&mu_);
   Entry* entry = Returned(part, epoch);
   if (entry == nullptr) return;
@@ -453,7 +456,10 @@ void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
   e.claiming = false;
   e.cursor = next_cursor;
   e.turn = turn;
-  if (!e.revoked) e.claimed = std::move(claimed);
+  if (!e.revoked) {
+    e.claimed = std::move(claimed);
+    e.claimed_at = claimed_at;
+  }
   if (found || e.claim_again) {
     if (found) NoteWork(absl::Now());
     Enqueue(part, e);
@@ -461,7 +467,8 @@ void PartScheduler::FinishClaim(int part, int64_t epoch, bool found,
 }
 
 size_t PartScheduler::Offer(int part, int64_t epoch, uint64_t finished,
-                            std::vector<Item> items, Uuid128 next_cursor) {
+                            std::vector<Item> items, Uuid128 next_cursor,
+                            absl::Time claimed_at) {
   absl::MutexLock lock(&mu_);
   Entry* entry = Returned(part, epoch);
   if (entry == nullptr) return 0;
@@ -478,7 +485,7 @@ size_t PartScheduler::Offer(int part, int64_t epoch, uint64_t finished,
     // next claim already, unless it asked the part to wait (a broken ack).
     if (done != e.finished_at.end() && done->second > finished) continue;
     if (!e.keys.insert(key).second) continue;  // with a worker already
-    e.offered.push_back(std::move(item));
+    e.offered.push_back({std::move(item), claimed_at});
     ++taken;
   }
   // Only claims handed out before a key finished need to know; none is out.

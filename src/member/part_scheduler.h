@@ -55,6 +55,9 @@ struct PartTask {
   // from `cursor` by the last batch's ack), when there is one.
   std::vector<Item> claimed;
   Item item;
+  // When `item` (kItem) or `claimed` (kClaim) was read: items that waited
+  // past kClaimFreshFor are read again before a handler gets them.
+  absl::Time claimed_at = absl::InfinitePast();
   // kProbe: the idle parts to look at; kMeasureLag: every owned part.
   std::vector<int> probe_parts;
   // kMeasureLag: this member reports the group's dead letters and pauses
@@ -139,9 +142,11 @@ class PartScheduler {
   // part stays in the rotation) or not (it goes idle). `turn`: the next
   // claim's PartTask::turn. `claimed`: the part's next batch, read from
   // `next_cursor` already, for the part's next claim task to start on
-  // (dropped should the part be revoked first: a claim writes nothing).
+  // (dropped should the part be revoked first: a claim writes nothing),
+  // read at `claimed_at`.
   void FinishClaim(int part, int64_t epoch, bool found, Uuid128 next_cursor,
-                   int turn = 0, std::vector<Item> claimed = {});
+                   int turn = 0, std::vector<Item> claimed = {},
+                   absl::Time claimed_at = absl::InfinitePast());
 
   // Per-key order with a handler of single items: instead of handling its
   // claim itself, the worker offers the claimed heads here, and they go to
@@ -151,8 +156,10 @@ class PartScheduler {
   // `finished` (the claim may have read it before its ack committed), is
   // left for a later claim. Ends the claim task like FinishClaim; the
   // sweep goes on at `next_cursor`. Returns how many items were taken.
+  // `claimed_at`: when the claim that read them started.
   size_t Offer(int part, int64_t epoch, uint64_t finished,
-               std::vector<Item> items, Uuid128 next_cursor);
+               std::vector<Item> items, Uuid128 next_cursor,
+               absl::Time claimed_at = absl::InfinitePast());
   // After a kItem task: the item's key is free again (its next item may
   // be due: the part is claimed again). `again`: false when the item could
   // not be settled for a reason that would repeat at once (a broken
@@ -186,10 +193,15 @@ class PartScheduler {
     Uuid128 cursor = 0;
     int turn = 0;               // PartTask::turn
     std::vector<Item> claimed;  // PartTask::claimed
+    absl::Time claimed_at;      // PartTask::claimed_at, of `claimed`
     bool queued = false;        // in run_queue_
     bool revoked = false;
     // Under Offer (per-key order, items one at a time):
-    std::deque<Item> offered;  // claimed heads waiting for a worker
+    struct Offered {
+      Item item;
+      absl::Time claimed_at;  // PartTask::claimed_at
+    };
+    std::deque<Offered> offered;  // claimed heads waiting for a worker
     // Keys (id blocks) offered or with a handler: one worker per key.
     std::set<uint64_t> keys;
     bool offers = false;       // this take's claims are offered

@@ -292,7 +292,7 @@ void PartWorker::RunClaim(PartTask& task) {
   ClaimEnd end = Sweep(task);
   if (end.offered) return;  // Offer ended the task
   scheduler_.FinishClaim(task.ref.part, task.ref.epoch, end.found, end.cursor,
-                         end.turn, std::move(end.claimed));
+                         end.turn, std::move(end.claimed), end.claimed_at);
   if (end.rest > absl::ZeroDuration()) {
     scheduler_.ExpectAt(absl::Now() + end.rest);
   }
@@ -306,7 +306,8 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
     return {.found = true,
             .cursor = task.cursor,
             .turn = task.turn,
-            .claimed = std::move(task.claimed)};
+            .claimed = std::move(task.claimed),
+            .claimed_at = task.claimed_at};
   }
   // Sweep from the cursor; at the end of the range, wrap once to its start
   // so every item is reached within one pass.
@@ -316,6 +317,7 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
   absl::StatusOr<std::vector<Item>> items;
   // Claimed already, by the last batch's ack (counted then).
   const bool preclaimed = !task.claimed.empty();
+  absl::Time claimed_at = preclaimed ? task.claimed_at : claim_start;
   if (preclaimed) {
     items = std::move(task.claimed);
   } else if (key_order) {
@@ -368,7 +370,7 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
     const absl::Duration took = absl::Now() - claim_start;
     const Uuid128 next = After(*items, task.range, key_order);
     const size_t taken = scheduler_.Offer(ref.part, epoch, task.finished,
-                                          std::move(*items), next);
+                                          std::move(*items), next, claim_start);
     if (taken > 0) metrics_.Claimed(static_cast<int64_t>(taken), took);
     return {.offered = true};
   }
@@ -392,7 +394,8 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
       return {.found = true,
               .cursor = read_at.cursor,
               .turn = read_at.turn,
-              .claimed = std::move(batch)};
+              .claimed = std::move(batch),
+              .claimed_at = claimed_at};
     }
     Settler::NextClaim more;
     const Uuid128 after = After(batch, task.range, key_order);
@@ -423,7 +426,7 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
       }
     }
     const Settler::Progress p =
-        settler_.ProcessItems(ref, batch, chain ? &more : nullptr);
+        settler_.ProcessItems(ref, batch, claimed_at, chain ? &more : nullptr);
     // Items left unsettled (a yield, a broken connection) are still in the
     // table, due: the next claim starts at the first of them.
     next = p.settled == batch.size() ? after : PositionOf(batch[p.settled]);
@@ -446,6 +449,7 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
     metrics_.Claimed(static_cast<int64_t>(more.items->size()), more.took,
                      /*carried=*/true);
     batch = std::move(*more.items);
+    claimed_at = absl::Now() - more.took;  // when the ack carrying it began
     read_at = run;
     chained = true;
   }
@@ -494,6 +498,14 @@ absl::StatusOr<std::vector<Item>> PartWorker::ClaimKeyHeads(
   }
 }
 
+absl::StatusOr<bool> PartWorker::StillDueAfterWaiting(const PartTask& task) {
+  if (absl::Now() - task.claimed_at <= kClaimFreshFor) return true;
+  const absl::StatusOr<size_t> end =
+      settler_.DueRunEnd(task.ref, {task.item}, 0);
+  if (!end.ok()) return end.status();
+  return *end == 1;
+}
+
 void PartWorker::RunItem(const PartTask& task) {
   const store::ClaimRef& ref = task.ref;
   bool again = true;
@@ -501,6 +513,12 @@ void PartWorker::RunItem(const PartTask& task) {
     // Read again after a probe; at once by another worker when this one
     // only had no slot of the budget.
     again = connection_.starved();
+  } else if (const absl::StatusOr<bool> due = StillDueAfterWaiting(task);
+             !due.ok()) {
+    again = false;  // the connection broke: as a broken claim, a rest
+  } else if (!*due) {
+    // Paused, cancelled or settled since its claim: the key is free again,
+    // and the part's next claim reads it afresh.
   } else {
     // The worker keeps the key for up to kItemTurn of its items, reading
     // the next one as soon as one is settled: a key that carries much of

@@ -55,6 +55,7 @@ class PartWorker {
     Uuid128 cursor = 0;         // where its next claim reads from
     int turn = 0;               // PartTask::turn of that claim
     std::vector<Item> claimed;  // its batch, read already
+    absl::Time claimed_at;      // when `claimed` was read
     // The same items would fail the same way at once: the part waits
     // this long (or for a probe).
     absl::Duration rest = absl::ZeroDuration();
@@ -70,6 +71,9 @@ class PartWorker {
   // `*from` ends where the claim that found them started.
   absl::StatusOr<std::vector<Item>> ClaimKeyHeads(const PartTask& task,
                                                   Uuid128* from);
+  // Whether a kItem task's head may still go to the handler: read again
+  // (Settler::DueRunEnd) when it waited past kClaimFreshFor for a worker.
+  absl::StatusOr<bool> StillDueAfterWaiting(const PartTask& task);
   // One item a claim offered to the scheduler (per-key order, single
   // items): handled, acknowledged or released, then its key is free.
   void RunItem(const PartTask& task);

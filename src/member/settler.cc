@@ -101,11 +101,53 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
   return true;
 }
 
+absl::StatusOr<size_t> Settler::DueRunEnd(const store::ClaimRef& ref,
+                                          const std::vector<Item>& items,
+                                          size_t from) {
+  std::vector<std::string> ids;
+  for (size_t i = from; i < items.size(); ++i) ids.push_back(items[i].id);
+  auto due = acks_.StillDue(ref, ids);
+  if (!due.ok()) {
+    if (absl::IsUnavailable(due.status())) {
+      connection_.Disconnect(due.status());
+      return due.status();
+    }
+    log_->warn("part={} epoch={} {}; handing the items out as claimed",
+               ref.part, ref.epoch, std::string(due.status().message()));
+    return items.size();
+  }
+  size_t end = from;
+  while (end < items.size() && due->count(items[end].id) > 0) ++end;
+  if (end < items.size()) {
+    log_->debug(
+        "part={} epoch={} item {} is no longer due (paused, "
+        "cancelled or settled since its claim): claiming again",
+        ref.part, ref.epoch, items[end].id);
+  }
+  return end;
+}
+
 Settler::Progress Settler::ProcessItems(const store::ClaimRef& ref,
                                         const std::vector<Item>& items,
+                                        absl::Time claimed_at,
                                         NextClaim* next) {
+  // Items from `due_end` on are not handed out: no longer due when the
+  // claim was last read, at `read_at`.
+  size_t due_end = items.size();
+  absl::Time read_at = claimed_at;
+  const auto read_again = [&](size_t from) {
+    if (absl::Now() - read_at <= kClaimFreshFor) return true;
+    read_at = absl::Now();
+    const absl::StatusOr<size_t> end = DueRunEnd(ref, items, from);
+    if (end.ok()) due_end = *end;
+    return end.ok();
+  };
   if (config_.kind.batched) {
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {0, false};
+    // The batch goes to the handler whole or, when part of it is no
+    // longer due, not at all: the sweep claims again from its start.
+    if (!read_again(0)) return {0, true};
+    if (due_end < items.size()) return {0, false};
     const Outcome o = HandleBatch(ref, items, next);
     if (Settled(o)) return {items.size(), false, o == Outcome::kAcked};
     return {0, o == Outcome::kBroken};
@@ -114,6 +156,8 @@ Settler::Progress Settler::ProcessItems(const store::ClaimRef& ref,
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {i, false};
     // Borrowed: the control thread's turn, after at least one item.
     if (i > 0 && connection_.YieldControl()) return {i, false};
+    if (!read_again(i)) return {i, true};
+    if (i >= due_end) return {i, false};  // the sweep claims again from it
     const Outcome o = HandleBatch(ref, {items[i]});
     if (o == Outcome::kBroken) return {i, true};
     if (o == Outcome::kRetryLater) return {i, false};

@@ -36,6 +36,13 @@ class logger;
 
 namespace sqlgroup {
 
+// How long claimed items may wait in the member (heads for a free worker,
+// the rest of a batch behind a slow handler) and still go to a handler
+// without a new read: a claim writes nothing, so a pause or a cancel that
+// committed since is seen only by reading again (Settler::DueRunEnd).
+// Bounds how late after a pause commits a delivery can begin.
+inline constexpr absl::Duration kClaimFreshFor = absl::Milliseconds(250);
+
 struct SettlerConfig {
   std::string group;
   Handler handler;
@@ -124,11 +131,20 @@ class Settler {
           TaskConnection& connection, PartScheduler& scheduler,
           MemberMetrics& metrics, std::shared_ptr<spdlog::logger> logger);
 
-  // Items of one claim; stops early when the part must yield. With
-  // `next`, a batch handler's ack may carry the next claim.
+  // Items of one claim, read at `claimed_at`; stops early when the part
+  // must yield, and at an item no longer due when the claim is read again
+  // (DueRunEnd, once it is older than kClaimFreshFor). With `next`, a
+  // batch handler's ack may carry the next claim.
   Progress ProcessItems(const store::ClaimRef& ref,
-                        const std::vector<Item>& items,
+                        const std::vector<Item>& items, absl::Time claimed_at,
                         NextClaim* next = nullptr);
+  // Where the run of `items` from `from` on that may still go to a
+  // handler ends: at the first the database no longer finds waiting, due
+  // and unpaused (store::StillDue). Not OK only when the connection broke
+  // (it is dropped); another failure to read hands them all out, as
+  // claimed.
+  absl::StatusOr<size_t> DueRunEnd(const store::ClaimRef& ref,
+                                   const std::vector<Item>& items, size_t from);
   // `items` as one call of the handler (one item, or a batch handler's
   // batch), and their ack.
   Outcome HandleBatch(const store::ClaimRef& ref,

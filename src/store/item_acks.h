@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -151,6 +152,10 @@ class ItemAcks {
       absl::Time died_at) = 0;
   virtual absl::Status ReportCircuit(const std::string& session, bool open,
                                      const std::string& error) = 0;
+  // As StillDue in store/still_due.h: which of `ids`, claimed a while
+  // ago, may still go to a handler.
+  virtual absl::StatusOr<std::set<std::string>> StillDue(
+      const ClaimRef& ref, const std::vector<std::string>& ids) = 0;
 };
 
 }  // namespace sqlgroup::store

@@ -17,6 +17,7 @@
 #include "store/interval.h"
 #include "store/member_store.h"
 #include "store/statements.h"
+#include "store/still_due.h"
 #include "store/storable_text.h"
 
 namespace sqlgroup::store {
@@ -256,6 +257,7 @@ void PrepareItemStatements(pqxx::connection& conn, bool pauses) {
   Prepare(conn, kLagSample, kLagSampleSql);
   Prepare(conn, kOldestWaiting, kOldestWaitingSql);
   PrepareKeyedStatements(conn, pauses);
+  PrepareStillDue(conn, pauses);
 }
 
 absl::StatusOr<std::vector<Item>> ClaimItems(pqxx::connection& conn,

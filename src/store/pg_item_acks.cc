@@ -8,6 +8,7 @@
 #include "store/function_ack.h"
 #include "store/item_store.h"
 #include "store/member_store.h"
+#include "store/still_due.h"
 
 namespace sqlgroup::store {
 namespace {
@@ -182,6 +183,11 @@ absl::StatusOr<std::map<std::string, int>> PgItemAcks::CountDeliveriesOfTheDead(
 absl::Status PgItemAcks::ReportCircuit(const std::string& session, bool open,
                                        const std::string& error) {
   return store::ReportCircuit(db(), session, open, error);
+}
+
+absl::StatusOr<std::set<std::string>> PgItemAcks::StillDue(
+    const ClaimRef& ref, const std::vector<std::string>& ids) {
+  return store::StillDue(db(), ref, ids);
 }
 
 }  // namespace sqlgroup::store

@@ -52,6 +52,8 @@ class PgItemAcks : public ItemAcks {
       absl::Time died_at) override;
   absl::Status ReportCircuit(const std::string& session, bool open,
                              const std::string& error) override;
+  absl::StatusOr<std::set<std::string>> StillDue(
+      const ClaimRef& ref, const std::vector<std::string>& ids) override;
 
  private:
   pqxx::connection& db() const { return *connection_(); }

@@ -18,8 +18,10 @@ producer cannot know; producer_mismatch checks none was added twice).
 Operations, by a least-privilege operator role: the whole group paused for
 2 s (pause), and a key paused, its waiting items cancelled into the dead
 letters, requeued at their original places and the key resumed (operate);
-acked_while_paused counts acknowledgements of a paused group or key that
-committed more than a second after its pause (must stay 0), and the
+delivered_while_paused counts acknowledged deliveries of a paused group
+or key that began (results.delivered_at, when the member handed the item
+to its handler) more than a second after its pause (must stay 0: a claim
+read before the pause is read again once it is 250 ms old), and the
 checks above hold through both (key_order: a key's cancelled and requeued
 items are handled in their order).
 
@@ -157,7 +159,7 @@ class ChaosRun:
         # Operations: acknowledgements of a paused group or key committed
         # more than a second after its pause (must stay 0); items
         # cancelled and requeued by `operate` faults.
-        self.acked_while_paused = 0
+        self.delivered_while_paused = 0
         self.cancelled = self.requeued = 0
 
     # --- the database ----------------------------------------------------
@@ -205,6 +207,8 @@ class ChaosRun:
         self.wait("every part owned", lambda: self.owned_by_live([]))
         self.query("CREATE INDEX IF NOT EXISTS results_acked_at "
                    "ON sqlgroup_demo.results (acked_at)")
+        self.query("CREATE INDEX IF NOT EXISTS results_delivered_at "
+                   "ON sqlgroup_demo.results (delivered_at)")
         if self.slow:
             self.producer = SlowProducer(
                 os.path.join(BIN, "psql"), self.node_dsn(),
@@ -256,17 +260,23 @@ class ChaosRun:
         """The timestamp `sql` returns, in Unix seconds (database clock)."""
         return float(self.query(f"SELECT extract(epoch FROM ({sql}))")[0][0])
 
-    def count_acked_while_paused(self, paused, resumed, key=None):
-        """Acknowledgements (of `key`, or of any key) that committed from a
-        second after the pause's commit until the resume."""
+    def count_delivered_while_paused(self, paused, resumed, key=None):
+        """Acknowledged deliveries (of `key`, or of any key) that began from
+        a second after the pause until the resume. An acknowledgement may
+        commit later than that (a delivery in flight finishes, and through
+        a pooler it may wait for a server), but no delivery may begin."""
         of_key = "" if key is None else f" AND key = '{key}'"
+        if int(self.query("SELECT count(*) FROM sqlgroup_demo.results "
+                          "WHERE delivered_at IS NULL")[0][0]):
+            raise RuntimeError("results without delivered_at: the record "
+                               "handler no longer says when it began")
         n = int(self.query(
-            "SELECT count(*) FROM sqlgroup_demo.results WHERE acked_at > "
-            f"to_timestamp({paused}) + interval '1 second' AND acked_at < "
+            "SELECT count(*) FROM sqlgroup_demo.results WHERE delivered_at > "
+            f"to_timestamp({paused}) + interval '1 second' AND delivered_at < "
             f"to_timestamp({resumed}){of_key}")[0][0])
         if n:
-            log(f"seed {self.seed}: {n} acknowledgement(s) while paused")
-        self.acked_while_paused += n
+            log(f"seed {self.seed}: {n} delivery(ies) began while paused")
+        self.delivered_while_paused += n
 
     # --- conditions ------------------------------------------------------
     def sessions_of(self, member):
@@ -623,7 +633,7 @@ class ChaosRun:
         resumed = self.db_time()
         self.operate("group", "resume", "chaos")
         t0 = time.time()
-        self.count_acked_while_paused(paused, resumed)
+        self.count_delivered_while_paused(paused, resumed)
         self.recover("pause", "group", t0, [])
 
     def fault_operate(self):
@@ -655,7 +665,7 @@ class ChaosRun:
         resumed = self.db_time()
         self.operate("group", "resume", "chaos", "--key", key)
         t0 = time.time()
-        self.count_acked_while_paused(paused, resumed, key)
+        self.count_delivered_while_paused(paused, resumed, key)
         self.recover("operate", f"key {key}: {len(ids)} cancelled and "
                      "requeued", t0, [])
 
@@ -757,7 +767,7 @@ class ChaosRun:
         if self.args.static_timeout:
             found["bystander_takes"] = sum(f.get("bystander_takes", 0)
                                            for f in self.faults)
-        found["acked_while_paused"] = self.acked_while_paused
+        found["delivered_while_paused"] = self.delivered_while_paused
         summary = {"seed": self.seed, "processed": processed, "dead": dead,
                    "numbered": numbered, "cancelled": self.cancelled,
                    "requeued": self.requeued,

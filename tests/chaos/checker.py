@@ -124,7 +124,7 @@ NAMES = [c[0] for c in CHECKS + AFTER_LEAVE] + ["wrong_part",
                                                 "producer_failures",
                                                 "producer_mismatch",
                                                 "handler_overlaps",
-                                                "acked_while_paused"]
+                                                "delivered_while_paused"]
 
 
 def part_of(uuid_text, parts):
@@ -253,9 +253,9 @@ def meaning(name):
         return ("pairs of deliveries of one item by two handler processes "
                 "that overlapped in time while both members were live to "
                 "the database (invariant 10, from the handlers' logs)")
-    if name == "acked_while_paused":
-        return ("acknowledgements of a paused group or key that committed "
-                "more than a second after the pause (`group pause`)")
+    if name == "delivered_while_paused":
+        return ("acknowledged deliveries of a paused group or key that "
+                "began more than a second after the pause (`group pause`)")
     if name == "producer_failures":
         return ("`sqlgroup produce` runs that exited non-zero (gave up on a "
                 "batch within --retry_for)")

@@ -113,6 +113,16 @@ class FakeItemAcks : public store::ItemAcks {
     circuit_reports.push_back(open);
     return absl::OkStatus();
   }
+  absl::StatusOr<std::set<std::string>> StillDue(
+      const store::ClaimRef&, const std::vector<std::string>& ids) override {
+    still_due_asked.push_back(ids);
+    if (!fail_still_due.ok()) return fail_still_due;
+    std::set<std::string> due;
+    for (const std::string& id : ids) {
+      if (no_longer_due.count(id) == 0) due.insert(id);
+    }
+    return due;
+  }
 
   struct Write {
     std::string id;
@@ -138,6 +148,11 @@ class FakeItemAcks : public store::ItemAcks {
   std::vector<Write> released;
   std::vector<Write> dead;
   std::vector<bool> circuit_reports;
+  // StillDue: the ids it asked about, each time; those it finds gone or
+  // paused; an error it fails with.
+  std::vector<std::vector<std::string>> still_due_asked;
+  std::set<std::string> no_longer_due;
+  absl::Status fail_still_due;
 };
 
 // A TaskConnection that counts what the settler asks of it.

@@ -83,7 +83,9 @@ TEST(PartScheduler, ABatchClaimedWithAnAckWaitsForThePartsNextTurn) {
   const Uuid128 read_from = a.range.first + 100;
   Item claimed;
   claimed.id = FormatUuid(read_from + 1);
-  s.FinishClaim(0, 1, /*found=*/true, read_from, /*turn=*/2, {claimed});
+  const absl::Time claimed_at = absl::Now() - absl::Seconds(3);
+  s.FinishClaim(0, 1, /*found=*/true, read_from, /*turn=*/2, {claimed},
+                claimed_at);
   EXPECT_EQ(s.Next().ref.part, 1);  // the part waiting went first
   s.FinishClaim(1, 2, /*found=*/false, PartRange(1, 2).first);
   const PartTask again = s.Next();
@@ -93,6 +95,7 @@ TEST(PartScheduler, ABatchClaimedWithAnAckWaitsForThePartsNextTurn) {
   EXPECT_EQ(again.turn, 2);
   ASSERT_EQ(again.claimed.size(), 1u);
   EXPECT_EQ(again.claimed[0].id, claimed.id);
+  EXPECT_EQ(again.claimed_at, claimed_at);  // its age goes with it
 
   s.FinishClaim(0, 1, /*found=*/true, read_from, 0, {claimed});
   s.Revoke(0);
@@ -525,13 +528,15 @@ PartTask ClaimOut(PartScheduler& s, int part = 0, int64_t epoch = 1) {
 TEST(PartScheduler, OfferedKeysOfOnePartGoToSeveralWorkersAtOnce) {
   PartScheduler s(kLong, absl::ZeroDuration());
   const PartTask claim = ClaimOut(s);
+  const absl::Time claimed_at = absl::Now() - absl::Seconds(3);
   EXPECT_EQ(s.Offer(0, 1, claim.finished, {ItemOf(10), ItemOf(11), ItemOf(12)},
-                    claim.range.first),
+                    claim.range.first, claimed_at),
             3u);
   std::set<std::string> handed;
   for (int i = 0; i < 3; ++i) {
     const PartTask t = s.Next();
     ASSERT_EQ(t.kind, PartTask::Kind::kItem);
+    EXPECT_EQ(t.claimed_at, claimed_at);  // read again if it waited long
     handed.insert(t.item.id);
   }
   EXPECT_EQ(handed.size(), 3u);  // three workers hold part 0 together

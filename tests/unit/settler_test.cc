@@ -215,13 +215,67 @@ TEST_F(SettlerTest, AFailedBatchIsTriedSinglyAndOnlyTheFaultyItemCounts) {
     }
     return FakeItemAcks::Acked(ids.size());
   };
-  const Settler::Progress p = settler.ProcessItems(ref_, batch);
+  const Settler::Progress p = settler.ProcessItems(ref_, batch, absl::Now());
   EXPECT_EQ(p.settled, 3u);
   EXPECT_FALSE(p.acked);
   ASSERT_EQ(acks_.handled.size(), 4u);  // the batch, then each item
   ASSERT_EQ(acks_.released.size(), 1u);
   EXPECT_EQ(acks_.released[0].id, batch[1].id);
   EXPECT_EQ(metrics_.Snapshot().acked, 2);
+}
+
+// A claim writes nothing, so a pause or a cancel after it is seen only by
+// reading again: items that waited past kClaimFreshFor are, and the first
+// no longer due stops the run (the sweep claims again from it).
+TEST_F(SettlerTest, ItemsThatWaitedAreReadAgainAndStopAtOneNoLongerDue) {
+  Settler settler = Make();
+  const std::vector<Item> batch = {ItemNumbered(1), ItemNumbered(2),
+                                   ItemNumbered(3)};
+  acks_.no_longer_due = {batch[1].id};
+  Settler::Progress p = settler.ProcessItems(ref_, batch, absl::Now());
+  EXPECT_EQ(p.settled, 3u);  // fresh: handed out as claimed
+  EXPECT_TRUE(acks_.still_due_asked.empty());
+
+  acks_.handled.clear();
+  p = settler.ProcessItems(ref_, batch, absl::Now() - absl::Seconds(1));
+  EXPECT_EQ(p.settled, 1u);
+  EXPECT_FALSE(p.broken);
+  ASSERT_EQ(acks_.handled.size(), 1u);
+  EXPECT_EQ(acks_.handled[0], std::vector<std::string>{batch[0].id});
+  ASSERT_EQ(acks_.still_due_asked.size(), 1u);  // once, for the whole run
+  EXPECT_EQ(acks_.still_due_asked[0].size(), 3u);
+}
+
+TEST_F(SettlerTest, ABatchThatWaitedGoesWholeOrNotAtAll) {
+  Settler settler = Make(/*batched=*/true);
+  const std::vector<Item> batch = {ItemNumbered(1), ItemNumbered(2)};
+  acks_.no_longer_due = {batch[1].id};
+  Settler::Progress p =
+      settler.ProcessItems(ref_, batch, absl::Now() - absl::Seconds(1));
+  EXPECT_EQ(p.settled, 0u);
+  EXPECT_FALSE(p.broken);
+  EXPECT_TRUE(acks_.handled.empty());
+  acks_.no_longer_due.clear();
+  p = settler.ProcessItems(ref_, batch, absl::Now() - absl::Seconds(1));
+  EXPECT_EQ(p.settled, 2u);
+  EXPECT_EQ(acks_.handled.size(), 1u);
+}
+
+TEST_F(SettlerTest, AReadAgainThatBreaksDropsTheConnectionAndOthersHandOut) {
+  Settler settler = Make();
+  acks_.fail_still_due = absl::UnavailableError("server closed");
+  Settler::Progress p = settler.ProcessItems(ref_, {ItemNumbered(1)},
+                                             absl::Now() - absl::Seconds(1));
+  EXPECT_TRUE(p.broken);
+  EXPECT_EQ(p.settled, 0u);
+  EXPECT_EQ(connection_.disconnects.size(), 1u);
+  EXPECT_TRUE(acks_.handled.empty());
+  // Any other failure to read: the claim stands, as read.
+  acks_.fail_still_due = absl::PermissionDeniedError("no");
+  p = settler.ProcessItems(ref_, {ItemNumbered(1)},
+                           absl::Now() - absl::Seconds(1));
+  EXPECT_EQ(p.settled, 1u);
+  EXPECT_EQ(acks_.handled.size(), 1u);
 }
 
 TEST_F(SettlerTest, ABatchAckCarriesThePartsNextClaim) {
@@ -240,8 +294,8 @@ TEST_F(SettlerTest, ABatchAckCarriesThePartsNextClaim) {
   Settler::NextClaim next;
   next.ask.from = 10;
   next.ask.last = 20;
-  const Settler::Progress p =
-      settler.ProcessItems(ref_, {ItemNumbered(1), ItemNumbered(2)}, &next);
+  const Settler::Progress p = settler.ProcessItems(
+      ref_, {ItemNumbered(1), ItemNumbered(2)}, absl::Now(), &next);
   EXPECT_TRUE(p.acked);
   ASSERT_TRUE(next.sent);
   ASSERT_TRUE(next.items.ok());

@@ -35,13 +35,15 @@ constexpr char kDemoTablesSql[] =
     "CREATE TABLE IF NOT EXISTS sqlgroup_demo.produced "
     "  (key text PRIMARY KEY, n bigint NOT NULL);"
     // No unique constraint, on purpose: an item acknowledged twice shows as
-    // two rows instead of being hidden by an error.
+    // two rows instead of being hidden by an error. delivered_at: when the
+    // member handed the item to the handler (its clock).
     "CREATE TABLE IF NOT EXISTS sqlgroup_demo.results "
     "  (item_id uuid NOT NULL, key text, session_id uuid NOT NULL, "
     "   part integer NOT NULL, epoch bigint NOT NULL, "
     "   acked_at timestamptz NOT NULL DEFAULT clock_timestamp(), "
-    "   payload bytea);"
-    "ALTER TABLE sqlgroup_demo.results ADD COLUMN IF NOT EXISTS payload bytea";
+    "   payload bytea, delivered_at timestamptz);"
+    "ALTER TABLE sqlgroup_demo.results ADD COLUMN IF NOT EXISTS payload bytea, "
+    "  ADD COLUMN IF NOT EXISTS delivered_at timestamptz";
 
 // True when every table and column of kDemoTablesSql is there already.
 constexpr char kDemoTablesPresentSql[] =
@@ -51,7 +53,7 @@ constexpr char kDemoTablesPresentSql[] =
     "       (a.attrelid = to_regclass('sqlgroup_demo.counters') "
     "        AND a.attname IN ('last_seq', 'order_violations')) "
     "       OR (a.attrelid = to_regclass('sqlgroup_demo.results') "
-    "        AND a.attname = 'payload'))) = 3";
+    "        AND a.attname IN ('payload', 'delivered_at')))) = 4";
 
 // One statement: count the item, and when its payload is numbered (see
 // numbered_items.h), check the number follows the key's last one. $1 key,
@@ -303,12 +305,14 @@ Handler MakeHandler(const HandlerSpec& spec) {
       };
     case HandlerSpec::Kind::kRecord:
       return [d = spec.sleep](const Item& item, AckTransaction& ack) {
+        const std::string delivered_at = absl::FormatTime(
+            "%Y-%m-%d %H:%M:%E6S+00", absl::Now(), absl::UTCTimeZone());
         ack.work().exec_params(
             "INSERT INTO sqlgroup_demo.results "
-            "(item_id, key, session_id, part, epoch, payload) "
-            "VALUES ($1::uuid, $2, $3::uuid, $4, $5, $6)",
+            "(item_id, key, session_id, part, epoch, payload, delivered_at) "
+            "VALUES ($1::uuid, $2, $3::uuid, $4, $5, $6, $7::timestamptz)",
             item.id, item.key, item.session, item.part, item.epoch,
-            pqxx::binarystring(item.payload));
+            pqxx::binarystring(item.payload), delivered_at);
         if (d > absl::ZeroDuration()) {
           std::this_thread::sleep_for(absl::ToChronoMicroseconds(d));
         }
