@@ -73,6 +73,9 @@ void PartScheduler::Add(const store::ClaimRef& ref, KeyRange range,
   if (old != parts_.end()) ranges_.Erase(ref.part, old->second.range);
   parts_[ref.part] = Entry{ref, range, range.first};
   parts_[ref.part].predecessor_died_at = predecessor_died_at;
+  if (predecessor_died_at) {
+    parts_[ref.part].dead_counted = std::make_shared<DeadCounted>();
+  }
   ranges_.Insert(ref.part, range);
   wake_ = true;
 }
@@ -420,9 +423,13 @@ PartTask PartScheduler::Next(absl::Time idle_at) {
       e.heard = absl::InfinitePast();
       // The first pass ends when the sweep wraps: what the dead predecessor
       // may have run was handed out (and counted) by then.
-      if (e.cursor < e.pass_cursor) e.predecessor_died_at.reset();
+      if (e.cursor < e.pass_cursor) {
+        e.predecessor_died_at.reset();
+        e.dead_counted.reset();
+      }
       e.pass_cursor = e.cursor;
       task.predecessor_died_at = e.predecessor_died_at;
+      task.dead_counted = e.dead_counted;
       // This claim reads what came before it; an announcement from now on
       // asks for another.
       e.claim_again = false;

@@ -33,6 +33,15 @@
 
 namespace sqlgroup {
 
+// How far along its range the first pass of a take after a dead
+// predecessor has counted the items it claimed (PartTask::dead_counted):
+// a claim that reads items again (after a yield, or from one no longer due)
+// counts each of them once.
+struct DeadCounted {
+  absl::Mutex mu;
+  std::optional<Uuid128> through ABSL_GUARDED_BY(mu);
+};
+
 struct PartTask {
   // kIdle: nothing came by the time the worker asked to hear of it.
   enum class Kind { kClaim, kItem, kProbe, kMeasureLag, kIdle, kStop };
@@ -72,6 +81,7 @@ struct PartTask {
   // The items the claim hands out that were due then may have been with
   // its handler: each counts an attempt (store::CountDeliveriesOfTheDead).
   std::optional<absl::Time> predecessor_died_at;
+  std::shared_ptr<DeadCounted> dead_counted;  // with predecessor_died_at
 };
 
 class PartScheduler {
@@ -220,6 +230,7 @@ class PartScheduler {
     // ends: the sweep wraps (the cursor of a claim handed out goes back
     // past `pass_cursor`, the last one's).
     std::optional<absl::Time> predecessor_died_at;
+    std::shared_ptr<DeadCounted> dead_counted;
     Uuid128 pass_cursor = 0;
   };
 

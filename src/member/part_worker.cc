@@ -345,7 +345,7 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
   if (items->empty()) return {.found = false, .cursor = task.range.first};
   if (task.predecessor_died_at && !preclaimed &&
       (!settler_.CountDeliveriesOfTheDead(ref, *task.predecessor_died_at,
-                                          *items) ||
+                                          task.dead_counted.get(), *items) ||
        items->empty())) {
     // Broken, or every item was dead-lettered: read again from the same
     // place (their keys' next items may be due).
@@ -449,7 +449,7 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
     metrics_.Claimed(static_cast<int64_t>(more.items->size()), more.took,
                      /*carried=*/true);
     batch = std::move(*more.items);
-    claimed_at = absl::Now() - more.took;  // when the ack carrying it began
+    claimed_at = more.claimed_at;
     read_at = run;
     chained = true;
   }

@@ -38,12 +38,25 @@ Settler::Settler(int index, SettlerConfig config, store::ItemAcks& acks,
       log_(std::move(logger)) {}
 
 bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
-                                       absl::Time died_at,
+                                       absl::Time died_at, DeadCounted* mark,
                                        std::vector<Item>& items) {
+  std::optional<Uuid128> through;
+  if (mark != nullptr) {
+    absl::MutexLock lock(&mark->mu);
+    through = mark->through;
+  }
   std::vector<std::string> ids;
   ids.reserve(items.size());
-  for (const Item& item : items) ids.push_back(item.id);
+  for (const Item& item : items) {
+    if (!through || PositionOf(item) > *through) ids.push_back(item.id);
+  }
+  if (ids.empty()) return true;
   auto counted = acks_.CountDeliveriesOfTheDead(ref, ids, died_at);
+  if (counted.ok() && mark != nullptr) {
+    absl::MutexLock lock(&mark->mu);
+    const Uuid128 last = PositionOf(items.back());
+    if (!mark->through || *mark->through < last) mark->through = last;
+  }
   if (!counted.ok()) {
     if (absl::IsUnavailable(counted.status())) {
       connection_.Disconnect(counted.status());
@@ -101,21 +114,26 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
   return true;
 }
 
-absl::StatusOr<size_t> Settler::DueRunEnd(const store::ClaimRef& ref,
-                                          const std::vector<Item>& items,
-                                          size_t from) {
+absl::StatusOr<std::set<std::string>> Settler::StillDueIds(
+    const store::ClaimRef& ref, const std::vector<Item>& items, size_t from) {
   std::vector<std::string> ids;
   for (size_t i = from; i < items.size(); ++i) ids.push_back(items[i].id);
   auto due = acks_.StillDue(ref, ids);
-  if (!due.ok()) {
-    if (absl::IsUnavailable(due.status())) {
-      connection_.Disconnect(due.status());
-      return due.status();
-    }
-    log_->warn("part={} epoch={} {}; handing the items out as claimed",
-               ref.part, ref.epoch, std::string(due.status().message()));
-    return items.size();
+  if (due.ok()) return due;
+  if (absl::IsUnavailable(due.status())) {
+    connection_.Disconnect(due.status());
+    return due.status();
   }
+  log_->warn("part={} epoch={} {}; handing the items out as claimed", ref.part,
+             ref.epoch, std::string(due.status().message()));
+  return std::set<std::string>(ids.begin(), ids.end());
+}
+
+absl::StatusOr<size_t> Settler::DueRunEnd(const store::ClaimRef& ref,
+                                          const std::vector<Item>& items,
+                                          size_t from) {
+  auto due = StillDueIds(ref, items, from);
+  if (!due.ok()) return due.status();
   size_t end = from;
   while (end < items.size() && due->count(items[end].id) > 0) ++end;
   if (end < items.size()) {
@@ -421,12 +439,25 @@ Settler::Outcome Settler::HandleSingly(const store::ClaimRef& ref,
   // next claim reads) must not hand out the rest it already has, and under
   // release they are read again.
   std::set<uint64_t> waiting;
-  for (const Item& item : items) {
+  // The batch went to the handler a while ago: each item goes again only
+  // if still due (paused or cancelled since: left in the table, or gone),
+  // read again as a claim that waited is (ProcessItems).
+  std::set<std::string> due;
+  absl::Time read_at = absl::InfinitePast();
+  for (size_t i = 0; i < items.size(); ++i) {
+    const Item& item = items[i];
     if (scheduler_.ShouldYield(ref.part, ref.epoch)) {
       return Outcome::kRetryLater;
     }
     const uint64_t block = BlockOf(item);
     if (waiting.count(block)) continue;
+    if (absl::Now() - read_at > kClaimFreshFor) {
+      read_at = absl::Now();
+      auto read = StillDueIds(ref, items, i);
+      if (!read.ok()) return Outcome::kBroken;
+      due = std::move(*read);
+    }
+    if (due.count(item.id) == 0) continue;
     const Outcome o = HandleBatch(ref, {item});
     if (!Settled(o)) return o;
     if ((o == Outcome::kReleased || o == Outcome::kFailed) && KeyOrder() &&

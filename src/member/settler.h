@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,7 +103,8 @@ class Settler {
     // at `resume`.
     bool exhausted = false;
     Uuid128 resume = 0;
-    absl::Duration took;  // of the statement, ack and claim
+    absl::Duration took;    // of the statement, ack and claim
+    absl::Time claimed_at;  // when that statement was sent
     // What the store is asked to read with the ack.
     store::CarriedClaim Carried(int limit) const {
       store::CarriedClaim carry = ask;
@@ -116,6 +118,7 @@ class Settler {
       exhausted = r.exhausted;
       resume = r.resume;
       took = statement;
+      claimed_at = absl::Now() - statement;
     }
   };
 
@@ -153,11 +156,17 @@ class Settler {
   // The first pass of a take after its part's previous owner died at
   // `died_at`: the `items` claimed that were due then count an attempt
   // (Item::attempt follows), and those that reach max_attempts are
-  // dead-lettered and left out. False when the connection broke.
+  // dead-lettered and left out. False when the connection broke. Items up
+  // to `counted`'s mark (counted by an earlier claim of the same pass) are
+  // not counted again; the mark moves past `items`. `counted` may be null.
   bool CountDeliveriesOfTheDead(const store::ClaimRef& ref, absl::Time died_at,
-                                std::vector<Item>& items);
+                                DeadCounted* counted, std::vector<Item>& items);
 
  private:
+  // Which of `items` from `from` on may still go to a handler
+  // (store::StillDue), with DueRunEnd's handling of a failed read.
+  absl::StatusOr<std::set<std::string>> StillDueIds(
+      const store::ClaimRef& ref, const std::vector<Item>& items, size_t from);
   // One try of the handler and the ack of `items` (`ids`), for HandleBatch.
   struct Attempt {
     // Settled already: a broken connection or a conflict.

@@ -10,14 +10,14 @@
 namespace sqlgroup::store {
 namespace {
 
-// $1 group, $2 ids (uuid[]): those still waiting, due and not paused, by
-// the same tests as the claim.
+// $1 group, $2 ids (uuid[], in key order: KeyOrderedIds): those still
+// waiting, due and not paused, by the same tests as the claim, along the
+// primary key between the first and the last (WithIds).
 constexpr char kStillDue[] = "sqlgroup_still_due";
 std::string StillDueSql(bool pauses) {
-  return absl::StrCat(
-      "SELECT id::text FROM sqlgroup.items WHERE group_name = $1 "
-      "AND id = ANY ($2::uuid[]) AND not_before <= clock_timestamp()",
-      GroupOpen(pauses), KeyOpen(pauses, ""));
+  return absl::StrCat("SELECT id::text FROM sqlgroup.items WHERE ", WithIds(2),
+                      " AND not_before <= clock_timestamp()", GroupOpen(pauses),
+                      KeyOpen(pauses, ""));
 }
 
 }  // namespace

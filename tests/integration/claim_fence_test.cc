@@ -16,6 +16,7 @@
 #include "store/errors.h"
 #include "store/function_ack.h"
 #include "store/item_store.h"
+#include "store/still_due.h"
 #include "support/pg_fixture.h"
 
 namespace sqlgroup {
@@ -180,6 +181,7 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
                              {.name = "public.handle_all", .arrays = true},
                              /*pauses=*/true);
   store::AckInFunctionOnArrays(worker, ref, {kOtherPart});
+  ASSERT_TRUE(store::StillDue(worker, ref, {kFirst, kOtherPart}).ok());
   const std::string a = FormatUuid(r.first), z = FormatUuid(r.last);
   const std::string take = absl::StrCat("'", kSession, "', 0, ", ref.epoch);
   const std::string claim =
@@ -213,6 +215,7 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
                    ")"),
       absl::StrCat("sqlgroup_probe_heads(", parts, ", 64)"),
       absl::StrCat("sqlgroup_blocked(", parts, ", 100)"),
+      absl::StrCat("sqlgroup_still_due('g', ", one, ")"),
   };
   pqxx::work tx(worker);
   for (const std::string& e : explains) {

@@ -368,8 +368,6 @@ TEST_F(OperateTest, ItemsClaimedBeforeAPauseDoNotReachTheHandlerAfterIt) {
     // The delivery in flight finishes; at most one more began within the
     // claim's freshness (its check came just before the pause committed).
     EXPECT_EQ(delivered_since(paused + absl::Milliseconds(600)), 0);
-    const int64_t before_resume = delivered_since(absl::InfinitePast());
-    EXPECT_LT(before_resume, 10);
     ASSERT_TRUE(admin_->ResumeGroup(group).ok());
     ASSERT_TRUE(WaitFor(
         [&] {

@@ -101,6 +101,7 @@ class FakeItemAcks : public store::ItemAcks {
   absl::StatusOr<std::map<std::string, int>> CountDeliveriesOfTheDead(
       const store::ClaimRef&, const std::vector<std::string>& ids,
       absl::Time) override {
+    dead_count_asked.push_back(ids);
     std::map<std::string, int> counted;
     for (const std::string& id : ids) {
       auto it = delivered_before.find(id);
@@ -143,7 +144,8 @@ class FakeItemAcks : public store::ItemAcks {
   // CountDeliveriesOfTheDead: items due when the owner died, with their
   // attempts counted now.
   std::map<std::string, int> delivered_before;
-  std::vector<std::vector<std::string>> handled;  // each call's ids
+  std::vector<std::vector<std::string>> dead_count_asked;  // each call's ids
+  std::vector<std::vector<std::string>> handled;           // each call's ids
   std::vector<bool> defer_asked;  // each HandleAndAck's defer_alone
   std::vector<Write> released;
   std::vector<Write> dead;

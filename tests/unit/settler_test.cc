@@ -232,7 +232,8 @@ TEST_F(SettlerTest, ItemsThatWaitedAreReadAgainAndStopAtOneNoLongerDue) {
   const std::vector<Item> batch = {ItemNumbered(1), ItemNumbered(2),
                                    ItemNumbered(3)};
   acks_.no_longer_due = {batch[1].id};
-  Settler::Progress p = settler.ProcessItems(ref_, batch, absl::Now());
+  Settler::Progress p =
+      settler.ProcessItems(ref_, batch, absl::InfiniteFuture());
   EXPECT_EQ(p.settled, 3u);  // fresh: handed out as claimed
   EXPECT_TRUE(acks_.still_due_asked.empty());
 
@@ -259,6 +260,27 @@ TEST_F(SettlerTest, ABatchThatWaitedGoesWholeOrNotAtAll) {
   p = settler.ProcessItems(ref_, batch, absl::Now() - absl::Seconds(1));
   EXPECT_EQ(p.settled, 2u);
   EXPECT_EQ(acks_.handled.size(), 1u);
+}
+
+TEST_F(SettlerTest, AFailedBatchTriedSinglyLeavesWhatIsNoLongerDue) {
+  Settler settler = Make(/*batched=*/true);
+  const std::vector<Item> batch = {ItemNumbered(1), ItemNumbered(2),
+                                   ItemNumbered(3)};
+  acks_.script = [&](const std::vector<std::string>& ids, auto) {
+    if (ids.size() > 1) {
+      // Meanwhile, an operator cancels the second item.
+      acks_.no_longer_due = {batch[1].id};
+      return FakeItemAcks::Verdict(absl::InternalError("bad batch"));
+    }
+    return FakeItemAcks::Acked(ids.size());
+  };
+  const Settler::Progress p =
+      settler.ProcessItems(ref_, batch, absl::InfiniteFuture());
+  EXPECT_EQ(p.settled, 3u);
+  ASSERT_EQ(acks_.handled.size(), 3u);  // the batch, then two of its items
+  EXPECT_EQ(acks_.handled[1], std::vector<std::string>{batch[0].id});
+  EXPECT_EQ(acks_.handled[2], std::vector<std::string>{batch[2].id});
+  EXPECT_EQ(acks_.still_due_asked.size(), 1u);
 }
 
 TEST_F(SettlerTest, AReadAgainThatBreaksDropsTheConnectionAndOthersHandOut) {
@@ -335,7 +357,8 @@ TEST_F(SettlerTest, ADeadOwnersDeliveriesCountAndAPoisonItemEndsThere) {
   Settler settler = Make();
   acks_.delivered_before = {{ItemNumbered(1).id, 1}, {ItemNumbered(2).id, 3}};
   std::vector<Item> items = {ItemNumbered(1), ItemNumbered(2), ItemNumbered(3)};
-  ASSERT_TRUE(settler.CountDeliveriesOfTheDead(ref_, absl::UnixEpoch(), items));
+  ASSERT_TRUE(settler.CountDeliveriesOfTheDead(ref_, absl::UnixEpoch(), nullptr,
+                                               items));
   ASSERT_EQ(items.size(), 2u);
   EXPECT_EQ(items[0].attempt, 2);  // its delivery there counted
   EXPECT_EQ(items[1].id, ItemNumbered(3).id);
@@ -343,6 +366,26 @@ TEST_F(SettlerTest, ADeadOwnersDeliveriesCountAndAPoisonItemEndsThere) {
   ASSERT_EQ(acks_.dead.size(), 1u);
   EXPECT_EQ(acks_.dead[0].id, ItemNumbered(2).id);
   EXPECT_FALSE(acks_.dead[0].count_attempt);  // counted already
+}
+
+// A claim of the same pass that reads items again (after a yield, or from
+// one no longer due) counts only those past what was counted.
+TEST_F(SettlerTest, ADeadOwnersDeliveriesCountOncePerPass) {
+  Settler settler = Make();
+  DeadCounted mark;
+  std::vector<Item> first = {ItemNumbered(1), ItemNumbered(2)};
+  ASSERT_TRUE(
+      settler.CountDeliveriesOfTheDead(ref_, absl::UnixEpoch(), &mark, first));
+  std::vector<Item> again = {ItemNumbered(2), ItemNumbered(3)};
+  ASSERT_TRUE(
+      settler.CountDeliveriesOfTheDead(ref_, absl::UnixEpoch(), &mark, again));
+  std::vector<Item> once_more = {ItemNumbered(3)};
+  ASSERT_TRUE(settler.CountDeliveriesOfTheDead(ref_, absl::UnixEpoch(), &mark,
+                                               once_more));
+  ASSERT_EQ(acks_.dead_count_asked.size(), 2u);  // the third asked nothing
+  EXPECT_EQ(acks_.dead_count_asked[0].size(), 2u);
+  EXPECT_EQ(acks_.dead_count_asked[1],
+            std::vector<std::string>{ItemNumbered(3).id});
 }
 
 TEST_F(SettlerTest, AReleaseThatCannotBeWrittenIsReadAgain) {

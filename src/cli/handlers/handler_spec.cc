@@ -1,6 +1,8 @@
 #include "cli/handlers/handler_spec.h"
 
 #include <algorithm>
+#include <atomic>
+#include <memory>
 #include <pqxx/pqxx>
 #include <thread>
 
@@ -45,15 +47,24 @@ constexpr char kDemoTablesSql[] =
     "ALTER TABLE sqlgroup_demo.results ADD COLUMN IF NOT EXISTS payload bytea, "
     "  ADD COLUMN IF NOT EXISTS delivered_at timestamptz";
 
-// True when every table and column of kDemoTablesSql is there already.
-constexpr char kDemoTablesPresentSql[] =
+// Whether results has delivered_at (0.20 on): the record handler writes
+// it when it is there.
+constexpr char kResultsDeliveredAtSql[] =
+    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a "
+    "WHERE NOT a.attisdropped "
+    "AND a.attrelid = to_regclass('sqlgroup_demo.results') "
+    "AND a.attname = 'delivered_at')";
+
+// Whether the tables of kDemoTablesSql are there with the columns the
+// handlers cannot do without (delivered_at is not one).
+constexpr char kDemoTablesUsableSql[] =
     "SELECT to_regclass('sqlgroup_demo.produced') IS NOT NULL "
     "AND (SELECT count(*) FROM pg_catalog.pg_attribute a "
     "     WHERE NOT a.attisdropped AND ("
     "       (a.attrelid = to_regclass('sqlgroup_demo.counters') "
     "        AND a.attname IN ('last_seq', 'order_violations')) "
     "       OR (a.attrelid = to_regclass('sqlgroup_demo.results') "
-    "        AND a.attname IN ('payload', 'delivered_at')))) = 4";
+    "        AND a.attname = 'payload'))) = 3";
 
 // One statement: count the item, and when its payload is numbered (see
 // numbered_items.h), check the number follows the key's last one. $1 key,
@@ -256,14 +267,26 @@ absl::Status EnsureDemoTables(const std::string& dsn) {
       // Through store::Connect, so a failure names the target masked.
       auto conn = store::Connect(dsn, {});
       if (!conn.ok()) return conn.status();
-      pqxx::work tx(**conn);
       // Present already, newer columns included: a role that may not
       // create schemas or alter tables (a member role) can still use them.
-      if (tx.exec1(kDemoTablesPresentSql)[0].as<bool>()) {
-        return absl::OkStatus();
+      bool usable = false;
+      {
+        pqxx::nontransaction read(**conn);
+        usable = read.exec1(kDemoTablesUsableSql)[0].as<bool>();
+        if (usable && read.exec1(kResultsDeliveredAtSql)[0].as<bool>()) {
+          return absl::OkStatus();
+        }
       }
-      tx.exec(kDemoTablesSql);
-      tx.commit();
+      try {
+        pqxx::work tx(**conn);
+        tx.exec(kDemoTablesSql);
+        tx.commit();
+      } catch (const pqxx::insufficient_privilege&) {
+        // Made by an older version, and this role may not add the newer
+        // column: the record handler writes without it.
+        if (usable) return absl::OkStatus();
+        throw;
+      }
       return absl::OkStatus();
     } catch (const pqxx::unique_violation& e) {
       // Another process created it meanwhile; the next try sees it.
@@ -304,15 +327,31 @@ Handler MakeHandler(const HandlerSpec& spec) {
         return absl::OkStatus();
       };
     case HandlerSpec::Kind::kRecord:
-      return [d = spec.sleep](const Item& item, AckTransaction& ack) {
+      // Whether results has delivered_at: -1 not known yet, read once.
+      return [d = spec.sleep,
+              has_delivered_at = std::make_shared<std::atomic<int>>(-1)](
+                 const Item& item, AckTransaction& ack) {
         const std::string delivered_at = absl::FormatTime(
             "%Y-%m-%d %H:%M:%E6S+00", absl::Now(), absl::UTCTimeZone());
-        ack.work().exec_params(
-            "INSERT INTO sqlgroup_demo.results "
-            "(item_id, key, session_id, part, epoch, payload, delivered_at) "
-            "VALUES ($1::uuid, $2, $3::uuid, $4, $5, $6, $7::timestamptz)",
-            item.id, item.key, item.session, item.part, item.epoch,
-            pqxx::binarystring(item.payload), delivered_at);
+        if (has_delivered_at->load() < 0) {
+          has_delivered_at->store(
+              ack.work().exec1(kResultsDeliveredAtSql)[0].as<bool>() ? 1 : 0);
+        }
+        const pqxx::binarystring payload(item.payload);
+        if (has_delivered_at->load() == 1) {
+          ack.work().exec_params(
+              "INSERT INTO sqlgroup_demo.results (item_id, key, session_id, "
+              "part, epoch, payload, delivered_at) VALUES ($1::uuid, $2, "
+              "$3::uuid, $4, $5, $6, $7::timestamptz)",
+              item.id, item.key, item.session, item.part, item.epoch, payload,
+              delivered_at);
+        } else {
+          ack.work().exec_params(
+              "INSERT INTO sqlgroup_demo.results (item_id, key, session_id, "
+              "part, epoch, payload) VALUES ($1::uuid, $2, $3::uuid, $4, $5, "
+              "$6)",
+              item.id, item.key, item.session, item.part, item.epoch, payload);
+        }
         if (d > absl::ZeroDuration()) {
           std::this_thread::sleep_for(absl::ToChronoMicroseconds(d));
         }
