@@ -315,7 +315,8 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
   Uuid128 from = task.cursor;
   const absl::Time claim_start = absl::Now();
   absl::StatusOr<std::vector<Item>> items;
-  // Claimed already, by the last batch's ack (counted then).
+  // Claimed already, by the last batch's ack (counted then: in the
+  // metrics and, after a dead predecessor, in attempts).
   const bool preclaimed = !task.claimed.empty();
   absl::Time claimed_at = preclaimed ? task.claimed_at : claim_start;
   if (preclaimed) {
@@ -450,6 +451,14 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
                      /*carried=*/true);
     batch = std::move(*more.items);
     claimed_at = more.claimed_at;
+    // A batch the ack read during the first pass after a dead predecessor
+    // counts its deliveries there as a claim of its own does.
+    if (task.predecessor_died_at &&
+        (!settler_.CountDeliveriesOfTheDead(ref, *task.predecessor_died_at,
+                                            task.dead_counted.get(), batch) ||
+         batch.empty())) {
+      return {.found = true, .cursor = run.cursor, .turn = run.turn};
+    }
     read_at = run;
     chained = true;
   }

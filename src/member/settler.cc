@@ -51,12 +51,15 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
     if (!through || PositionOf(item) > *through) ids.push_back(item.id);
   }
   if (ids.empty()) return true;
-  auto counted = acks_.CountDeliveriesOfTheDead(ref, ids, died_at);
-  if (counted.ok() && mark != nullptr) {
+  // Once every item up to the last is counted, and each that reached
+  // max_attempts dead-lettered: a read of them again only hands them out.
+  const Uuid128 last = PositionOf(items.back());
+  const auto counted_through_last = [&] {
+    if (mark == nullptr) return;
     absl::MutexLock lock(&mark->mu);
-    const Uuid128 last = PositionOf(items.back());
     if (!mark->through || *mark->through < last) mark->through = last;
-  }
+  };
+  auto counted = acks_.CountDeliveriesOfTheDead(ref, ids, died_at);
   if (!counted.ok()) {
     if (absl::IsUnavailable(counted.status())) {
       connection_.Disconnect(counted.status());
@@ -69,7 +72,10 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
         ref.part, ref.epoch, std::string(counted.status().message()));
     return true;
   }
-  if (counted->empty()) return true;
+  if (counted->empty()) {
+    counted_through_last();
+    return true;
+  }
   log_->info(
       "part={} epoch={} {} item(s) were due when the part's previous owner "
       "died: each counts an attempt (its delivery there may have been cut "
@@ -80,6 +86,7 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
   // Keys of this batch whose item died here: the rest of each stays for
   // the next claim, as after a failure (HandleSingly).
   std::set<uint64_t> held;
+  bool all_dead_lettered = true;
   for (Item& item : items) {
     if (item.key && held.count(BlockOf(item))) continue;
     auto it = counted->find(item.id);
@@ -103,6 +110,7 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
       connection_.Disconnect(dead.status());
       return false;
     }
+    if (!dead.ok()) all_dead_lettered = false;  // counted again on a re-read
     if (dead.ok() && *dead) {
       metrics_.DeadLettered();
       log_->warn("part={} epoch={} item={} dead-lettered: {}", ref.part,
@@ -111,6 +119,7 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
     if (KeyOrder() && item.key) held.insert(BlockOf(item));
   }
   items = std::move(kept);
+  if (all_dead_lettered) counted_through_last();
   return true;
 }
 
@@ -457,7 +466,12 @@ Settler::Outcome Settler::HandleSingly(const store::ClaimRef& ref,
       if (!read.ok()) return Outcome::kBroken;
       due = std::move(*read);
     }
-    if (due.count(item.id) == 0) continue;
+    if (due.count(item.id) == 0) {
+      // Paused or cancelled since: under per-key order, what follows in
+      // its block waits behind it, as behind a retry.
+      if (KeyOrder()) waiting.insert(block);
+      continue;
+    }
     const Outcome o = HandleBatch(ref, {item});
     if (!Settled(o)) return o;
     if ((o == Outcome::kReleased || o == Outcome::kFailed) && KeyOrder() &&

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <memory>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -60,6 +62,7 @@ class SettlerTest : public ::testing::Test {
       };
     }
     config.shared_commit = std::move(shared);
+    config.key_order = key_order_;
     config.max_attempts = 3;
     config.backoff_initial = absl::Seconds(1);
     config.backoff_max = absl::Seconds(30);
@@ -67,6 +70,8 @@ class SettlerTest : public ::testing::Test {
   }
 
   const store::ClaimRef ref_{"g", "s", 0, 1};
+  std::shared_ptr<std::atomic<bool>> key_order_ =
+      std::make_shared<std::atomic<bool>>(false);
   FakeItemAcks acks_;
   testing::FakeTaskConnection connection_;
   PartScheduler scheduler_{absl::Hours(1), absl::ZeroDuration()};
@@ -283,6 +288,24 @@ TEST_F(SettlerTest, AFailedBatchTriedSinglyLeavesWhatIsNoLongerDue) {
   EXPECT_EQ(acks_.still_due_asked.size(), 1u);
 }
 
+// Under per-key order, an item skipped as paused holds back what follows
+// it in its block (ItemNumbered's ids share one), as a retry does.
+TEST_F(SettlerTest, UnderKeyOrderASkippedItemHoldsItsBlockBack) {
+  key_order_->store(true);
+  Settler settler = Make(/*batched=*/true);
+  std::vector<Item> batch = {ItemNumbered(1), ItemNumbered(2), ItemNumbered(3)};
+  for (Item& item : batch) item.key = "k";
+  acks_.script = [&](const std::vector<std::string>& ids, auto) {
+    if (ids.size() > 1) {
+      acks_.no_longer_due = {batch[0].id};  // the key's head paused
+      return FakeItemAcks::Verdict(absl::InternalError("bad batch"));
+    }
+    return FakeItemAcks::Acked(ids.size());
+  };
+  settler.ProcessItems(ref_, batch, absl::InfiniteFuture());
+  EXPECT_EQ(acks_.handled.size(), 1u);  // the batch only
+}
+
 TEST_F(SettlerTest, AReadAgainThatBreaksDropsTheConnectionAndOthersHandOut) {
   Settler settler = Make();
   acks_.fail_still_due = absl::UnavailableError("server closed");
@@ -386,6 +409,23 @@ TEST_F(SettlerTest, ADeadOwnersDeliveriesCountOncePerPass) {
   EXPECT_EQ(acks_.dead_count_asked[0].size(), 2u);
   EXPECT_EQ(acks_.dead_count_asked[1],
             std::vector<std::string>{ItemNumbered(3).id});
+
+  // A poison item whose dead-lettering failed is counted (and tried)
+  // again when read again, not handed out as counted.
+  DeadCounted poison_mark;
+  acks_.delivered_before = {{ItemNumbered(5).id, 3}};  // max_attempts 3
+  acks_.fail_writes = absl::InternalError("no room");
+  std::vector<Item> poison = {ItemNumbered(4), ItemNumbered(5)};
+  ASSERT_TRUE(settler.CountDeliveriesOfTheDead(ref_, absl::UnixEpoch(),
+                                               &poison_mark, poison));
+  EXPECT_EQ(poison.size(), 1u);  // not handed out
+  acks_.fail_writes = absl::OkStatus();
+  poison = {ItemNumbered(4), ItemNumbered(5)};
+  ASSERT_TRUE(settler.CountDeliveriesOfTheDead(ref_, absl::UnixEpoch(),
+                                               &poison_mark, poison));
+  EXPECT_EQ(acks_.dead_count_asked.back().size(), 2u);
+  ASSERT_EQ(acks_.dead.size(), 1u);
+  EXPECT_EQ(acks_.dead[0].id, ItemNumbered(5).id);
 }
 
 TEST_F(SettlerTest, AReleaseThatCannotBeWrittenIsReadAgain) {
