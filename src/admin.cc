@@ -13,6 +13,7 @@
 #include "store/grant_check.h"
 #include "store/group_store.h"
 #include "store/schema_store.h"
+#include "store/topic_store.h"
 
 namespace sqlgroup {
 namespace {
@@ -180,6 +181,13 @@ absl::Status Admin::CreateGroup(const GroupConfig& config) {
       config.on_dead != OnDead::kRelease) {
     RETURN_IF_ERROR(store::CheckDeadLetterPoliciesStored(*impl_->conn));
   }
+  if (!config.topic.empty()) {
+    // Said before the group is made; the insert subscribes it.
+    RETURN_IF_ERROR(store::CheckTopicsStored(*impl_->conn));
+    RETURN_IF_ERROR(
+        store::ListTopics(*impl_->conn, config.topic, /*count_waiting=*/false)
+            .status());
+  }
   return store::InsertGroup(*impl_->conn, config);
 }
 
@@ -261,6 +269,14 @@ absl::Status Admin::GrantRoles(const RoleGrants& roles) {
   for (const std::string& pattern : roles.groups) {
     RETURN_IF_ERROR(internal::CheckGroupPattern(pattern));
   }
+  for (const std::string& pattern : roles.topics) {
+    RETURN_IF_ERROR(internal::CheckTopicPattern(pattern));
+  }
+  if (!roles.topics.empty() && roles.producer_role.empty()) {
+    return absl::InvalidArgumentError(
+        "--topic says which topics a producer may publish to: give "
+        "--producer_role with it");
+  }
   ASSIGN_OR_RETURN(const internal::SchemaState schema,
                    store::CheckSchema(*impl_->conn));
   if (schema.version < kSchemaVersion) {
@@ -292,8 +308,14 @@ absl::Status Admin::GrantRoles(const RoleGrants& roles) {
     if (sql.find(revoke) == std::string::npos) absl::StrAppend(&sql, revoke);
   }
   for (const auto& [kind, role] : grants) {
+    // A producer of every group publishes to every topic, unless topics
+    // are named; one scoped to groups, to the topics named only.
+    const std::vector<std::string> topics =
+        roles.topics.empty() && roles.groups.empty()
+            ? std::vector<std::string>{internal::kEveryGroup}
+            : roles.topics;
     ASSIGN_OR_RETURN(std::string grant,
-                     internal::GrantSql(kind, role, roles.groups));
+                     internal::GrantSql(kind, role, roles.groups, topics));
     absl::StrAppend(&sql, grant);
   }
   std::vector<std::string> names;

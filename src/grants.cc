@@ -31,7 +31,9 @@ std::string RevokeAllSql(const std::string& role) {
       "REVOKE ALL ON ALL FUNCTIONS IN SCHEMA sqlgroup FROM ", quoted, ";\n");
 }
 
-absl::Status CheckGroupPattern(const std::string& pattern) {
+namespace {
+// `what`: "group" or "topic", as its flag and sentence name it.
+absl::Status CheckPattern(const std::string& pattern, const std::string& what) {
   const auto allowed = [](char c, bool first) {
     return absl::ascii_isalnum(c) || c == '*' ||
            (!first && (c == '_' || c == '.' || c == '-'));
@@ -42,10 +44,20 @@ absl::Status CheckGroupPattern(const std::string& pattern) {
   }
   if (valid) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "--group '", pattern,
-      "' is neither a group name nor a pattern of one: letters, digits, "
-      "'_', '.', '-' and '*' (any characters), starting with a letter, a "
-      "digit or '*', at most 128 characters; '*' alone is every group"));
+      "--", what, " '", pattern, "' is neither a ", what,
+      " name nor a pattern of one: letters, digits, '_', '.', '-' and '*' "
+      "(any characters), starting with a letter, a digit or '*', at most "
+      "128 characters; '*' alone is every ",
+      what));
+}
+}  // namespace
+
+absl::Status CheckGroupPattern(const std::string& pattern) {
+  return CheckPattern(pattern, "group");
+}
+
+absl::Status CheckTopicPattern(const std::string& pattern) {
+  return CheckPattern(pattern, "topic");
 }
 
 std::string DropPoliciesSql(const std::string& role,
@@ -64,24 +76,29 @@ std::string DropPoliciesSql(const std::string& role,
 
 absl::StatusOr<std::string> GrantSql(const std::string& kind,
                                      const std::string& role,
-                                     const std::vector<std::string>& patterns) {
+                                     const std::vector<std::string>& patterns,
+                                     const std::vector<std::string>& topics) {
   const std::string file = absl::StrCat(kind, ".sql");
   // Each element in double quotes: a group named null is no NULL. Patterns
   // hold no quote, backslash, comma or brace (CheckGroupPattern).
+  const auto array = [](const std::vector<std::string>& elements) {
+    return QuoteLiteral(
+        absl::StrCat("{",
+                     absl::StrJoin(elements, ",",
+                                   [](std::string* out, const std::string& p) {
+                                     absl::StrAppend(out, "\"", p, "\"");
+                                   }),
+                     "}"));
+  };
   const std::vector<std::string> every = {kEveryGroup};
-  const std::string groups = QuoteLiteral(
-      absl::StrCat("{",
-                   absl::StrJoin(patterns.empty() ? every : patterns, ",",
-                                 [](std::string* out, const std::string& p) {
-                                   absl::StrAppend(out, "\"", p, "\"");
-                                 }),
-                   "}"));
+  const std::string groups = array(patterns.empty() ? every : patterns);
   for (const MigrationSource& source : EmbeddedGrants()) {
     if (source.name == file) {
       return absl::StrReplaceAll(source.sql,
                                  {{":\"role\"", QuoteIdentifier(role)},
                                   {":'role'", QuoteLiteral(role)},
-                                  {":'groups'", groups}});
+                                  {":'groups'", groups},
+                                  {":'topics'", array(topics)}});
     }
   }
   return absl::NotFoundError(

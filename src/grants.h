@@ -30,6 +30,9 @@ inline constexpr char kEveryGroup[] = "*";
 // sqlgroup.group_grants accepts).
 absl::Status CheckGroupPattern(const std::string& pattern);
 
+// The same for a topic name or pattern of `--topic`.
+absl::Status CheckTopicPattern(const std::string& pattern);
+
 // The statement that drops the policies the sqlgroup schema's row-level
 // security has for `role` (schema 19) of every kind but `keep` ("member",
 // "producer", "operator"): those the grant writes next, which leaves them
@@ -41,10 +44,12 @@ std::string DropPoliciesSql(const std::string& role,
 // sql/grants/`kind`.sql ("member", "producer", "operator") for `role` and
 // the groups `patterns` (empty: every group): psql's :"role" replaced by
 // the quoted name, :'role' by it as a literal, :'groups' by the patterns
-// as a text[] literal. NOT_FOUND for an unknown kind.
-absl::StatusOr<std::string> GrantSql(const std::string& kind,
-                                     const std::string& role,
-                                     const std::vector<std::string>& patterns);
+// as a text[] literal, and :'topics' (a producer's) by `topics` (empty:
+// none). NOT_FOUND for an unknown kind.
+absl::StatusOr<std::string> GrantSql(
+    const std::string& kind, const std::string& role,
+    const std::vector<std::string>& patterns,
+    const std::vector<std::string>& topics = {});
 
 }  // namespace sqlgroup::internal
 

@@ -14,7 +14,9 @@
 #include "store/enqueue_store.h"
 #include "store/grant_check.h"
 #include "store/group_store.h"
+#include "store/publish_store.h"
 #include "store/schema_store.h"
+#include "store/topic_store.h"
 
 namespace sqlgroup {
 namespace {
@@ -43,6 +45,8 @@ std::string NewProducerId() {
 
 struct Producer::Impl {
   ProducerOptions options;
+  // What the batches go to, for messages: "group 'g'" or "topic 't'".
+  std::string target;
   std::optional<store::DbConnection> conn;  // none after a broken one
   // This producer's identity in its batches' idempotency keys.
   const std::string id = NewProducerId();
@@ -64,8 +68,8 @@ struct Producer::Impl {
       options.pool_mode = internal::Resolved(options.pool_mode,
                                              store::TransactionPooled(*conn));
       if (options.pool_mode == PoolMode::kTransaction && options.logger) {
-        options.logger->info(internal::PoolerFound(
-            absl::StrCat("the producer into group ", options.group)));
+        options.logger->info(
+            internal::PoolerFound(absl::StrCat("the producer into ", target)));
       }
     }
     return absl::OkStatus();
@@ -76,8 +80,10 @@ Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Producer::~Producer() {
   // The last batch's key is no longer needed by anyone: this producer
-  // will not retry it. Best effort; expired keys go anyway.
-  if (impl_->conn && impl_->batch > 1 && impl_->pending.empty()) {
+  // will not retry it. Best effort; expired keys go anyway (a topic's:
+  // the next batch forgets the one before).
+  if (impl_->conn && impl_->batch > 1 && impl_->pending.empty() &&
+      impl_->options.topic.empty()) {
     (void)store::ForgetEnqueueKey(*impl_->conn, impl_->options.group,
                                   impl_->Key(impl_->batch - 1));
   }
@@ -87,9 +93,27 @@ absl::StatusOr<std::unique_ptr<Producer>> Producer::Create(
     ProducerOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  const std::string& topic = impl->options.topic;
+  if (!topic.empty() && !impl->options.group.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a producer sends to a group or to a topic, and this one names "
+        "group ",
+        impl->options.group, " and topic ", topic,
+        ": give one (a topic reaches every group that reads it)"));
+  }
+  impl->target = topic.empty()
+                     ? absl::StrCat("group '", impl->options.group, "'")
+                     : absl::StrCat("topic '", topic, "'");
   absl::Status s = impl->Connect();
   if (s.ok()) s = store::CheckSchema(*impl->conn).status();
-  if (s.ok()) {
+  if (s.ok() && !topic.empty()) {
+    s = store::CheckTopicsStored(*impl->conn);
+    if (s.ok()) {
+      s = store::ListTopics(*impl->conn, topic, /*count_waiting=*/false)
+              .status();
+    }
+    if (!s.ok()) return s;
+  } else if (s.ok()) {
     s = store::MissingOrNotGranted(
         *impl->conn, "producer", impl->options.group,
         store::ReadGroupConfig(*impl->conn, impl->options.group).status());
@@ -127,7 +151,9 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
     ++tries;
     absl::StatusOr<std::vector<std::string>> ids;
     if (absl::Status s = p.conn ? absl::OkStatus() : p.Connect(); s.ok()) {
-      ids = store::EnqueueBatch(*p.conn, p.options.group, items, options);
+      ids = p.options.topic.empty()
+                ? store::EnqueueBatch(*p.conn, p.options.group, items, options)
+                : store::PublishBatch(*p.conn, p.options.topic, items, options);
     } else {
       ids = s;
     }
@@ -139,9 +165,9 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
       p.pending.clear();
       if (tries > 1 && p.options.logger) {
         p.options.logger->info(
-            "enqueue of a batch of {} item(s) into group {} got through after "
+            "enqueue of a batch of {} item(s) into {} got through after "
             "{} tries{}",
-            items.size(), p.options.group, tries,
+            items.size(), p.target, tries,
             in_doubt ? "; the batch's commit had been in doubt, and it was "
                        "added once"
                      : "");
@@ -150,8 +176,11 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
     }
     if (in_doubt) p.pending = fingerprint;  // whatever this call returns
     if (!store::EnqueueWorthRetrying(why)) {
-      return internal::WithGrantHint(why, p.options.dsn, "producer",
-                                     p.options.group);
+      // A topic's refusal names its grant itself (require_grant).
+      return p.options.topic.empty()
+                 ? internal::WithGrantHint(why, p.options.dsn, "producer",
+                                           p.options.group)
+                 : why;
     }
     if (absl::IsUnavailable(why) || absl::IsUnknown(why)) p.conn.reset();
     const absl::Duration pause =
@@ -162,26 +191,25 @@ absl::StatusOr<std::vector<std::string>> Producer::Enqueue(
             "could not learn within ",
             absl::FormatDuration(p.options.retry_for), " (", tries,
             " tries) whether a batch of ", items.size(),
-            " item(s) was enqueued into group '", p.options.group,
-            "': a commit's outcome was lost with the connection, and the "
+            " item(s) was enqueued into ", p.target,
+            ": a commit's outcome was lost with the connection, and the "
             "database could not be asked since (last: ",
             why.message(),
             "). The batch may be enqueued: call Enqueue again with the same "
             "items, which adds them only if they are not there"));
       }
       return absl::UnavailableError(absl::StrCat(
-          "could not enqueue a batch of ", items.size(),
-          " item(s) into group '", p.options.group, "' within ",
-          absl::FormatDuration(p.options.retry_for), " (", tries,
-          " tries; last: ", why.message(),
+          "could not enqueue a batch of ", items.size(), " item(s) into ",
+          p.target, " within ", absl::FormatDuration(p.options.retry_for), " (",
+          tries, " tries; last: ", why.message(),
           "). Nothing of the batch was enqueued; check that the database is "
           "running and reachable, then try again"));
     }
     if (tries == 1 && p.options.logger) {
       p.options.logger->warn(
-          "enqueue into group {} failed ({}); retrying for up to {}, without "
+          "enqueue into {} failed ({}); retrying for up to {}, without "
           "duplicating the batch",
-          p.options.group, std::string(why.message()),
+          p.target, std::string(why.message()),
           absl::FormatDuration(p.options.retry_for));
     }
     ++p.retries;
@@ -201,6 +229,12 @@ absl::StatusOr<std::vector<std::string>> Producer::EnqueueIn(
     pqxx::work& tx, const std::string& group, const std::vector<NewItem>& items,
     const EnqueueOptions& options) {
   return store::EnqueueIn(tx, group, items, options);
+}
+
+absl::StatusOr<std::vector<std::string>> Producer::PublishIn(
+    pqxx::work& tx, const std::string& topic, const std::vector<NewItem>& items,
+    const EnqueueOptions& options) {
+  return store::PublishIn(tx, topic, items, options);
 }
 
 }  // namespace sqlgroup

@@ -35,6 +35,9 @@ inline constexpr int kDeadRetentionFrom = 18;
 // row-level security, sqlgroup.require_grant) and keeps sessions' secrets.
 inline constexpr int kGroupGrantsFrom = 19;
 
+// The first schema with topics (sqlgroup.topics, groups.topic, publish).
+inline constexpr int kTopicsFrom = 20;
+
 // What the database's sqlgroup schema says of who may use it.
 struct SchemaState {
   int version = 0;  // the newest applied migration; 0: no sqlgroup schema

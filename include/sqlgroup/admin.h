@@ -89,6 +89,12 @@ struct GroupConfig {
   // What happens to a key whose item died (kHold: needs ordering kKey and
   // schema 18). Default kRelease.
   OnDead on_dead = OnDead::kRelease;
+  // The topic the group reads (Admin::CreateTopic, docs/TOPICS.md): it
+  // receives every item published to the topic after it subscribed, with
+  // its own parts, members, retries and dead letters; items enqueued to
+  // the group still reach it. Empty: none. Needs schema 20; changed with
+  // Admin::SetGroupTopic.
+  std::string topic;
 
   // INVALID_ARGUMENT naming the field when a value is out of range.
   absl::Status Validate() const;
@@ -212,6 +218,29 @@ struct RoleGrants {
   // stands for any characters. Empty: every group, also those created
   // later. The grant replaces whatever groups the roles had.
   std::vector<std::string> groups;
+  // The topics producer_role may publish to (schema 20), names or
+  // patterns as above. Empty: every topic when `groups` is empty too,
+  // else none. Replaces whatever topics it had.
+  std::vector<std::string> topics;
+};
+
+// A group that reads a topic.
+struct TopicSubscriber {
+  std::string group;
+  absl::Time subscribed_at;  // database clock
+  // Its waiting items (from the topic or enqueued to it), and the age of
+  // the oldest; counted by Admin::DescribeTopic only.
+  int64_t waiting = 0;
+  absl::Duration oldest_age;
+};
+
+// A topic (schema 20): a named stream that several groups read, each at
+// its own pace (docs/TOPICS.md).
+struct TopicInfo {
+  std::string name;
+  absl::Time created_at;                // database clock
+  std::string created_by;               // the role that created it
+  std::vector<TopicSubscriber> groups;  // by name
 };
 
 // A change of a group's part count (Admin::AlterParts).
@@ -382,6 +411,28 @@ class Admin {
   // keys paused one by one paused. False when it was not paused.
   absl::StatusOr<bool> ResumeGroup(const std::string& group,
                                    const std::optional<std::string>& key = {});
+
+  // Topics (schema 20, docs/TOPICS.md): the schema's owner's to change.
+  // A topic's name follows a group's rules (INVALID_ARGUMENT);
+  // ALREADY_EXISTS when taken. Items reach it through sqlgroup.publish.
+  absl::Status CreateTopic(const std::string& name);
+  // NOT_FOUND when there is no such topic; FAILED_PRECONDITION, deleting
+  // nothing, while groups read it (each named).
+  absl::Status DeleteTopic(const std::string& name);
+  // Every topic by name, with the groups that read it (not counting their
+  // items).
+  absl::StatusOr<std::vector<TopicInfo>> ListTopics();
+  // One topic, with each group's waiting items and the oldest one's age
+  // (reads each group's items: O(items)). NOT_FOUND when missing.
+  absl::StatusOr<TopicInfo> DescribeTopic(const std::string& name);
+  // Subscribes the group to `topic` (nullopt: ends its subscription, and
+  // the items it holds stay). It receives what is published after this
+  // commits; publishes in flight finish first. False when nothing changed
+  // (no subscription to end). NOT_FOUND (no such group or topic),
+  // ALREADY_EXISTS (subscribed to it already), FAILED_PRECONDITION (it
+  // reads another topic: a group reads one, so end that first).
+  absl::StatusOr<bool> SetGroupTopic(const std::string& group,
+                                     const std::optional<std::string>& topic);
 
  private:
   struct Impl;  // the connection; keeps pqxx out of this header

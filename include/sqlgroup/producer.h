@@ -58,6 +58,11 @@ struct NewItem {
 struct ProducerOptions {
   std::string dsn;    // empty: libpq's PG* variables
   std::string group;  // must exist
+  // Instead of `group`: publishes to this topic (schema 20), i.e. into
+  // every group that reads it when each batch commits, with the same ids
+  // in each (docs/TOPICS.md). The same batching and exactly-once retries;
+  // a publish always wakes the groups' members (`notify` is not used).
+  std::string topic;
   // One NOTIFY per Enqueue call wakes idle members at once (and, for
   // delayed items, one more tells them when the soonest falls due);
   // without it they notice within their idle poll.
@@ -140,6 +145,15 @@ class Producer {
   static absl::StatusOr<std::vector<std::string>> EnqueueIn(
       pqxx::work& tx, const std::string& group,
       const std::vector<NewItem>& items, const EnqueueOptions& options);
+
+  // Publishes to a topic in your transaction, as EnqueueIn enqueues into a
+  // group: every group that reads the topic when it commits gets each
+  // item, with one id. NOT_FOUND (no such topic), FAILED_PRECONDITION (no
+  // group reads it: nothing is published), INVALID_ARGUMENT, and errors
+  // that abort the transaction.
+  static absl::StatusOr<std::vector<std::string>> PublishIn(
+      pqxx::work& tx, const std::string& topic,
+      const std::vector<NewItem>& items, const EnqueueOptions& options = {});
 
  private:
   struct Impl;

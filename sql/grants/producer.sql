@@ -34,3 +34,16 @@ GRANT EXECUTE ON FUNCTION
   sqlgroup.announce_items(text, interval),
   sqlgroup.announce_items(text, interval, uuid[])
   TO :"role";
+-- Topics (schema 20): publishing, checked per topic by the functions
+-- (`--topic`; sqlgroup.grant_topics records which), and the topics' names,
+-- which a Producer checks at its start.
+SELECT sqlgroup.grant_topics(:'role', :'topics');
+GRANT SELECT ON sqlgroup.topics TO :"role";
+GRANT EXECUTE ON FUNCTION
+  sqlgroup.publish(text, text, bytea, interval),
+  sqlgroup.publish(text, text, bytea, interval, text),
+  sqlgroup.publish_many(text, text[], bytea[], interval),
+  sqlgroup.publish_many(text, text[], bytea[], interval, text),
+  sqlgroup.forget_publish_key(text, text),
+  sqlgroup.claim_publish_key(text, text, text)
+  TO :"role";

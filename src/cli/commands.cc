@@ -99,6 +99,8 @@ absl::Status GroupCreate(const Args& args) {
   config.assignor = assignor;
   config.dead_retention = absl::GetFlag(FLAGS_dead_retention);
   ASSIGN_OR_RETURN(config.on_dead, OnDeadFlag());
+  config.topic = absl::GetFlag(FLAGS_topic);
+  if (config.topic == "none") config.topic.clear();
   // Checked before connecting, in the flags' names: the library's
   // messages name the GroupConfig fields.
   if (absl::Status s = config.Validate(); !s.ok()) {
@@ -121,6 +123,9 @@ absl::Status GroupCreate(const Args& args) {
           ? absl::StrCat(", dead letters kept ",
                          absl::FormatDuration(config.dead_retention))
           : "",
+      config.topic.empty()
+          ? ""
+          : absl::StrCat(", reading topic ", config.topic, " from now on"),
       "\n"));
   return absl::OkStatus();
 }
@@ -163,10 +168,21 @@ absl::Status GroupAlter(const Args& args) {
   if (FlagGiven("on_dead")) {
     ASSIGN_OR_RETURN(on_dead, OnDeadFlag());
   }
-  if (!ttl && !heartbeat && !resize && !retention && !on_dead) {
+  std::optional<std::optional<std::string>> topic;  // nullopt inside: none
+  if (FlagGiven("topic")) {
+    const std::string t = absl::GetFlag(FLAGS_topic);
+    if (t.empty()) {
+      return absl::InvalidArgumentError(
+          "--topic names no topic; give a topic's name, or `none` to stop "
+          "reading the group's topic; nothing was changed");
+    }
+    topic.emplace();
+    if (t != "none") *topic = t;
+  }
+  if (!ttl && !heartbeat && !resize && !retention && !on_dead && !topic) {
     return absl::InvalidArgumentError(
-        "group alter needs --parts, --ttl, --heartbeat, --dead_retention "
-        "and/or --on_dead");
+        "group alter needs --parts, --ttl, --heartbeat, --dead_retention, "
+        "--on_dead and/or --topic");
   }
   if (resize && (parts < 1 || parts > 4096)) {
     return absl::InvalidArgumentError(
@@ -194,6 +210,17 @@ absl::Status GroupAlter(const Args& args) {
               : absl::StrCat("group ", args[0],
                              " keeps its dead letters until they are "
                              "requeued or purged\n"));
+  }
+  if (topic) {
+    ASSIGN_OR_RETURN(const bool changed, admin->SetGroupTopic(args[0], *topic));
+    Print(!changed ? absl::StrCat("group ", args[0],
+                                  " reads no topic; nothing to change\n")
+          : *topic ? absl::StrCat("group ", args[0], " reads topic ", **topic,
+                                  ": it receives what is published from now "
+                                  "on\n")
+                   : absl::StrCat("group ", args[0],
+                                  " no longer reads its topic; the items it "
+                                  "holds stay\n"));
   }
   if (ttl || heartbeat) {
     RETURN_IF_ERROR(admin->AlterGroup(args[0], ttl, heartbeat));
@@ -258,6 +285,16 @@ absl::Status Grant(const Args&) {
       roles.groups.emplace_back(g);
     }
   }
+  for (const std::string& value : FlagValues("topic")) {
+    for (absl::string_view t : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+      roles.topics.emplace_back(t);
+    }
+  }
+  if (FlagGiven("topic") && roles.topics.empty()) {
+    return absl::InvalidArgumentError(
+        "--topic names no topic; give a topic's name or a pattern (`*` "
+        "alone is every topic), or leave --topic out");
+  }
   if (FlagGiven("group") && roles.groups.empty()) {
     // An empty variable must not widen a grant to every group.
     return absl::InvalidArgumentError(
@@ -279,6 +316,16 @@ absl::Status Grant(const Args&) {
     Print(absl::StrCat("granted ", kind, " privileges to ", role, " for ",
                        which, "\n"));
   }
+  if (!roles.producer_role.empty()) {
+    Print(absl::StrCat(
+        roles.producer_role, " may publish to ",
+        !roles.topics.empty()
+            ? absl::StrCat(roles.topics.size() == 1 ? "topic " : "topics ",
+                           absl::StrJoin(roles.topics, ", "), " only")
+        : roles.groups.empty() ? "every topic (--topic limits it)"
+                               : "no topic (--topic T allows it)",
+        "\n"));
+  }
   return absl::OkStatus();
 }
 
@@ -291,25 +338,27 @@ const std::map<std::string, Command>& Commands() {
         Migrate}},
       {"grant",
        {"grant [--member_role ROLE] [--producer_role ROLE] [--operator_role "
-        "ROLE] [--group G]...  (least privileges, for the groups G, names or "
-        "patterns with *; all groups without --group; again after each "
+        "ROLE] [--group G]... [--topic T]...  (least privileges, for the "
+        "groups G, names or patterns with *; all groups without --group; "
+        "--topic: what the producer may publish to; again after each "
         "migrate)",
-        {"member_role", "producer_role", "operator_role", "group"},
+        {"member_role", "producer_role", "operator_role", "group", "topic"},
         0,
         Grant}},
       {"group create",
        {"group create NAME [--parts 16] [--ttl 5s] [--heartbeat 1s] "
         "[--ordering key|none] [--assignor lexical|sticky] "
-        "[--dead_retention D] [--on_dead release|hold]",
+        "[--dead_retention D] [--on_dead release|hold] [--topic T]",
         {"parts", "ttl", "heartbeat", "ordering", "assignor", "dead_retention",
-         "on_dead"},
+         "on_dead", "topic"},
         1,
         GroupCreate}},
       {"group alter",
        {"group alter NAME [--parts P] [--ttl D] [--heartbeat D] "
-        "[--dead_retention D] [--on_dead release|hold]  (--parts changes a "
-        "live group's part count, up or down; no item moves)",
-        {"parts", "ttl", "heartbeat", "dead_retention", "on_dead"},
+        "[--dead_retention D] [--on_dead release|hold] [--topic T|none]  "
+        "(--parts changes a live group's part count, up or down; no item "
+        "moves)",
+        {"parts", "ttl", "heartbeat", "dead_retention", "on_dead", "topic"},
         1,
         GroupAlter}},
       {"group delete",
@@ -328,11 +377,12 @@ const std::map<std::string, Command>& Commands() {
       {"group describe",
        {"group describe NAME [--json]", {"json"}, 1, GroupDescribe}},
       {"produce",
-       {"produce --group NAME ([--key K] --payload TEXT|--payload_file F | "
+       {"produce (--group NAME | --topic T) ([--key K] --payload "
+        "TEXT|--payload_file F | "
         "--input FILE|- [--format text|json] [--key_delimiter '\\t'] | "
         "--generate [--count 1000] [--keys K] [--payload_bytes B] [--rate "
         "R]) [--delay D] [--print_ids] [--retry_for 60s]",
-        {"group", "key", "payload", "payload_file", "input", "format",
+        {"group", "topic", "key", "payload", "payload_file", "input", "format",
          "key_delimiter", "delay", "print_ids", "generate", "count", "keys",
          "payload_bytes", "rate", "notify", "retry_for", "pool_mode"},
         0,
@@ -400,6 +450,24 @@ const std::map<std::string, Command>& Commands() {
         RunGroupPause}},
       {"group resume",
        {"group resume GROUP [--key K]", {"key"}, 1, RunGroupResume}},
+      {"topic create",
+       {"topic create NAME  (a stream several groups read, each with its own "
+        "parts, members and retries; sqlgroup.publish writes to it)",
+        {},
+        1,
+        RunTopicCreate}},
+      {"topic delete",
+       {"topic delete NAME  (refused while a group reads it)",
+        {},
+        1,
+        RunTopicDelete}},
+      {"topic list", {"topic list [--json]", {"json"}, 0, RunTopicList}},
+      {"topic describe",
+       {"topic describe NAME [--json]  (the groups that read it, with their "
+        "waiting items)",
+        {"json"},
+        1,
+        RunTopicDescribe}},
       {"postgres",
        {"postgres [--port 0] [--data_dir DIR | --keep] [--durable]  (a "
         "private PostgreSQL until SIGINT/SIGTERM; prints its DSN)",
@@ -490,7 +558,7 @@ std::vector<std::string> EnvironmentFlagsOfCommand(const Args& words) {
     // ResolveDsn reads SQLGROUP_DSN itself, to say where a DSN came from.
     if (flag == "dsn" || (operation && kSelectors.count(flag))) continue;
     // A SQLGROUP_GROUP meant for consume must not scope a grant.
-    if (name == "grant" && flag == "group") continue;
+    if (name == "grant" && (flag == "group" || flag == "topic")) continue;
     out.push_back(flag);
   }
   return out;

@@ -108,15 +108,27 @@ std::string RetentionJson(absl::Duration retention) {
   return retention > absl::ZeroDuration() ? Seconds(retention) : "null";
 }
 
+// "-" when the group reads no topic.
+std::string TopicText(const std::string& topic) {
+  return topic.empty() ? "-" : topic;
+}
+
+// null when the group reads no topic.
+std::string TopicJson(const std::string& topic) {
+  return topic.empty() ? "null" : JsonString(topic);
+}
+
 std::string DescriptionText(const GroupDescription& d) {
   std::string out = absl::StrFormat(
       "GROUP %s  parts=%d  ordering=%s  assignor=%s  ttl=%s  heartbeat=%s  "
-      "members=%d  dead_items=%d  dead_retention=%s  on_dead=%s  schema=%d\n",
+      "members=%d  dead_items=%d  dead_retention=%s  on_dead=%s  topic=%s  "
+      "schema=%d\n",
       d.config.name, d.config.parts, OrderingName(d.config.ordering),
       d.config.assignor, absl::FormatDuration(d.config.session_ttl),
       absl::FormatDuration(d.config.heartbeat_interval), d.members.size(),
       d.dead_items, RetentionText(d.config.dead_retention),
-      OnDeadName(d.config.on_dead), d.schema_version);
+      OnDeadName(d.config.on_dead), TopicText(d.config.topic),
+      d.schema_version);
   for (const Pause& p : d.pauses) {
     absl::StrAppend(&out,
                     p.key ? absl::StrCat("PAUSED key ", JsonString(*p.key))
@@ -258,6 +270,7 @@ std::string DescriptionJson(const GroupDescription& d) {
       ",\"dead_items\":", d.dead_items,
       ",\"dead_retention_seconds\":", RetentionJson(d.config.dead_retention),
       ",\"on_dead\":", JsonString(OnDeadName(d.config.on_dead)),
+      ",\"topic\":", TopicJson(d.config.topic),
       ",\"blocked_keys\":", BlockedKeys(d),
       ",\"oldest_blocked_seconds\":", Seconds(OldestBlocked(d)),
       ",\"schema_version\":", d.schema_version,
@@ -267,16 +280,18 @@ std::string DescriptionJson(const GroupDescription& d) {
 }
 
 std::string GroupListText(const std::vector<GroupConfig>& groups) {
-  std::string out = absl::StrFormat(
-      "%-32s  %6s  %-8s  %-8s  %10s  %10s  %-14s  %s\n", "GROUP", "PARTS",
-      "ORDERING", "ASSIGNOR", "TTL", "HEARTBEAT", "DEAD_RETENTION", "ON_DEAD");
+  std::string out =
+      absl::StrFormat("%-32s  %6s  %-8s  %-8s  %10s  %10s  %-14s  %-7s  %s\n",
+                      "GROUP", "PARTS", "ORDERING", "ASSIGNOR", "TTL",
+                      "HEARTBEAT", "DEAD_RETENTION", "ON_DEAD", "TOPIC");
   for (const GroupConfig& g : groups) {
     out +=
-        absl::StrFormat("%-32s  %6d  %-8s  %-8s  %10s  %10s  %-14s  %s\n",
+        absl::StrFormat("%-32s  %6d  %-8s  %-8s  %10s  %10s  %-14s  %-7s  %s\n",
                         g.name, g.parts, OrderingName(g.ordering), g.assignor,
                         absl::FormatDuration(g.session_ttl),
                         absl::FormatDuration(g.heartbeat_interval),
-                        RetentionText(g.dead_retention), OnDeadName(g.on_dead));
+                        RetentionText(g.dead_retention), OnDeadName(g.on_dead),
+                        TopicText(g.topic));
   }
   return out;
 }
@@ -291,7 +306,8 @@ std::string GroupListJson(const std::vector<GroupConfig>& groups) {
         ",\"ttl_seconds\":", Seconds(g.session_ttl),
         ",\"heartbeat_seconds\":", Seconds(g.heartbeat_interval),
         ",\"dead_retention_seconds\":", RetentionJson(g.dead_retention),
-        ",\"on_dead\":", JsonString(OnDeadName(g.on_dead)), "}"));
+        ",\"on_dead\":", JsonString(OnDeadName(g.on_dead)),
+        ",\"topic\":", TopicJson(g.topic), "}"));
   }
   return absl::StrCat("[", absl::StrJoin(rows, ","), "]\n");
 }

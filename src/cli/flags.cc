@@ -44,7 +44,13 @@ ABSL_FLAG(std::string, on_dead, "release",
           "group create/alter: what a key does when one of its items dies: "
           "release (its next item goes on) or hold (it waits until the dead "
           "letter is requeued or purged; ordering key only)");
-ABSL_FLAG(bool, json, false, "group describe/list: print JSON");
+ABSL_FLAG(std::string, topic, "",
+          "group create/alter: the topic the group reads (`none` in group "
+          "alter: it stops reading its topic); produce: publish to this "
+          "topic (every group that reads it gets each item) instead of "
+          "--group");
+ABSL_FLAG(bool, json, false,
+          "group describe/list, topic describe/list: print JSON");
 ABSL_FLAG(absl::Duration, duration, absl::Seconds(60),
           "demo: how long the demo runs");
 ABSL_FLAG(std::string, group, "",

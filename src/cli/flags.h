@@ -25,6 +25,7 @@ ABSL_DECLARE_FLAG(absl::Duration, ttl);
 ABSL_DECLARE_FLAG(absl::Duration, heartbeat);
 ABSL_DECLARE_FLAG(absl::Duration, dead_retention);
 ABSL_DECLARE_FLAG(std::string, on_dead);
+ABSL_DECLARE_FLAG(std::string, topic);
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(absl::Duration, duration);
 ABSL_DECLARE_FLAG(std::string, log_level);

@@ -45,9 +45,8 @@ struct BatchOutcome {
 // connection the server has not dropped yet, the claim waits for its end.
 // Logs once when retries start and once when they end.
 BatchOutcome EnqueueBatchWithRetries(
-    const std::string& dsn, PoolMode mode, const std::string& group,
-    absl::Duration retry_for, std::unique_ptr<pqxx::connection>& conn,
-    int64_t sent,
+    const ProduceTarget& target, absl::Duration retry_for,
+    std::unique_ptr<pqxx::connection>& conn, int64_t sent,
     const std::function<absl::StatusOr<std::vector<std::string>>(pqxx::work&)>&
         enqueue,
     const std::string& key, const std::string& previous) {
@@ -59,7 +58,7 @@ BatchOutcome EnqueueBatchWithRetries(
     bool already_in = false;
     absl::Status s = absl::OkStatus();
     if (!conn) {
-      auto c = store::Connect(dsn, ProduceConnectOptions(mode));
+      auto c = store::Connect(target.dsn, ProduceConnectOptions(target.mode));
       if (c.ok()) {
         conn = std::move(*c);
       } else {
@@ -70,11 +69,16 @@ BatchOutcome EnqueueBatchWithRetries(
       s = store::Guard("enqueue", [&] {
         pqxx::work tx(*conn);
         store::LocalLimits(tx);
-        already_in = !tx.exec_params1(
-                            "SELECT sqlgroup.claim_enqueue_key($1, $2, "
-                            "'{}'::uuid[], nullif($3, ''))",
-                            group, key, previous)[0]
-                          .as<bool>();
+        // A topic's keys are its own (schema 20).
+        already_in =
+            !tx.exec_params1(target.topic.empty()
+                                 ? "SELECT sqlgroup.claim_enqueue_key($1, $2, "
+                                   "'{}'::uuid[], nullif($3, ''))"
+                                 : "SELECT sqlgroup.claim_publish_key($1, $2, "
+                                   "nullif($3, ''))",
+                             target.topic.empty() ? target.group : target.topic,
+                             key, previous)[0]
+                 .as<bool>();
         if (already_in) return;  // rolls back: nothing to write
         auto ids = enqueue(tx);
         if (!ids.ok()) {
@@ -167,6 +171,7 @@ absl::Status RunGenerate(const ProduceTarget& target) {
         "data in a table of its own and enqueue its key"));
   }
   const std::string& group = target.group;
+  const std::string& topic = target.topic;
   const std::string& dsn = target.dsn;
   const absl::Duration retry_for = target.retry_for;
   // Producer::Create checks the schema and the group; batches then go
@@ -178,6 +183,7 @@ absl::Status RunGenerate(const ProduceTarget& target) {
   RETURN_IF_ERROR(RetryWhileUnavailable(retry_for, [&]() -> absl::Status {
     ASSIGN_OR_RETURN(auto checked, Producer::Create({.dsn = dsn,
                                                      .group = group,
+                                                     .topic = topic,
                                                      .pool_mode = target.mode,
                                                      .logger = CliLogger()}));
     checked.reset();
@@ -207,17 +213,18 @@ absl::Status RunGenerate(const ProduceTarget& target) {
     const std::string previous =
         batches == 0 ? "" : absl::StrCat(run, ":", batches - 1);
     BatchOutcome outcome = EnqueueBatchWithRetries(
-        dsn, target.mode, group, retry_for, conn, sent,
+        target, retry_for, conn, sent,
         [&](pqxx::work& tx) {
+          std::vector<NewItem> items(n, unkeyed);
           if (keys > 0) {
             std::vector<std::string> item_keys(n);
             for (int64_t i = 0; i < n; ++i) {
               item_keys[i] = absl::StrCat("k", (sent + i) % keys);
             }
-            return EnqueueNumbered(tx, group, item_keys, payload_bytes);
+            items = NumberedItems(tx, item_keys, payload_bytes);
           }
-          return Producer::EnqueueIn(tx, group,
-                                     std::vector<NewItem>(n, unkeyed));
+          return topic.empty() ? Producer::EnqueueIn(tx, group, items)
+                               : Producer::PublishIn(tx, topic, items);
         },
         key, previous);
     retries += outcome.retries;
@@ -231,8 +238,9 @@ absl::Status RunGenerate(const ProduceTarget& target) {
   }
   const double secs = absl::ToDoubleSeconds(absl::Now() - start);
   std::printf("produced %lld items into %s in %.2f s (%.0f/s)%s\n",
-              static_cast<long long>(sent), group.c_str(), secs,
-              secs > 0 ? sent / secs : 0.0,
+              static_cast<long long>(sent),
+              (topic.empty() ? group : absl::StrCat("topic ", topic)).c_str(),
+              secs, secs > 0 ? sent / secs : 0.0,
               retries > 0 ? absl::StrCat(", ", retries,
                                          " retries, no batch added twice")
                                 .c_str()

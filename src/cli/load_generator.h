@@ -19,6 +19,7 @@ namespace sqlgroup::cli {
 struct ProduceTarget {
   std::string dsn;
   std::string group;
+  std::string topic;  // instead of group: publish (schema 20)
   PoolMode mode = PoolMode::kAuto;
   absl::Duration retry_for;
 };

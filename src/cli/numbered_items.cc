@@ -57,10 +57,9 @@ std::optional<int64_t> PayloadSequence(const std::string& payload) {
   return seq;
 }
 
-absl::StatusOr<std::vector<std::string>> EnqueueNumbered(
-    pqxx::work& tx, const std::string& group,
-    const std::vector<std::string>& keys, size_t payload_bytes,
-    const EnqueueOptions& options) {
+std::vector<NewItem> NumberedItems(pqxx::work& tx,
+                                   const std::vector<std::string>& keys,
+                                   size_t payload_bytes) {
   std::map<std::string, int64_t> tally;
   for (const std::string& key : keys) ++tally[key];
   // One statement for the batch; rows are inserted (and so locked) in key
@@ -83,7 +82,15 @@ absl::StatusOr<std::vector<std::string>> EnqueueNumbered(
     items[i].key = keys[i];
     items[i].payload = SequencedPayload(++next[keys[i]], payload_bytes);
   }
-  return Producer::EnqueueIn(tx, group, items, options);
+  return items;
+}
+
+absl::StatusOr<std::vector<std::string>> EnqueueNumbered(
+    pqxx::work& tx, const std::string& group,
+    const std::vector<std::string>& keys, size_t payload_bytes,
+    const EnqueueOptions& options) {
+  return Producer::EnqueueIn(tx, group, NumberedItems(tx, keys, payload_bytes),
+                             options);
 }
 
 }  // namespace sqlgroup::cli

@@ -34,14 +34,18 @@ std::string SequencedPayload(int64_t seq, size_t bytes);
 // with a decimal digit (an unnumbered item) or the number overflows.
 std::optional<int64_t> PayloadSequence(const std::string& payload);
 
-// Enqueues one item per entry of `keys` (in that order, which is each key's
-// enqueue order) into `group` inside `tx`, numbered per key: adds the
-// batch's count of each key to sqlgroup_demo.produced and numbers the
-// key's items from the tally it had before, read in `tx` (the upsert locks
-// the key's row, so producers of one key take turns and never share a
-// number). Each payload is SequencedPayload(n, payload_bytes). The ids, in
-// the order of `keys`; the errors of Producer::EnqueueIn. Throws what pqxx
+// One item per entry of `keys` (in that order, which is each key's enqueue
+// order), numbered per key inside `tx`: adds the batch's count of each key
+// to sqlgroup_demo.produced and numbers the key's items from the tally it
+// had before, read in `tx` (the upsert locks the key's row, so producers
+// of one key take turns and never share a number). Each payload is
+// SequencedPayload(n, payload_bytes). Send them in `tx`. Throws what pqxx
 // throws.
+std::vector<sqlgroup::NewItem> NumberedItems(
+    pqxx::work& tx, const std::vector<std::string>& keys, size_t payload_bytes);
+
+// NumberedItems enqueued into `group` in `tx`: their ids, in the order of
+// `keys`; the errors of Producer::EnqueueIn.
 absl::StatusOr<std::vector<std::string>> EnqueueNumbered(
     pqxx::work& tx, const std::string& group,
     const std::vector<std::string>& keys, size_t payload_bytes,

@@ -205,6 +205,7 @@ absl::Status SendOwnItems(const ProduceTarget& target, bool from_input) {
         ASSIGN_OR_RETURN(
             producer, Producer::Create({.dsn = target.dsn,
                                         .group = target.group,
+                                        .topic = target.topic,
                                         .notify = absl::GetFlag(FLAGS_notify),
                                         .pool_mode = target.mode,
                                         .retry_for = target.retry_for,
@@ -227,10 +228,14 @@ absl::Status SendOwnItems(const ProduceTarget& target, bool from_input) {
     if (print_ids) std::printf("%s\n", ids[0].c_str());
   }
   // With --print_ids standard output holds only the ids.
-  const std::string summary =
-      absl::StrCat("produced ", sent, " item(s) into ", target.group, " in ",
-                   absl::FormatDuration(absl::Trunc(absl::Now() - start,
-                                                    absl::Milliseconds(1))));
+  const std::string summary = absl::StrCat(
+      target.topic.empty()
+          ? absl::StrCat("produced ", sent, " item(s) into ", target.group)
+          : absl::StrCat("published ", sent, " item(s) to topic ", target.topic,
+                         " (each to every group that reads it)"),
+      " in ",
+      absl::FormatDuration(
+          absl::Trunc(absl::Now() - start, absl::Milliseconds(1))));
   if (print_ids) {
     CliLogger()->info("{}", summary);
   } else {
@@ -242,7 +247,22 @@ absl::Status SendOwnItems(const ProduceTarget& target, bool from_input) {
 }  // namespace
 
 absl::Status RunProduce(const Args&) {
-  RETURN_IF_ERROR(RequireGroupFlag());
+  const bool to_topic = FlagGiven("topic");
+  if (to_topic && FlagGiven("group")) {
+    return absl::InvalidArgumentError(
+        "give --group or --topic, not both: a topic reaches every group "
+        "that reads it");
+  }
+  if (to_topic && absl::GetFlag(FLAGS_topic).empty()) {
+    return absl::InvalidArgumentError(
+        "--topic names no topic; give a topic's name (`sqlgroup topic "
+        "list` shows them)");
+  }
+  if (!to_topic && absl::GetFlag(FLAGS_group).empty()) {
+    return absl::InvalidArgumentError(
+        "--group (or --topic) is required: the group, or the topic, that "
+        "gets the items");
+  }
   const std::vector<std::string> one =
       Given({"key", "payload", "payload_file"});
   const std::vector<std::string> input = Given({"input"});
@@ -285,7 +305,8 @@ absl::Status RunProduce(const Args&) {
                      absl::FormatDuration(retry_for)));
   }
   ProduceTarget target{.dsn = ResolveDsn(absl::GetFlag(FLAGS_dsn)),
-                       .group = absl::GetFlag(FLAGS_group),
+                       .group = to_topic ? "" : absl::GetFlag(FLAGS_group),
+                       .topic = to_topic ? absl::GetFlag(FLAGS_topic) : "",
                        .retry_for = retry_for};
   ASSIGN_OR_RETURN(target.mode, PoolModeFlag());
   if (!generator.empty()) {

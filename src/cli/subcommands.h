@@ -32,6 +32,11 @@ absl::Status RunItemsShow(const Args& args);
 absl::Status RunItemsCancel(const Args& args);
 absl::Status RunGroupPause(const Args& args);
 absl::Status RunGroupResume(const Args& args);
+// Topics (topic_commands.cc).
+absl::Status RunTopicCreate(const Args& args);
+absl::Status RunTopicDelete(const Args& args);
+absl::Status RunTopicList(const Args& args);
+absl::Status RunTopicDescribe(const Args& args);
 
 // An Admin on --dsn (commands.cc).
 absl::StatusOr<std::unique_ptr<Admin>> ConnectAdmin();

@@ -20,14 +20,21 @@ absl::StatusCode CodeForSqlState(const std::string& state) {
     return absl::StatusCode::kAborted;
   }
   if (state == "23505" || state == "42P04" || state == "42P06" ||
-      state == "42P07") {
+      state == "42P07" || state == "42710") {
     return absl::StatusCode::kAlreadyExists;
   }
-  if (state == "23514" || state == "23502" || absl::StartsWith(state, "22")) {
+  if (state == "23514" || state == "23502" || state == "42602" ||
+      absl::StartsWith(state, "22")) {
     return absl::StatusCode::kInvalidArgument;
   }
   if (state == "42P01" || state == "3F000" || state == "42703") {
     return absl::StatusCode::kFailedPrecondition;  // schema missing or old
+  }
+  // What our functions raise: no such object; one still in use, or a
+  // state that forbids the call (a topic no group reads).
+  if (state == "42704") return absl::StatusCode::kNotFound;
+  if (state == "2BP01" || state == "55006" || state == "55000") {
+    return absl::StatusCode::kFailedPrecondition;
   }
   if (state == "42501" || absl::StartsWith(state, "28")) {
     return absl::StatusCode::kPermissionDenied;

@@ -37,18 +37,22 @@ constexpr char kUpdateDeadRetention[] =
     "UPDATE sqlgroup.groups SET dead_retention = "
     "nullif($2::interval, interval '0') WHERE name = $1";
 
+// $1 name, $2 the topic it reads from now on (schema 20).
+constexpr char kSubscribe[] = "SELECT sqlgroup.subscribe($1, $2)";
+
 // $1 name, $2 on_dead ('release' or 'hold').
 constexpr char kUpdateOnDead[] =
     "UPDATE sqlgroup.groups SET on_dead = $2 WHERE name = $1";
 
-// Each group's dead-letter retention in microseconds (0: none) and on_dead
-// policy, read from the row as JSON so that the same statement runs on a
-// schema before 18, which has no such columns. $1: one group's name, or
-// NULL for all.
-constexpr char kReadDeadLetterPolicies[] =
+// Each group's dead-letter retention in microseconds (0: none), on_dead
+// policy and topic ('': none), read from the row as JSON so that the same
+// statement runs on a schema before 18 (20 for the topic), which has no
+// such columns. $1: one group's name, or NULL for all.
+constexpr char kReadNewerSettings[] =
     "SELECT g.name, coalesce((extract(epoch from "
     "(to_jsonb(g) ->> 'dead_retention')::interval) * 1000000)::bigint, 0), "
-    "coalesce(to_jsonb(g) ->> 'on_dead', 'release') "
+    "coalesce(to_jsonb(g) ->> 'on_dead', 'release'), "
+    "coalesce(to_jsonb(g) ->> 'topic', '') "
     "FROM sqlgroup.groups g WHERE $1::text IS NULL OR g.name = $1";
 
 // $1 name. The group's live members that know a schema before 18 (or
@@ -115,25 +119,27 @@ constexpr char kDeleteOwnershipLog[] =
     "DELETE FROM sqlgroup.ownership_log WHERE group_name = $1";
 constexpr char kDeleteGroup[] = "DELETE FROM sqlgroup.groups WHERE name = $1";
 
-// Fills each config's dead_retention and on_dead.
-absl::Status ReadDeadLetterPolicies(DbConnection& db,
-                                    std::vector<GroupConfig>& configs,
-                                    std::optional<std::string> one) {
-  std::map<std::string, std::pair<absl::Duration, OnDead>> policies;
-  RETURN_IF_ERROR(Guard("read dead-letter policies", [&] {
+// Fills each config's dead_retention, on_dead and topic.
+absl::Status ReadNewerSettings(DbConnection& db,
+                               std::vector<GroupConfig>& configs,
+                               std::optional<std::string> one) {
+  std::map<std::string, GroupConfig> newer;  // those fields only
+  RETURN_IF_ERROR(Guard("read group settings", [&] {
     pqxx::nontransaction tx(PqxxOf(db));
-    for (const pqxx::row& row : tx.exec_params(kReadDeadLetterPolicies, one)) {
-      policies[row[0].as<std::string>()] = {
-          absl::Microseconds(row[1].as<int64_t>()),
-          row[2].as<std::string>() == "hold" ? OnDead::kHold
-                                             : OnDead::kRelease};
+    for (const pqxx::row& row : tx.exec_params(kReadNewerSettings, one)) {
+      GroupConfig& c = newer[row[0].as<std::string>()];
+      c.dead_retention = absl::Microseconds(row[1].as<int64_t>());
+      c.on_dead =
+          row[2].as<std::string>() == "hold" ? OnDead::kHold : OnDead::kRelease;
+      c.topic = row[3].as<std::string>();
     }
   }));
   for (GroupConfig& config : configs) {
-    auto it = policies.find(config.name);
-    if (it == policies.end()) continue;
-    config.dead_retention = it->second.first;
-    config.on_dead = it->second.second;
+    auto it = newer.find(config.name);
+    if (it == newer.end()) continue;
+    config.dead_retention = it->second.dead_retention;
+    config.on_dead = it->second.on_dead;
+    config.topic = it->second.topic;
   }
   return absl::OkStatus();
 }
@@ -161,6 +167,9 @@ absl::Status InsertGroup(DbConnection& db, const GroupConfig& config) {
     if (config.on_dead != OnDead::kRelease) {
       tx.exec_params(kUpdateOnDead, config.name, OnDeadName(config.on_dead));
     }
+    if (!config.topic.empty()) {
+      tx.exec_params(kSubscribe, config.name, config.topic);
+    }
     tx.commit();
   });
   if (absl::IsAlreadyExists(s)) {
@@ -177,7 +186,7 @@ absl::StatusOr<GroupConfig> ReadGroupConfig(DbConnection& db,
   absl::StatusOr<GroupSettings> settings = ReadGroup(PqxxOf(db), name);
   if (!settings.ok()) return settings.status();
   std::vector<GroupConfig> configs = {ConfigOf(name, *settings)};
-  RETURN_IF_ERROR(ReadDeadLetterPolicies(db, configs, name));
+  RETURN_IF_ERROR(ReadNewerSettings(db, configs, name));
   return configs[0];
 }
 
@@ -188,7 +197,7 @@ absl::StatusOr<std::vector<GroupConfig>> ListGroupConfigs(DbConnection& db) {
   for (const auto& [name, settings] : *groups) {
     configs.push_back(ConfigOf(name, settings));
   }
-  RETURN_IF_ERROR(ReadDeadLetterPolicies(db, configs, std::nullopt));
+  RETURN_IF_ERROR(ReadNewerSettings(db, configs, std::nullopt));
   return configs;
 }
 
@@ -306,11 +315,12 @@ absl::StatusOr<DeletedGroup> DeleteGroup(DbConnection& db,
   DeletedGroup deleted;
   absl::Status s = Guard("delete group", [&] {
     pqxx::work tx(PqxxOf(db));
-    found = !tx.exec_params(
-                   "SELECT 1 FROM sqlgroup.groups WHERE name = $1 "
-                   "FOR UPDATE",
-                   name)
-                 .empty();
+    // Its topic ('' for none; the column is schema 20's).
+    const pqxx::result row = tx.exec_params(
+        "SELECT coalesce(to_jsonb(g) ->> 'topic', '') FROM sqlgroup.groups g "
+        "WHERE g.name = $1 FOR UPDATE",
+        name);
+    found = !row.empty();
     if (!found) return;
     if (!force) {
       const pqxx::row n = tx.exec_params1(
@@ -321,6 +331,11 @@ absl::StatusOr<DeletedGroup> DeleteGroup(DbConnection& db,
         held = DeletedGroup{n[0].as<int64_t>(), n[1].as<int64_t>()};
         return;  // rolled back
       }
+    }
+    if (!row[0][0].as<std::string>().empty()) {
+      // Unsubscribed first: the topic's publishes in flight finish, and
+      // none after can add an item to the group being deleted.
+      tx.exec_params(kSubscribe, name, std::optional<std::string>());
     }
     deleted.items = tx.exec_params(kDeleteItems, name).affected_rows();
     deleted.dead_items = tx.exec_params(kDeleteDeadItems, name).affected_rows();

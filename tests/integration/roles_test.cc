@@ -146,10 +146,10 @@ TEST_F(RolesTest, TheMemberRoleHasExactlyTheGrantedPrivileges) {
       "sessions.member_version UPDATE",
   };
   EXPECT_EQ(Privileges(member_.name()), want);
-  EXPECT_EQ(
-      Privileges(producer_.name()),
-      (std::vector<std::string>{"enqueue_keys SELECT", "groups SELECT",
-                                "items INSERT", "schema_migrations SELECT"}));
+  EXPECT_EQ(Privileges(producer_.name()),
+            (std::vector<std::string>{
+                "enqueue_keys SELECT", "groups SELECT", "items INSERT",
+                "schema_migrations SELECT", "topics SELECT"}));
 }
 
 TEST_F(RolesTest, GrantingAgainIsIdempotentAndTakesExtraPrivilegesAway) {

@@ -65,7 +65,8 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
                   "012_targeted_wakeups.sql", "013_revoking_parts.sql",
                   "014_member_versions.sql", "015_members_know_versions.sql",
                   "016_enqueue_fingerprints.sql", "017_operate_items.sql",
-                  "018_retention_and_cancel.sql", "019_group_grants.sql"));
+                  "018_retention_and_cancel.sql", "019_group_grants.sql",
+                  "020_topics.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :

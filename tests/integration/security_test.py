@@ -386,8 +386,10 @@ class SecurityTest(unittest.TestCase):
         for kind, role in (("member", "old_member"),
                            ("producer", "old_producer")):
             with open(os.path.join(ARGS.sql, "grants", f"{kind}.sql")) as f:
+                # What 0.18 granted: nothing of schema 20's topics.
                 grants = "\n".join(
-                    line for line in f.read().splitlines()
+                    line for line in
+                    f.read().split("-- Topics (schema 20)")[0].splitlines()
                     if "grant_groups" not in line and
                     "require_grant" not in line).replace(':"role"', role)
             psql(self.node.port, grants, db="upgrade")

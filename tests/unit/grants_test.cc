@@ -54,6 +54,24 @@ TEST(GrantSqlTest, PatternsAndQuotedRoles) {
   }
 }
 
+TEST(GrantSqlTest, AProducersTopicsAreItsOwnList) {
+  auto none = GrantSql("producer", "p", {"orders"});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_THAT(*none, HasSubstr("sqlgroup.grant_topics('p', '{}')"));
+  auto some = GrantSql("producer", "p", {"orders"}, {"events-*", "audit"});
+  ASSERT_TRUE(some.ok()) << some.status();
+  EXPECT_THAT(*some, HasSubstr("sqlgroup.grant_topics('p', "
+                               "'{\"events-*\",\"audit\"}')"));
+  EXPECT_THAT(*some, Not(HasSubstr(":'")));
+}
+
+TEST(CheckTopicPatternTest, RefusalsNameTheTopicFlag) {
+  EXPECT_TRUE(CheckTopicPattern("events-*").ok());
+  const absl::Status s = CheckTopicPattern("bad name");
+  EXPECT_TRUE(absl::IsInvalidArgument(s));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("--topic 'bad name'"));
+}
+
 TEST(GrantSqlTest, UnknownKindIsNotFound) {
   EXPECT_TRUE(absl::IsNotFound(GrantSql("owner", "r", {}).status()));
 }

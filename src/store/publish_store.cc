@@ -1,0 +1,109 @@
+#include "store/publish_store.h"
+
+#include <map>
+#include <pqxx/pqxx>
+#include <string_view>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "store/connection.h"
+#include "store/errors.h"
+#include "store/interval.h"
+
+namespace sqlgroup::store {
+namespace {
+
+// The sentences of sqlgroup.publish_many, with the codes their SQLSTATEs
+// stand for; other errors as Guard maps them.
+absl::Status PublishError(const pqxx::sql_error& e) {
+  static const auto* const kOurs = new std::map<std::string, absl::StatusCode>{
+      {"42704", absl::StatusCode::kNotFound},
+      {"55000", absl::StatusCode::kFailedPrecondition},
+      {"22023", absl::StatusCode::kInvalidArgument},
+      {"22004", absl::StatusCode::kInvalidArgument},
+      {"42501", absl::StatusCode::kPermissionDenied}};
+  if (auto it = kOurs->find(SqlStateOf(e)); it != kOurs->end()) {
+    return absl::Status(it->second, PrimaryMessage(e));
+  }
+  return StatusFromCurrentException("publish");
+}
+
+// One call of sqlgroup.publish_many for items [begin, end), which share a
+// delay. `key`: its idempotency key, or empty.
+std::string PublishSql(pqxx::work& tx, const std::string& topic,
+                       const std::vector<NewItem>& items, size_t begin,
+                       size_t end, const std::string& key) {
+  std::vector<std::string> keys, payloads;
+  for (size_t i = begin; i < end; ++i) {
+    keys.push_back(items[i].key ? tx.quote(*items[i].key) : "NULL");
+    payloads.push_back(absl::StrCat(tx.quote_raw(items[i].payload), "::bytea"));
+  }
+  return absl::StrCat("SELECT id::text FROM sqlgroup.publish_many(",
+                      tx.quote(topic), ", ARRAY[", absl::StrJoin(keys, ","),
+                      "]::text[], ARRAY[", absl::StrJoin(payloads, ","),
+                      "]::bytea[], ", tx.quote(ToInterval(items[begin].delay)),
+                      "::interval, ", key.empty() ? "NULL" : tx.quote(key),
+                      ") AS id");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> PublishIn(
+    pqxx::work& tx, const std::string& topic, const std::vector<NewItem>& items,
+    const EnqueueOptions& options) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].payload.size() > options.max_payload_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "item ", i, " has a payload of ", items[i].payload.size(),
+          " bytes, more than the limit of ", options.max_payload_bytes,
+          " (ProducerOptions::max_payload_bytes); nothing was published"));
+    }
+  }
+  std::vector<std::string> ids;
+  try {
+    if (!options.forget_key.empty()) {
+      tx.exec_params("SELECT sqlgroup.forget_publish_key($1, $2)", topic,
+                     options.forget_key);
+    }
+    // One call per run of items with the same delay (publish_many takes
+    // one), each run under its own part of the batch's key.
+    int run = 0;
+    for (size_t begin = 0; begin < items.size(); ++run) {
+      size_t end = begin + 1;
+      while (end < items.size() && items[end].delay == items[begin].delay) {
+        ++end;
+      }
+      const bool whole = begin == 0 && end == items.size();
+      const std::string key =
+          options.idempotency_key.empty() || whole
+              ? options.idempotency_key
+              : absl::StrCat(options.idempotency_key, "/", run);
+      for (const pqxx::row& row :
+           tx.exec(PublishSql(tx, topic, items, begin, end, key))) {
+        ids.push_back(row[0].as<std::string>());
+      }
+      begin = end;
+    }
+  } catch (const pqxx::sql_error& e) {
+    return PublishError(e);
+  } catch (...) {
+    return StatusFromCurrentException("publish");
+  }
+  return ids;
+}
+
+absl::StatusOr<std::vector<std::string>> PublishBatch(
+    DbConnection& db, const std::string& topic,
+    const std::vector<NewItem>& items, const EnqueueOptions& options) {
+  absl::StatusOr<std::vector<std::string>> ids;
+  absl::Status s = Guard("publish", [&] {
+    pqxx::work tx(PqxxOf(db));
+    LocalLimits(tx);
+    ids = PublishIn(tx, topic, items, options);
+    if (ids.ok()) tx.commit();  // else rolls back
+  });
+  if (!s.ok()) return s;
+  return ids;
+}
+
+}  // namespace sqlgroup::store
