@@ -126,7 +126,8 @@ absl::Status RunConsume(const Args&) {
           .fail_rate = fail_rate,
           .calls = calls,
           .logger = CliLogger(),
-          .headers_file = absl::GetFlag(FLAGS_handler_headers)};
+          .headers_file = absl::GetFlag(FLAGS_handler_headers),
+          .group = absl::GetFlag(FLAGS_group)};
       if (context.timeout <= absl::ZeroDuration()) {
         return absl::InvalidArgumentError(
             absl::StrCat("--handler_timeout must be more than 0, got ",

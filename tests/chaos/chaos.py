@@ -48,6 +48,12 @@ Members run the `record` handler behind `--fail_rate` (default 0.05): that
 share of deliveries fails before the handler writes, so retries, backoff
 and the key blocked behind its failed head run throughout.
 
+With --topic the producer publishes to a topic (sqlgroup.publish) that
+two groups read: the group under the faults, and a second one, calm (5
+parts, the sticky assignor, two members of its own that no member fault
+touches; the database's faults reach it too). Every check runs on each
+group, calm's reported with a calm_ prefix: each must acknowledge every
+item the producers tallied, once, in key order.
 With --handler slow the members run an exec handler slower than any
 handover, tests/support/slow_handler.py (consume --handler_timeout 15s,
 the default --drain_timeout: the same), on items whose payloads ask for
@@ -112,6 +118,8 @@ SLOW_HANDLER_TIMEOUT = "15s"
 # How long after its last logged line a handler call cut off may have run
 # (slow_handler.py logs "alive" every 0.1 s).
 CUT_SLACK_S = 0.1
+# --topic: the stream both groups read.
+TOPIC = "chaos-stream"
 GROUP_TTL_S = 2.0
 HEARTBEAT_S = 0.4
 RECOVERY_LIMIT_S = 30.0
@@ -131,6 +139,7 @@ class ChaosRun:
         self.nodes = []  # the two database slots: a primary and a standby
         self.primary = None
         self.members = []
+        self.calm = []  # --topic: the second group's members
         self.producer = None
         self.faults = []  # one dict per injected fault
         self.parts = args.parts  # the group's part count now
@@ -179,10 +188,16 @@ class ChaosRun:
         a.wait_streaming(self.nodes[1])
         a.require_sync_standby(True)
         self.run_cli("migrate", "--dsn", self.node_dsn())
+        timing = ["--ttl", f"{GROUP_TTL_S:g}s", "--heartbeat",
+                  f"{HEARTBEAT_S * 1000:g}ms", "--dsn", self.node_dsn()]
+        subscribed = []
+        if self.args.topic:
+            self.run_cli("topic", "create", TOPIC, "--dsn", self.node_dsn())
+            subscribed = ["--topic", TOPIC]
+            self.run_cli("group", "create", "calm", "--parts", "5",
+                         "--assignor", "sticky", *timing, *subscribed)
         self.run_cli("group", "create", "chaos", "--parts",
-                     str(self.args.parts), "--ttl", f"{GROUP_TTL_S:g}s",
-                     "--heartbeat", f"{HEARTBEAT_S * 1000:g}ms",
-                     "--dsn", self.node_dsn())
+                     str(self.args.parts), *timing, *subscribed)
         self.grant_roles()
         # The retry policy the suite's history was measured with (5
         # attempts, 200 ms doubling), not the defaults that ride out an
@@ -204,6 +219,14 @@ class ChaosRun:
         self.member_slots, self.member_extra = slots, extra
         for i in range(self.args.members):
             self.members.append(self.new_member(f"m{i}"))
+        if self.args.topic:
+            for i in range(2):
+                m = Member(self.args.cli, f"calm{i}", self.member_slots,
+                           self.log_dir, "chaos_member", "record", 2,
+                           self.args.fail_rate, extra_args=self.member_extra,
+                           group="calm")
+                m.start()
+                self.calm.append(m)
         self.wait("every part owned", lambda: self.owned_by_live([]))
         self.query("CREATE INDEX IF NOT EXISTS results_acked_at "
                    "ON sqlgroup_demo.results (acked_at)")
@@ -217,7 +240,8 @@ class ChaosRun:
             self.producer = Producer(
                 self.args.cli, [n.port for n in self.nodes],
                 "chaos_producer", self.args.rate, 200,
-                os.path.join(self.log_dir, "producer.log"))
+                os.path.join(self.log_dir, "producer.log"),
+                topic=TOPIC if self.args.topic else None)
         self.producer.start()
 
     def new_member(self, name):
@@ -270,10 +294,11 @@ class ChaosRun:
                           "WHERE delivered_at IS NULL")[0][0]):
             raise RuntimeError("results without delivered_at: the record "
                                "handler no longer says when it began")
-        n = int(self.query(
+        # The paused group's (--topic: calm runs on).
+        n = int(self.query(checker.for_group(
             "SELECT count(*) FROM sqlgroup_demo.results WHERE delivered_at > "
             f"to_timestamp({paused}) + interval '1 second' AND delivered_at < "
-            f"to_timestamp({resumed}){of_key}")[0][0])
+            f"to_timestamp({resumed}){of_key}", "chaos"))[0][0])
         if n:
             log(f"seed {self.seed}: {n} delivery(ies) began while paused")
         self.delivered_while_paused += n
@@ -688,7 +713,7 @@ class ChaosRun:
         # Everyone who reaches the database through a proxy of this slot,
         # the producer too: left on the removed server, its next failover
         # would leave it no server to reach (seed 1127, long profile).
-        for client in self.members + [self.producer]:
+        for client in self.members + self.calm + [self.producer]:
             client.retarget(slot, fresh.port)
         new.wait_streaming(fresh)
         new.require_sync_standby(True)
@@ -735,7 +760,9 @@ class ChaosRun:
         found = checker.check(self.query, skip=checker.RESULT_CHECKS
                               if self.slow else ())
         found["overlapping_samples"] = self.overlapping_samples
-        codes = {m.name: m.stop() for m in self.members}
+        if self.args.topic:
+            calm = checker.check(self.query, group="calm")
+        codes = {m.name: m.stop() for m in self.members + self.calm}
         if self.slow:
             return self.slow_summary(found, codes)
         if self.args.static_timeout:
@@ -745,6 +772,9 @@ class ChaosRun:
                 self.run_cli("group", "leave", "chaos", "--instance", m.name,
                              "--dsn", self.node_dsn())
         found.update(checker.check_after_leave(self.query))
+        if self.args.topic:
+            calm.update(checker.check_after_leave(self.query, group="calm"))
+            found.update({f"calm_{k}": v for k, v in calm.items()})
         found["unclean_exits"] = sum(c != 0 for c in codes.values())
         # Producers ride out every fault (--retry_for): one that exits
         # non-zero gave up on a batch.
@@ -822,7 +852,7 @@ class ChaosRun:
         return total
 
     def close(self, keep):
-        for m in self.members + self.left:
+        for m in self.members + self.left + self.calm:
             m.close()
         if self.producer:
             self.producer.stop()
@@ -902,6 +932,9 @@ def main():
                     "order, instead of each kind once in a seeded order "
                     "(e.g. failover,failover); the long profile then adds "
                     "random ones")
+    ap.add_argument("--topic", action="store_true",
+                    help="publish to a topic read by the group under the "
+                    "faults and by a second group, calm, and check each")
     ap.add_argument("--keep", action="store_true", help="keep logs and data")
     args = ap.parse_args()
     unknown = set((args.schedule or "").split(",")) - {""} - set(
@@ -921,7 +954,8 @@ def main():
         try:
             summary = run.run()
             runs.append(summary)
-            broken = [k for k in summary if k in
+            broken = [k for k in summary
+                      if k.removeprefix("calm_") in
                       checker.NAMES + ["bystander_takes",
                                        "overlapping_samples"]
                       and summary[k] != 0]
@@ -931,7 +965,7 @@ def main():
                     "restarted during static members' restarts",
                     "overlapping_samples": "samples of the current owners "
                     "that showed two overlapping key ranges"}.get(
-                        k) or checker.meaning(k)
+                        k) or checker.meaning(k.removeprefix("calm_"))
                 log(f"INVARIANT BROKEN (seed {seed}): {k} = {summary[k]}: "
                     f"{meaning}")
             ok = not broken

@@ -66,6 +66,12 @@ CLEAN_TOO = [
      f"UPDATE sqlgroup_demo.results SET payload = NULL "
      f"WHERE item_id = '{LOW}'; UPDATE sqlgroup_demo.results "
      f"SET payload = 'x' WHERE item_id = '{HIGH}'"),
+    ("clean: another group that reads the topic acknowledged the same ids",
+     "UPDATE sqlgroup_demo.results SET group_name = 'chaos'; "
+     "INSERT INTO sqlgroup_demo.results (item_id, key, session_id, part, "
+     "epoch, acked_at, payload, group_name) SELECT item_id, key, session_id, "
+     "part + 5, epoch + 5, acked_at - interval '1 hour', payload, 'calm' "
+     "FROM sqlgroup_demo.results"),
 ]
 
 # Each: the check it must trip ("a+b": both), and SQL that breaks only

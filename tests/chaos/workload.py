@@ -31,8 +31,9 @@ class Member:
 
     def __init__(self, cli, name, slots, log_dir, user, handler, workers,
                  fail_rate=0.0, static_timeout=None, log_name=None,
-                 extra_args=()):
+                 extra_args=(), group="chaos"):
         self.cli, self.name, self.user = cli, name, user
+        self.group = group
         # More flags of `consume` (e.g. --pool_mode transaction).
         self.extra_args = list(extra_args)
         self.handler, self.workers = handler, workers
@@ -67,7 +68,7 @@ class Member:
             handler = handler.replace("{log}", self.handler_log)
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(
-            [self.cli, "consume", "--dsn", self.dsn(), "--group", "chaos",
+            [self.cli, "consume", "--dsn", self.dsn(), "--group", self.group,
              "--handler", handler, "--workers", str(self.workers),
              "--fail_rate", str(self.fail_rate),
              "--instance", self.name, "--metrics_addr", ""] +
@@ -83,7 +84,8 @@ class Member:
         return Member(self.cli, self.name,
                       [p.upstream_port for p in self.proxies], log_dir,
                       self.user, self.handler, self.workers, self.fail_rate,
-                      self.static_timeout, log_name, self.extra_args)
+                      self.static_timeout, log_name, self.extra_args,
+                      self.group)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -132,8 +134,10 @@ class Producer:
     what the producers were asked to enqueue, and the tally must equal it:
     a batch enqueued twice or lost on a retry shows as a difference."""
 
-    def __init__(self, cli, slots, user, rate, keys, log_path):
+    def __init__(self, cli, slots, user, rate, keys, log_path, topic=None):
         self.cli, self.user, self.rate, self.keys = cli, user, rate, keys
+        # Where the items go: group chaos, or published to `topic`.
+        self.target = ["--topic", topic] if topic else ["--group", "chaos"]
         # Through proxies of its own, as the members: the suite can cut its
         # connections during COMMIT.
         self.proxies = [StallableProxy(port) for port in slots]
@@ -180,8 +184,8 @@ class Producer:
         while not self._stop.is_set():
             with open(self.log_path, "a") as log:
                 self._proc = subprocess.Popen(
-                    [self.cli, "produce", "--dsn", self.dsn(), "--group",
-                     "chaos", "--count", str(count), "--keys",
+                    [self.cli, "produce", "--dsn", self.dsn(), *self.target,
+                     "--count", str(count), "--keys",
                      str(self.keys), "--rate", str(self.rate),
                      "--retry_for", "60s"],
                     stdout=log, stderr=subprocess.STDOUT)

@@ -45,18 +45,22 @@ constexpr char kDemoTablesSql[] =
     "   acked_at timestamptz NOT NULL DEFAULT clock_timestamp(), "
     "   payload bytea, delivered_at timestamptz);"
     "ALTER TABLE sqlgroup_demo.results ADD COLUMN IF NOT EXISTS payload bytea, "
-    "  ADD COLUMN IF NOT EXISTS delivered_at timestamptz";
+    "  ADD COLUMN IF NOT EXISTS delivered_at timestamptz, "
+    "  ADD COLUMN IF NOT EXISTS group_name text";
 
-// Whether results has delivered_at (0.20 on): the record handler writes
-// it when it is there.
-constexpr char kResultsDeliveredAtSql[] =
-    "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a "
+// Which of results' newer columns are there: 1 delivered_at (0.19 on), 2
+// group_name (0.20 on), or both (3). The record handler writes those.
+constexpr char kResultsNewerColumnsSql[] =
+    "SELECT coalesce(sum(CASE a.attname WHEN 'delivered_at' THEN 1 ELSE 2 "
+    "END), 0)::int FROM pg_catalog.pg_attribute a "
     "WHERE NOT a.attisdropped "
     "AND a.attrelid = to_regclass('sqlgroup_demo.results') "
-    "AND a.attname = 'delivered_at')";
+    "AND a.attname IN ('delivered_at', 'group_name')";
+constexpr int kDeliveredAt = 1;
+constexpr int kGroupName = 2;
 
 // Whether the tables of kDemoTablesSql are there with the columns the
-// handlers cannot do without (delivered_at is not one).
+// handlers cannot do without (delivered_at and group_name are not).
 constexpr char kDemoTablesUsableSql[] =
     "SELECT to_regclass('sqlgroup_demo.produced') IS NOT NULL "
     "AND (SELECT count(*) FROM pg_catalog.pg_attribute a "
@@ -241,12 +245,12 @@ absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
       break;
     }
     case HandlerSpec::Kind::kSleep:
-      single = Interruptible(MakeHandler(spec), context.calls);
+      single = Interruptible(MakeHandler(spec, context.group), context.calls);
       break;
     default:
       // A SQL statement is canceled at the statement cut-off instead, and
       // the other demos are quick.
-      single = MakeHandler(spec);
+      single = MakeHandler(spec, context.group);
   }
   single = WithInjectedFailures(std::move(single), context.fail_rate);
   if (context.batch) {
@@ -273,7 +277,8 @@ absl::Status EnsureDemoTables(const std::string& dsn) {
       {
         pqxx::nontransaction read(**conn);
         usable = read.exec1(kDemoTablesUsableSql)[0].as<bool>();
-        if (usable && read.exec1(kResultsDeliveredAtSql)[0].as<bool>()) {
+        if (usable && read.exec1(kResultsNewerColumnsSql)[0].as<int>() ==
+                          (kDeliveredAt | kGroupName)) {
           return absl::OkStatus();
         }
       }
@@ -283,7 +288,7 @@ absl::Status EnsureDemoTables(const std::string& dsn) {
         tx.commit();
       } catch (const pqxx::insufficient_privilege&) {
         // Made by an older version, and this role may not add the newer
-        // column: the record handler writes without it.
+        // columns: the record handler writes without them.
         if (usable) return absl::OkStatus();
         throw;
       }
@@ -311,7 +316,7 @@ absl::Status EnsureDemoTables(const std::string& dsn) {
   }
 }
 
-Handler MakeHandler(const HandlerSpec& spec) {
+Handler MakeHandler(const HandlerSpec& spec, const std::string& group) {
   switch (spec.kind) {
     case HandlerSpec::Kind::kNoop:
       return [](const Item&, AckTransaction&) { return absl::OkStatus(); };
@@ -327,31 +332,31 @@ Handler MakeHandler(const HandlerSpec& spec) {
         return absl::OkStatus();
       };
     case HandlerSpec::Kind::kRecord:
-      // Whether results has delivered_at: -1 not known yet, read once.
-      return [d = spec.sleep,
-              has_delivered_at = std::make_shared<std::atomic<int>>(-1)](
+      // Which newer columns results has: -1 not known yet, read once.
+      return [d = spec.sleep, group,
+              columns = std::make_shared<std::atomic<int>>(-1)](
                  const Item& item, AckTransaction& ack) {
         const std::string delivered_at = absl::FormatTime(
             "%Y-%m-%d %H:%M:%E6S+00", absl::Now(), absl::UTCTimeZone());
-        if (has_delivered_at->load() < 0) {
-          has_delivered_at->store(
-              ack.work().exec1(kResultsDeliveredAtSql)[0].as<bool>() ? 1 : 0);
+        if (columns->load() < 0) {
+          columns->store(
+              ack.work().exec1(kResultsNewerColumnsSql)[0].as<int>());
         }
-        const pqxx::binarystring payload(item.payload);
-        if (has_delivered_at->load() == 1) {
-          ack.work().exec_params(
-              "INSERT INTO sqlgroup_demo.results (item_id, key, session_id, "
-              "part, epoch, payload, delivered_at) VALUES ($1::uuid, $2, "
-              "$3::uuid, $4, $5, $6, $7::timestamptz)",
-              item.id, item.key, item.session, item.part, item.epoch, payload,
-              delivered_at);
-        } else {
-          ack.work().exec_params(
-              "INSERT INTO sqlgroup_demo.results (item_id, key, session_id, "
-              "part, epoch, payload) VALUES ($1::uuid, $2, $3::uuid, $4, $5, "
-              "$6)",
-              item.id, item.key, item.session, item.part, item.epoch, payload);
-        }
+        const int has = columns->load();
+        // Every parameter is read (a server refuses one it cannot type);
+        // only the columns there are written.
+        ack.work().exec_params(
+            absl::StrCat("INSERT INTO sqlgroup_demo.results (item_id, key, "
+                         "session_id, part, epoch, payload",
+                         has & kDeliveredAt ? ", delivered_at" : "",
+                         has & kGroupName ? ", group_name" : "",
+                         ") SELECT $1::uuid, $2, $3::uuid, $4, $5, $6",
+                         has & kDeliveredAt ? ", n.delivered_at" : "",
+                         has & kGroupName ? ", n.group_name" : "",
+                         " FROM (SELECT $7::timestamptz AS delivered_at, "
+                         "$8::text AS group_name) n"),
+            item.id, item.key, item.session, item.part, item.epoch,
+            pqxx::binarystring(item.payload), delivered_at, group);
         if (d > absl::ZeroDuration()) {
           std::this_thread::sleep_for(absl::ToChronoMicroseconds(d));
         }

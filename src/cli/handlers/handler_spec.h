@@ -51,6 +51,9 @@ struct HandlerContext {
   std::shared_ptr<spdlog::logger> logger;
   // --handler_headers: a file of headers for an http handler's requests.
   std::string headers_file;
+  // The group consumed: `record` stores it with each row (groups that read
+  // one topic share item ids).
+  std::string group;
 };
 
 // Builds the handlers for `spec`. A SQL statement is checked on the
@@ -71,8 +74,9 @@ absl::StatusOr<Handlers> BuildHandlers(const HandlerSpec& spec,
 // as a gap), and last_seq becomes the item's number. `record` writes one
 // row per item into sqlgroup_demo.results (no unique constraint, so a
 // double acknowledgement shows), with its payload, the claim it was
-// acknowledged under and the database time: the chaos suite's evidence.
-Handler MakeHandler(const HandlerSpec& spec);
+// acknowledged under, `group` and the database time: the chaos suite's
+// evidence.
+Handler MakeHandler(const HandlerSpec& spec, const std::string& group = "");
 
 // INVALID_ARGUMENT naming --fail_rate unless 0 <= rate <= 1.
 absl::Status CheckFailRate(double rate);
