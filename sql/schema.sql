@@ -187,10 +187,10 @@ END
 $$;
 
 --
--- Name: check_new_items(text, text, text[], bytea[], interval); Type: FUNCTION; Schema: sqlgroup; Owner: -
+-- Name: check_published_items(text[], bytea[], interval[]); Type: FUNCTION; Schema: sqlgroup; Owner: -
 --
 
-CREATE FUNCTION sqlgroup.check_new_items(what text, done text, keys text[], payloads bytea[], delay interval) RETURNS void
+CREATE FUNCTION sqlgroup.check_published_items(keys text[], payloads bytea[], delays interval[]) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -200,26 +200,34 @@ DECLARE
 BEGIN
   IF keys IS NULL OR payloads IS NULL THEN
     RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
-      MESSAGE = format('%s: keys or payloads is NULL; pass two arrays of '
-                       'one element per item (a NULL key makes an unkeyed '
-                       'item); %s', what, done);
+      MESSAGE = 'sqlgroup.publish: keys or payloads is NULL; pass two arrays '
+                'of one element per item (a NULL key makes an unkeyed '
+                'item); nothing was published';
   END IF;
-  IF delay IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
-      MESSAGE = format('%s: the delay is NULL; pass interval ''0'' (or '
-                       'leave it out) for items due now; %s', what, done);
-  END IF;
-  IF delay < interval '0' THEN
+  IF cardinality(keys) <> cardinality(payloads)
+     OR cardinality(keys) <> coalesce(cardinality(delays), -1) THEN
     RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-      MESSAGE = format('%s: the delay %s is negative; pass interval ''0'' '
-                       'for items due now, or a positive delay; %s', what,
-                       delay, done);
+      MESSAGE = format('sqlgroup.publish: keys has %s elements, payloads %s '
+                       'and delays %s; pass one key (or NULL), one payload '
+                       'and one delay per item; nothing was published',
+                       cardinality(keys), cardinality(payloads),
+                       coalesce(cardinality(delays)::text, 'NULL'));
   END IF;
-  IF cardinality(keys) <> cardinality(payloads) THEN
+  SELECT t.ord, t.d INTO v_bad
+    FROM unnest(delays) WITH ORDINALITY AS t(d, ord)
+    WHERE t.d IS NULL OR t.d < interval '0'
+    ORDER BY t.ord LIMIT 1;
+  IF FOUND THEN
+    IF v_bad.d IS NULL THEN
+      RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+        MESSAGE = 'sqlgroup.publish: the delay is NULL; pass interval ''0'' '
+                  '(or leave it out) for items due now; nothing was '
+                  'published';
+    END IF;
     RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-      MESSAGE = format('%s: keys has %s elements and payloads %s; pass one '
-                       'key (or NULL) per payload; %s', what,
-                       cardinality(keys), cardinality(payloads), done);
+      MESSAGE = format('sqlgroup.publish: the delay %s is negative; pass '
+                       'interval ''0'' for items due now, or a positive '
+                       'delay; nothing was published', v_bad.d);
   END IF;
   SELECT t.ord, octet_length(t.p) AS size INTO v_bad
     FROM unnest(payloads) WITH ORDINALITY AS t(p, ord)
@@ -228,15 +236,15 @@ BEGIN
   IF FOUND THEN
     IF v_bad.size IS NULL THEN
       RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
-        MESSAGE = format('%s: the payload of item %s is NULL; pass '
-                         '''''::bytea for an empty one; %s', what,
-                         v_bad.ord, done);
+        MESSAGE = format('sqlgroup.publish: the payload of item %s is NULL; '
+                         'pass ''''::bytea for an empty one; nothing was '
+                         'published', v_bad.ord);
     END IF;
     RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-      MESSAGE = format('%s: item %s has a payload of %s bytes, more than '
-                       'the limit of %s; store large data elsewhere and '
-                       'send a reference to it; %s', what, v_bad.ord,
-                       v_bad.size, max_payload, done);
+      MESSAGE = format('sqlgroup.publish: item %s has a payload of %s bytes, '
+                       'more than the limit of %s; store large data '
+                       'elsewhere and publish a reference to it; nothing '
+                       'was published', v_bad.ord, v_bad.size, max_payload);
   END IF;
 END
 $$;
@@ -316,6 +324,12 @@ CREATE FUNCTION sqlgroup.claim_publish_key(topic text, idempotency_key text, pre
     AS $$
 BEGIN
   PERFORM sqlgroup.require_grant('publisher', claim_publish_key.topic);
+  -- Seen already: answered whoever reads the topic now.
+  IF EXISTS (SELECT 1 FROM sqlgroup.publish_keys k
+              WHERE k.topic = claim_publish_key.topic
+                AND k.idempotency_key = claim_publish_key.idempotency_key) THEN
+    RETURN false;
+  END IF;
   -- The topic's lock first, as a publish takes it.
   PERFORM sqlgroup.topic_subscribers(claim_publish_key.topic,
                                      'sqlgroup.claim_publish_key');
@@ -1626,41 +1640,95 @@ CREATE FUNCTION sqlgroup.publish(topic text, key text, payload bytea, delay inte
 $$;
 
 --
--- Name: publish_many(text, text[], bytea[], interval); Type: FUNCTION; Schema: sqlgroup; Owner: -
+-- Name: publish_items(text, text[], bytea[], interval[], text); Type: FUNCTION; Schema: sqlgroup; Owner: -
 --
 
-CREATE FUNCTION sqlgroup.publish_many(topic text, keys text[], payloads bytea[], delay interval DEFAULT '00:00:00'::interval) RETURNS SETOF uuid
+CREATE FUNCTION sqlgroup.publish_items(topic text, keys text[], payloads bytea[], delays interval[], idempotency_key text) RETURNS SETOF uuid
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 #variable_conflict use_column
 DECLARE
-  v_groups     text[];
-  v_copies     integer;
-  v_count      integer;
-  v_not_before timestamptz;
-  v_ids        uuid[];
-  v_got        uuid[];
-  v_got_groups text[];
-  v_pending    bigint[];  -- ordinals still to insert; NULL: all
-  v_group      text;
-  v_tries      integer := 0;
+  v_groups      text[];
+  v_copies      integer;
+  v_count       integer;
+  v_fingerprint bytea;
+  v_first       record;
+  v_ids         uuid[];
+  v_got         uuid[];
+  v_got_groups  text[];
+  v_pending     bigint[];  -- ordinals still to insert; NULL: all
+  v_group       text;
+  v_tries       integer := 0;
+  v_counter     regclass;
 BEGIN
-  PERFORM sqlgroup.check_new_items('sqlgroup.publish', 'nothing was published',
-                                   keys, payloads, delay);
-  PERFORM sqlgroup.require_grant('publisher', publish_many.topic);
-  v_groups := sqlgroup.topic_subscribers(publish_many.topic,
-                                         'sqlgroup.publish');
-  v_copies := cardinality(v_groups);
-  v_count := cardinality(publish_many.keys);
+  IF publish_items.topic IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'null_value_not_allowed',
+      MESSAGE = 'sqlgroup.publish: the topic name is NULL; pass the name '
+                'of a topic (`sqlgroup topic list` shows them); nothing was '
+                'published';
+  END IF;
+  PERFORM sqlgroup.check_published_items(keys, payloads, delays);
+  PERFORM sqlgroup.require_grant('publisher', publish_items.topic);
+  v_count := cardinality(publish_items.keys);
+  IF publish_items.idempotency_key IS NOT NULL THEN
+    v_fingerprint := sqlgroup.enqueue_fingerprint(
+      publish_items.keys, publish_items.payloads,
+      ARRAY(SELECT (extract(epoch FROM d) * 1000000)::bigint
+              FROM unnest(publish_items.delays) AS d));
+    -- Seen (committed) already: its answer, before anything else, so that
+    -- a retry is answered whoever reads the topic now.
+    SELECT k.fingerprint, k.created_at, k.ids INTO v_first
+      FROM sqlgroup.publish_keys k
+     WHERE k.topic = publish_items.topic
+       AND k.idempotency_key = publish_items.idempotency_key;
+  END IF;
+  IF v_first IS NULL THEN
+    v_groups := sqlgroup.topic_subscribers(publish_items.topic,
+                                           'sqlgroup.publish');
+  END IF;
+  IF publish_items.idempotency_key IS NOT NULL AND v_first IS NULL THEN
+    DELETE FROM sqlgroup.publish_keys k
+     WHERE k.ctid = ANY (ARRAY(
+       SELECT e.ctid FROM sqlgroup.publish_keys e
+        WHERE e.created_at < now() - sqlgroup.idempotency_retention()
+        LIMIT 8 FOR UPDATE SKIP LOCKED));
+    -- Claimed empty, after the topic's lock (as every publish takes
+    -- them): a concurrent publish with the key waits here.
+    INSERT INTO sqlgroup.publish_keys (topic, idempotency_key, ids,
+                                       fingerprint)
+    VALUES (publish_items.topic, publish_items.idempotency_key, '{}',
+            v_fingerprint)
+    ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+      SELECT k.fingerprint, k.created_at, k.ids INTO v_first
+        FROM sqlgroup.publish_keys k
+       WHERE k.topic = publish_items.topic
+         AND k.idempotency_key = publish_items.idempotency_key;
+    END IF;
+  END IF;
+  IF v_first IS NOT NULL THEN
+    IF v_first.fingerprint IS DISTINCT FROM v_fingerprint THEN
+      RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
+        MESSAGE = format('idempotency key "%s" of topic %s was used at %s '
+                         'for other items (%s of them): a publish with a '
+                         'key it has seen adds nothing, and returns the '
+                         'first one''s ids only for the same items; nothing '
+                         'was published', publish_items.idempotency_key,
+                         publish_items.topic, v_first.created_at,
+                         cardinality(v_first.ids)),
+        HINT = 'Give these items a key of their own (a key names one '
+               'request); keys are kept 24 hours.';
+    END IF;
+    RETURN QUERY SELECT unnest(v_first.ids);
+    RETURN;
+  END IF;
   IF v_count = 0 THEN
     RETURN;
   END IF;
-  v_not_before := CASE WHEN publish_many.delay > interval '0'
-                       THEN clock_timestamp() + publish_many.delay
-                       ELSE '-infinity' END;
-  v_ids := sqlgroup.new_item_ids(v_groups, 4096, publish_many.keys);
+  v_copies := cardinality(v_groups);
+  v_ids := sqlgroup.new_item_ids(v_groups, 4096, publish_items.keys);
 
   -- As in enqueue_many, an id another producer took is skipped, and the
   -- item tries again with fresh low bits, in every group: the copies it
@@ -1668,9 +1736,11 @@ BEGIN
   LOOP
     WITH ins AS (
       INSERT INTO sqlgroup.items (group_name, id, key, payload, not_before)
-      SELECT g.name, t.id, t.k, t.p, v_not_before
-        FROM unnest(v_ids, publish_many.keys, publish_many.payloads)
-               WITH ORDINALITY AS t(id, k, p, ord)
+      SELECT g.name, t.id, t.k, t.p,
+             CASE WHEN t.d > interval '0' THEN clock_timestamp() + t.d
+                  ELSE '-infinity' END
+        FROM unnest(v_ids, publish_items.keys, publish_items.payloads,
+                    publish_items.delays) WITH ORDINALITY AS t(id, k, p, d, ord)
         CROSS JOIN unnest(v_groups) AS g(name)
         WHERE v_pending IS NULL OR t.ord = ANY (v_pending)
       ON CONFLICT (group_name, id) DO NOTHING
@@ -1703,12 +1773,46 @@ BEGIN
       FROM unnest(v_ids) WITH ORDINALITY AS t(id, ord);
   END LOOP;
 
+  -- Members wake for the items due now at once, for the soonest delayed
+  -- one when it is due.
   FOREACH v_group IN ARRAY v_groups LOOP
-    PERFORM sqlgroup.announce_items(v_group, publish_many.delay, v_ids);
+    PERFORM sqlgroup.announce_items(v_group, interval '0',
+      ARRAY(SELECT t.id FROM unnest(v_ids, publish_items.delays) AS t(id, d)
+             WHERE t.d <= interval '0'))
+      WHERE EXISTS (SELECT 1 FROM unnest(publish_items.delays) AS d
+                     WHERE d <= interval '0');
+    PERFORM sqlgroup.announce_items(v_group, min(d))
+       FROM unnest(publish_items.delays) AS d WHERE d > interval '0'
+      HAVING count(*) > 0;
   END LOOP;
+  -- The topic's count (sqlgroup_topic_published_items): a sequence, which
+  -- no publish waits for; a topic's that is missing (restored without it)
+  -- counts nothing.
+  v_counter := sqlgroup.topic_counter(publish_items.topic);
+  IF v_counter IS NOT NULL THEN
+    PERFORM nextval(v_counter) FROM generate_series(1, v_count);
+  END IF;
+  IF publish_items.idempotency_key IS NOT NULL THEN
+    UPDATE sqlgroup.publish_keys k SET ids = v_ids
+     WHERE k.topic = publish_items.topic
+       AND k.idempotency_key = publish_items.idempotency_key;
+  END IF;
   RETURN QUERY SELECT t.id FROM unnest(v_ids) WITH ORDINALITY AS t(id, ord)
                ORDER BY t.ord;
 END
+$$;
+
+--
+-- Name: publish_many(text, text[], bytea[], interval); Type: FUNCTION; Schema: sqlgroup; Owner: -
+--
+
+CREATE FUNCTION sqlgroup.publish_many(topic text, keys text[], payloads bytea[], delay interval DEFAULT '00:00:00'::interval) RETURNS SETOF uuid
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT sqlgroup.publish_items(
+    topic, keys, payloads,
+    array_fill(delay, ARRAY[coalesce(cardinality(keys), 0)]), NULL)
 $$;
 
 --
@@ -1716,71 +1820,13 @@ $$;
 --
 
 CREATE FUNCTION sqlgroup.publish_many(topic text, keys text[], payloads bytea[], delay interval, idempotency_key text) RETURNS SETOF uuid
-    LANGUAGE plpgsql SECURITY DEFINER
+    LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-#variable_conflict use_column
-DECLARE
-  v_fingerprint bytea;
-  v_first bytea;
-  v_at timestamptz;
-  v_count integer;
-  v_ids uuid[];
-BEGIN
-  IF publish_many.idempotency_key IS NULL THEN
-    RETURN QUERY SELECT sqlgroup.publish_many(
-      publish_many.topic, publish_many.keys, publish_many.payloads,
-      publish_many.delay);
-    RETURN;
-  END IF;
-  PERFORM sqlgroup.check_new_items('sqlgroup.publish', 'nothing was published',
-                                   keys, payloads, delay);
-  PERFORM sqlgroup.require_grant('publisher', publish_many.topic);
-  -- The topic's lock before the key: a retry waiting for the first try's
-  -- key never holds up a subscription change that the first try waits on.
-  PERFORM sqlgroup.topic_subscribers(publish_many.topic, 'sqlgroup.publish');
-  v_fingerprint := sqlgroup.enqueue_fingerprint(
-    publish_many.keys, publish_many.payloads,
-    array_fill((extract(epoch FROM publish_many.delay) * 1000000)::bigint,
-               ARRAY[cardinality(publish_many.payloads)]));
-  DELETE FROM sqlgroup.publish_keys k
-   WHERE k.ctid = ANY (ARRAY(
-     SELECT e.ctid FROM sqlgroup.publish_keys e
-      WHERE e.created_at < now() - sqlgroup.idempotency_retention()
-      LIMIT 8 FOR UPDATE SKIP LOCKED));
-  -- Claimed first, empty: a concurrent publish with the key waits here.
-  INSERT INTO sqlgroup.publish_keys (topic, idempotency_key, ids, fingerprint)
-  VALUES (publish_many.topic, publish_many.idempotency_key, '{}',
-          v_fingerprint)
-  ON CONFLICT DO NOTHING;
-  IF NOT FOUND THEN
-    SELECT k.fingerprint, k.created_at, cardinality(k.ids), k.ids
-      INTO v_first, v_at, v_count, v_ids
-      FROM sqlgroup.publish_keys k
-     WHERE k.topic = publish_many.topic
-       AND k.idempotency_key = publish_many.idempotency_key;
-    IF v_first IS DISTINCT FROM v_fingerprint THEN
-      RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value',
-        MESSAGE = format('idempotency key "%s" of topic %s was used at %s '
-                         'for other items (%s of them): a publish with a '
-                         'key it has seen adds nothing, and returns the '
-                         'first one''s ids only for the same items; nothing '
-                         'was published', publish_many.idempotency_key,
-                         publish_many.topic, v_at, v_count),
-        HINT = 'Give these items a key of their own (a key names one '
-               'request); keys are kept 24 hours.';
-    END IF;
-    RETURN QUERY SELECT unnest(v_ids);
-    RETURN;
-  END IF;
-  v_ids := ARRAY(SELECT sqlgroup.publish_many(
-                   publish_many.topic, publish_many.keys,
-                   publish_many.payloads, publish_many.delay));
-  UPDATE sqlgroup.publish_keys k SET ids = v_ids
-   WHERE k.topic = publish_many.topic
-     AND k.idempotency_key = publish_many.idempotency_key;
-  RETURN QUERY SELECT unnest(v_ids);
-END
+  SELECT sqlgroup.publish_items(
+    topic, keys, payloads,
+    array_fill(delay, ARRAY[coalesce(cardinality(keys), 0)]),
+    idempotency_key)
 $$;
 
 --
@@ -1979,11 +2025,31 @@ END
 $$;
 
 --
+-- Name: topic_counter(text); Type: FUNCTION; Schema: sqlgroup; Owner: -
+--
+
+CREATE FUNCTION sqlgroup.topic_counter(topic text) RETURNS regclass
+    LANGUAGE sql STABLE STRICT
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+  SELECT to_regclass(format('sqlgroup.%I', sqlgroup.topic_counter_name(topic)))
+$$;
+
+--
+-- Name: topic_counter_name(text); Type: FUNCTION; Schema: sqlgroup; Owner: -
+--
+
+CREATE FUNCTION sqlgroup.topic_counter_name(topic text) RETURNS text
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$ SELECT 'topic_published_' || md5(topic) $$;
+
+--
 -- Name: topic_create(text); Type: FUNCTION; Schema: sqlgroup; Owner: -
 --
 
 CREATE FUNCTION sqlgroup.topic_create(topic text) RETURNS void
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
@@ -2007,6 +2073,8 @@ BEGIN
       MESSAGE = format('topic %s already exists; `sqlgroup topic describe '
                        '%s` shows its groups', topic, topic);
   END IF;
+  EXECUTE format('CREATE SEQUENCE sqlgroup.%I',
+                 sqlgroup.topic_counter_name(topic));
 END
 $_$;
 
@@ -2015,7 +2083,7 @@ $_$;
 --
 
 CREATE FUNCTION sqlgroup.topic_delete(topic text) RETURNS void
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
@@ -2043,6 +2111,8 @@ BEGIN
                        END);
   END IF;
   DELETE FROM sqlgroup.topics t WHERE t.name = topic_delete.topic;
+  EXECUTE format('DROP SEQUENCE IF EXISTS sqlgroup.%I',
+                 sqlgroup.topic_counter_name(topic));
 END
 $$;
 
@@ -2062,6 +2132,24 @@ CREATE FUNCTION sqlgroup.topic_lock_id(topic text) RETURNS integer
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$ SELECT hashtext(topic) $$;
+
+--
+-- Name: topic_published(text); Type: FUNCTION; Schema: sqlgroup; Owner: -
+--
+
+CREATE FUNCTION sqlgroup.topic_published(topic text) RETURNS bigint
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+  v_seq regclass := sqlgroup.topic_counter(topic);
+BEGIN
+  IF v_seq IS NULL THEN
+    RETURN NULL;
+  END IF;
+  RETURN coalesce(pg_sequence_last_value(v_seq), 0);
+END
+$$;
 
 --
 -- Name: topic_subscribers(text, text); Type: FUNCTION; Schema: sqlgroup; Owner: -

@@ -108,6 +108,7 @@ MemberMetrics::~MemberMetrics() {
   if (owned_ != nullptr) f.owned_parts.Remove(owned_);
   for (auto& [name, g] : away_) f.static_away_until.Remove(g);
   RemoveFacts();
+  RemoveTopic();
 }
 
 void MemberMetrics::Claimed(int64_t items, absl::Duration took, bool carried) {
@@ -202,11 +203,40 @@ void MemberMetrics::GroupFacts(int64_t dead_items, absl::Duration oldest_dead,
   facts_->paused_keys->Set(static_cast<double>(paused_keys));
 }
 
+void MemberMetrics::GroupTopic(const std::string& topic, int64_t published) {
+  if (!families_) return;
+  Families& f = *families_;
+  absl::MutexLock lock(&mu_);
+  if (topic_ && (topic_->topic != topic || !reports_group_)) RemoveTopic();
+  if (topic.empty() || !reports_group_) return;
+  const prometheus::Labels l = {
+      {"group", group_}, {"member", instance_}, {"topic", topic}};
+  if (!topic_) topic_ = TopicGauges{topic, &f.group_topic.Add(l), nullptr};
+  topic_->reads->Set(1);
+  if (published < 0) {  // unknown now: no stale count
+    if (topic_->published) f.topic_published.Remove(topic_->published);
+    topic_->published = nullptr;
+    return;
+  }
+  if (!topic_->published) topic_->published = &f.topic_published.Add(l);
+  topic_->published->Set(static_cast<double>(published));
+}
+
+void MemberMetrics::RemoveTopic() {
+  if (!topic_) return;
+  families_->group_topic.Remove(topic_->reads);
+  if (topic_->published) families_->topic_published.Remove(topic_->published);
+  topic_.reset();
+}
+
 void MemberMetrics::ReportsGroup(bool yes) {
   if (!families_) return;
   absl::MutexLock lock(&mu_);
   reports_group_ = yes;
-  if (!yes) RemoveFacts();
+  if (!yes) {
+    RemoveFacts();
+    RemoveTopic();
+  }
 }
 
 void MemberMetrics::RemoveFacts() {

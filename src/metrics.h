@@ -62,6 +62,9 @@ class MemberMetrics {
   // (the whole group, how many keys); ignored unless ReportsGroup.
   void GroupFacts(int64_t dead_items, absl::Duration oldest_dead, bool paused,
                   int64_t paused_keys);
+  // The topic the group reads ("" for none) and the items published to it
+  // so far (-1 unknown); ignored unless ReportsGroup.
+  void GroupTopic(const std::string& topic, int64_t published);
   // Dead letters removed because they outlived the group's retention.
   void DeadExpired(int64_t items);
 
@@ -138,7 +141,15 @@ class MemberMetrics {
     prometheus::Gauge* paused_keys;
   };
   std::optional<FactGauges> facts_ ABSL_GUARDED_BY(mu_);
+  // GroupTopic's series, labelled with the topic: replaced when it changes.
+  struct TopicGauges {
+    std::string topic;
+    prometheus::Gauge* reads;
+    prometheus::Gauge* published;  // null while unknown
+  };
+  std::optional<TopicGauges> topic_ ABSL_GUARDED_BY(mu_);
   void RemoveFacts() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveTopic() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   prometheus::Gauge* owned_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::string owner_session_ ABSL_GUARDED_BY(mu_);
 };

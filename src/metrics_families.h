@@ -101,6 +101,21 @@ struct MemberMetrics::Families {
                               "(on_dead hold), reported by one member as "
                               "sqlgroup_dead_items")
                         .Register(r)),
+        group_topic(prometheus::BuildGauge()
+                        .Name("sqlgroup_group_topic")
+                        .Help("1: the group reads the topic of the label "
+                              "(`group create/alter --topic`), reported by "
+                              "one member as sqlgroup_dead_items; join it "
+                              "on group to see lag by topic")
+                        .Register(r)),
+        topic_published(prometheus::BuildGauge()
+                            .Name("sqlgroup_topic_published_items")
+                            .Help("Items published to the group's topic "
+                                  "so far (a running total: rate() it), "
+                                  "publishes that rolled back included; "
+                                  "reported by one member of each group "
+                                  "that reads it")
+                            .Register(r)),
         dead_expired(prometheus::BuildCounter()
                          .Name("sqlgroup_dead_items_expired_total")
                          .Help("Dead letters this member removed because "
@@ -253,6 +268,8 @@ struct MemberMetrics::Families {
   Family<Gauge>& dead_age;
   Family<Gauge>& group_paused;
   Family<Gauge>& paused_keys;
+  Family<Gauge>& group_topic;
+  Family<Gauge>& topic_published;
   Family<Counter>& dead_expired;
   Family<Counter>& items;
   Family<Counter>& rebalances;

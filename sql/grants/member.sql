@@ -45,3 +45,6 @@ GRANT SELECT, INSERT,
 -- trimming history past its retention.
 GRANT SELECT, INSERT, DELETE, UPDATE (released_at, released_by)
   ON sqlgroup.ownership_log TO :"role";
+-- Topics (schema 20): the count of items published to its group's topic,
+-- for the metrics (sqlgroup_topic_published_items).
+GRANT EXECUTE ON FUNCTION sqlgroup.topic_published(text) TO :"role";

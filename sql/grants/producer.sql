@@ -44,6 +44,7 @@ GRANT EXECUTE ON FUNCTION
   sqlgroup.publish(text, text, bytea, interval, text),
   sqlgroup.publish_many(text, text[], bytea[], interval),
   sqlgroup.publish_many(text, text[], bytea[], interval, text),
+  sqlgroup.publish_items(text, text[], bytea[], interval[], text),
   sqlgroup.forget_publish_key(text, text),
   sqlgroup.claim_publish_key(text, text, text)
   TO :"role";

@@ -286,6 +286,7 @@ void PartWorker::MeasureGroup() {
   }
   metrics_.GroupFacts(facts->dead_items, facts->oldest_dead, facts->paused,
                       facts->paused_keys);
+  metrics_.GroupTopic(facts->topic, facts->topic_published);
 }
 
 void PartWorker::RunClaim(PartTask& task) {

@@ -34,6 +34,17 @@ constexpr char kMayExpire[] =
     "SELECT has_function_privilege('sqlgroup.dead_expire(text, integer)', "
     "'EXECUTE')";
 
+// $1 group. Its topic (NULL: none), and whether the role may read the
+// count of what was published to it (asked apart, as kMayExpire).
+constexpr char kTopic[] =
+    "SELECT g.topic, CASE WHEN to_regprocedure("
+    "'sqlgroup.topic_published(text)') IS NULL THEN false "
+    "ELSE has_function_privilege('sqlgroup.topic_published(text)', "
+    "'EXECUTE') END FROM sqlgroup.groups g WHERE g.name = $1";
+
+// $1 topic.
+constexpr char kPublished[] = "SELECT sqlgroup.topic_published($1)";
+
 // $1 group, $2 at most this many.
 constexpr char kExpire[] = "SELECT sqlgroup.dead_expire($1, $2)";
 
@@ -53,6 +64,17 @@ absl::StatusOr<GroupFacts> ReadGroupFacts(pqxx::connection& conn,
     facts.oldest_dead = absl::Microseconds(row[1].as<int64_t>());
     facts.paused = row[2].as<int64_t>() > 0;
     facts.paused_keys = row[3].as<int64_t>();
+    if (schema >= internal::kTopicsFrom) {
+      const pqxx::result topic = tx.exec_params(kTopic, group);
+      if (!topic.empty() && !topic[0][0].is_null()) {
+        facts.topic = topic[0][0].as<std::string>();
+        if (topic[0][1].as<bool>()) {
+          facts.topic_published =
+              tx.exec_params1(kPublished, facts.topic)[0].as<int64_t>(
+                  int64_t{-1});
+        }
+      }
+    }
     tx.commit();
     return facts;
   });

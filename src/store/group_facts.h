@@ -19,10 +19,15 @@ struct GroupFacts {
   absl::Duration oldest_dead;
   bool paused = false;      // the whole group
   int64_t paused_keys = 0;  // keys paused one by one
+  std::string topic;        // the topic the group reads; "" for none
+  // Items published to `topic` so far; -1 unknown (no topic, or a role
+  // granted before schema 20 that may not read it).
+  int64_t topic_published = -1;
 };
 
 // The group's facts on a database at schema `schema` (no pauses before
-// 17). One snapshot; at most 5 s (statement_timeout).
+// 17, no topics before 20). One snapshot; at most 5 s
+// (statement_timeout).
 absl::StatusOr<GroupFacts> ReadGroupFacts(pqxx::connection& conn,
                                           const std::string& group, int schema);
 

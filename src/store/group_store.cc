@@ -322,6 +322,13 @@ absl::StatusOr<DeletedGroup> DeleteGroup(DbConnection& db,
         name);
     found = !row.empty();
     if (!found) return;
+    if (!row[0][0].as<std::string>().empty()) {
+      // Unsubscribed first: the topic's publishes in flight finish (at
+      // most 5 s), none after adds an item, and the count below sees
+      // what they added.
+      tx.exec("SET LOCAL lock_timeout = '5s'");
+      tx.exec_params(kSubscribe, name, std::optional<std::string>());
+    }
     if (!force) {
       const pqxx::row n = tx.exec_params1(
           "SELECT (SELECT count(*) FROM sqlgroup.items WHERE group_name = $1), "
@@ -331,11 +338,6 @@ absl::StatusOr<DeletedGroup> DeleteGroup(DbConnection& db,
         held = DeletedGroup{n[0].as<int64_t>(), n[1].as<int64_t>()};
         return;  // rolled back
       }
-    }
-    if (!row[0][0].as<std::string>().empty()) {
-      // Unsubscribed first: the topic's publishes in flight finish, and
-      // none after can add an item to the group being deleted.
-      tx.exec_params(kSubscribe, name, std::optional<std::string>());
     }
     deleted.items = tx.exec_params(kDeleteItems, name).affected_rows();
     deleted.dead_items = tx.exec_params(kDeleteDeadItems, name).affected_rows();

@@ -28,21 +28,22 @@ absl::Status PublishError(const pqxx::sql_error& e) {
   return StatusFromCurrentException("publish");
 }
 
-// One call of sqlgroup.publish_many for items [begin, end), which share a
-// delay. `key`: its idempotency key, or empty.
+// The call of sqlgroup.publish_items for `items`, each with its delay;
+// `key`: the idempotency key, or empty.
 std::string PublishSql(pqxx::work& tx, const std::string& topic,
-                       const std::vector<NewItem>& items, size_t begin,
-                       size_t end, const std::string& key) {
-  std::vector<std::string> keys, payloads;
-  for (size_t i = begin; i < end; ++i) {
-    keys.push_back(items[i].key ? tx.quote(*items[i].key) : "NULL");
-    payloads.push_back(absl::StrCat(tx.quote_raw(items[i].payload), "::bytea"));
+                       const std::vector<NewItem>& items,
+                       const std::string& key) {
+  std::vector<std::string> keys, payloads, delays;
+  for (const NewItem& item : items) {
+    keys.push_back(item.key ? tx.quote(*item.key) : "NULL");
+    payloads.push_back(absl::StrCat(tx.quote_raw(item.payload), "::bytea"));
+    delays.push_back(tx.quote(ToInterval(item.delay)));
   }
-  return absl::StrCat("SELECT id::text FROM sqlgroup.publish_many(",
+  return absl::StrCat("SELECT id::text FROM sqlgroup.publish_items(",
                       tx.quote(topic), ", ARRAY[", absl::StrJoin(keys, ","),
                       "]::text[], ARRAY[", absl::StrJoin(payloads, ","),
-                      "]::bytea[], ", tx.quote(ToInterval(items[begin].delay)),
-                      "::interval, ", key.empty() ? "NULL" : tx.quote(key),
+                      "]::bytea[], ARRAY[", absl::StrJoin(delays, ","),
+                      "]::interval[], ", key.empty() ? "NULL" : tx.quote(key),
                       ") AS id");
 }
 
@@ -65,24 +66,10 @@ absl::StatusOr<std::vector<std::string>> PublishIn(
       tx.exec_params("SELECT sqlgroup.forget_publish_key($1, $2)", topic,
                      options.forget_key);
     }
-    // One call per run of items with the same delay (publish_many takes
-    // one), each run under its own part of the batch's key.
-    int run = 0;
-    for (size_t begin = 0; begin < items.size(); ++run) {
-      size_t end = begin + 1;
-      while (end < items.size() && items[end].delay == items[begin].delay) {
-        ++end;
-      }
-      const bool whole = begin == 0 && end == items.size();
-      const std::string key =
-          options.idempotency_key.empty() || whole
-              ? options.idempotency_key
-              : absl::StrCat(options.idempotency_key, "/", run);
-      for (const pqxx::row& row :
-           tx.exec(PublishSql(tx, topic, items, begin, end, key))) {
-        ids.push_back(row[0].as<std::string>());
-      }
-      begin = end;
+    if (items.empty()) return ids;
+    for (const pqxx::row& row :
+         tx.exec(PublishSql(tx, topic, items, options.idempotency_key))) {
+      ids.push_back(row[0].as<std::string>());
     }
   } catch (const pqxx::sql_error& e) {
     return PublishError(e);

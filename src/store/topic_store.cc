@@ -40,9 +40,15 @@ const std::string& WaitingSql() {
   return *kSql;
 }
 
-// Runs `f` in a transaction on `db`. An error our topic functions raise
-// comes back as their sentence alone, with the code its SQLSTATE stands
-// for; any other as Guard maps it, `what` saying what was being done.
+// How long a change of topics or subscriptions waits for the topic's
+// publishes in flight: new publishes queue behind it meanwhile, so a
+// publishing transaction left open must not stall the topic for long.
+constexpr char kLockTimeout[] = "SET LOCAL lock_timeout = '5s'";
+
+// Runs `f` in a transaction on `db`, its lock waits bounded by
+// kLockTimeout. An error our topic functions raise comes back as their
+// sentence alone, with the code its SQLSTATE stands for; any other as
+// Guard maps it, `what` saying what was being done.
 template <typename T, typename F>
 absl::StatusOr<T> Change(DbConnection& db, std::string_view what, F&& f) {
   static const auto* const kOurs = new std::map<std::string, absl::StatusCode>{
@@ -53,12 +59,20 @@ absl::StatusOr<T> Change(DbConnection& db, std::string_view what, F&& f) {
       {"55006", absl::StatusCode::kFailedPrecondition}};
   try {
     pqxx::work tx(PqxxOf(db));
+    tx.exec(kLockTimeout);
     T out = f(tx);
     tx.commit();
     return out;
   } catch (const pqxx::sql_error& e) {
     if (auto it = kOurs->find(SqlStateOf(e)); it != kOurs->end()) {
       return absl::Status(it->second, PrimaryMessage(e));
+    }
+    if (SqlStateOf(e) == "55P03") {
+      return absl::AbortedError(absl::StrCat(
+          "cannot ", std::string(what),
+          ": waited 5 s for the topic's publishes in flight (a transaction "
+          "that published and has not ended) or for the group's row; "
+          "nothing was changed; run it again once they end"));
     }
     return StatusFromCurrentException(what);
   } catch (...) {
@@ -78,7 +92,7 @@ absl::Status CheckTopicsStored(DbConnection& db) {
 }
 
 absl::Status CreateTopic(DbConnection& db, const std::string& name) {
-  return Change<bool>(db, "create topic",
+  return Change<bool>(db, "create the topic",
                       [&](pqxx::work& tx) {
                         tx.exec_params("SELECT sqlgroup.topic_create($1)",
                                        name);
@@ -88,7 +102,7 @@ absl::Status CreateTopic(DbConnection& db, const std::string& name) {
 }
 
 absl::Status DeleteTopic(DbConnection& db, const std::string& name) {
-  return Change<bool>(db, "delete topic",
+  return Change<bool>(db, "delete the topic",
                       [&](pqxx::work& tx) {
                         tx.exec_params("SELECT sqlgroup.topic_delete($1)",
                                        name);
@@ -140,7 +154,7 @@ absl::StatusOr<std::vector<TopicInfo>> ListTopics(
 
 absl::StatusOr<bool> SetGroupTopic(DbConnection& db, const std::string& group,
                                    const std::optional<std::string>& topic) {
-  return Change<bool>(db, "subscribe", [&](pqxx::work& tx) {
+  return Change<bool>(db, "change the group's topic", [&](pqxx::work& tx) {
     return tx.exec_params1("SELECT sqlgroup.subscribe($1, $2)", group, topic)[0]
         .as<bool>();
   });

@@ -92,6 +92,10 @@ class MemberVersionsTest : public ::testing::Test {
     EXPECT_TRUE(sql.ok());
     std::string grants = *sql;
     const std::string role = absl::StrCat("\"", testing::kMemberRole, "\";");
+    // Schema 20 brought topics: what members may read of them goes.
+    if (schema < 20) {
+      grants = grants.substr(0, grants.find("-- Topics (schema 20)"));
+    }
     // Schema 19 scoped roles to groups: its lines go.
     if (schema < 19) {
       std::vector<std::string> kept;

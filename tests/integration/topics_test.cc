@@ -151,6 +151,42 @@ TEST_F(TopicsTest, EachGroupAcknowledgesEveryItemOnceInKeyOrder) {
     }
     EXPECT_EQ(acked, published);
   }
+  // The topic's count, for the metrics.
+  EXPECT_EQ(Count("SELECT sqlgroup.topic_published('orders')"), 600);
+}
+
+TEST_F(TopicsTest, APausedOrFailingGroupNeverHoldsUpAnother) {
+  CreateSubscriber("fast", 4, "lexical");
+  CreateSubscriber("paused", 4, "lexical");
+  CreateSubscriber("failing", 8, "sticky");
+  ASSERT_TRUE(admin_->PauseGroup("paused").ok());
+  auto fast = Start(Options("fast", AckRecorder("fast")));
+  auto failing = Start(Options("failing", [](const Item&, AckTransaction&) {
+    return absl::UnavailableError("the mail server is down");
+  }));
+  ASSERT_NE(fast, nullptr);
+  ASSERT_NE(failing, nullptr);
+  PublishNumbered(0, 200);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        return Count("SELECT count(*) FROM topic_acks WHERE grp = 'fast'") ==
+               200;
+      },
+      absl::Seconds(30)));
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items "
+                  "WHERE group_name = 'fast'"),
+            0);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items "
+                  "WHERE group_name = 'paused'"),
+            200);
+  // Every one of its copies failed or died: none acknowledged.
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items "
+                  "WHERE group_name = 'failing'") +
+                Count("SELECT count(*) FROM sqlgroup.dead_items "
+                      "WHERE group_name = 'failing'"),
+            200);
+  fast->Stop();
+  failing->Stop();
 }
 
 TEST_F(TopicsTest, AGroupGetsExactlyWhatIsPublishedAfterItSubscribed) {
@@ -169,14 +205,27 @@ TEST_F(TopicsTest, AGroupGetsExactlyWhatIsPublishedAfterItSubscribed) {
   EXPECT_EQ(subscribed.wait_for(std::chrono::milliseconds(500)),
             std::future_status::timeout)
       << "the subscription did not wait for the publish in flight";
+  // A publish that starts while the subscription waits queues behind it,
+  // and so reaches the late group too.
+  auto queued = std::async(std::launch::async, [&] {
+    pqxx::connection c(db_.dsn());
+    pqxx::work tx(c);
+    std::vector<std::string> ids = Publish(tx, 2);
+    tx.commit();
+    return ids;
+  });
+  EXPECT_EQ(queued.wait_for(std::chrono::milliseconds(300)),
+            std::future_status::timeout)
+      << "a publish overtook the waiting subscription";
   in_flight.commit();
   auto changed = subscribed.get();
   ASSERT_TRUE(changed.ok()) << changed.status();
   EXPECT_TRUE(*changed);
 
   pqxx::work after_tx(publisher);
-  const std::vector<std::string> after = Publish(after_tx, 7);
+  std::vector<std::string> after = Publish(after_tx, 7);
   after_tx.commit();
+  for (const std::string& id : queued.get()) after.push_back(id);
 
   std::set<std::string> all(before.begin(), before.end());
   all.insert(after.begin(), after.end());
@@ -189,8 +238,8 @@ TEST_F(TopicsTest, AGroupGetsExactlyWhatIsPublishedAfterItSubscribed) {
   pqxx::work last(publisher);
   Publish(last, 3);
   last.commit();
-  EXPECT_EQ(ItemIds("early").size(), 15u);
-  EXPECT_EQ(ItemIds("late").size(), 7u);
+  EXPECT_EQ(ItemIds("early").size(), 17u);
+  EXPECT_EQ(ItemIds("late").size(), 9u);
 }
 
 TEST_F(TopicsTest, ARolledBackPublishReachesNoGroup) {
@@ -252,6 +301,11 @@ TEST_F(TopicsTest, IdempotentPublishReturnsTheFirstIdsAndAddsNothing) {
     EXPECT_THAT(e.what(), HasSubstr("was used at"));
   }
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 4);
+  // A retry is answered after the groups stopped reading the topic too.
+  ASSERT_TRUE(admin_->SetGroupTopic("a", std::nullopt).ok());
+  ASSERT_TRUE(admin_->SetGroupTopic("b", std::nullopt).ok());
+  EXPECT_EQ(publish("p"), first);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 4);
 }
 
 TEST_F(TopicsTest, AProducerBatchWhoseCommitWasCutIsPublishedOnce) {
@@ -273,9 +327,11 @@ TEST_F(TopicsTest, AProducerBatchWhoseCommitWasCutIsPublishedOnce) {
       {.dsn = db_.dsn(), .topic = kTopic, .retry_for = absl::Seconds(60)});
   ASSERT_TRUE(producer.ok()) << producer.status();
   std::vector<NewItem> items;
+  // Mixed delays: one call, one key for the whole batch.
   for (int i = 0; i < 20; ++i) {
-    items.push_back(
-        {.key = absl::StrCat("k", i % 3), .payload = absl::StrCat("item ", i)});
+    items.push_back({.key = absl::StrCat("k", i % 3),
+                     .payload = absl::StrCat("item ", i),
+                     .delay = absl::Milliseconds(i % 2 == 0 ? 0 : 1500)});
   }
   auto result = std::async(std::launch::async,
                            [&] { return (*producer)->Enqueue(items); });
@@ -296,6 +352,54 @@ TEST_F(TopicsTest, AProducerBatchWhoseCommitWasCutIsPublishedOnce) {
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items"), 40);
   EXPECT_EQ(ItemIds("a"), std::set<std::string>(ids->begin(), ids->end()));
   EXPECT_EQ(ItemIds("b"), ItemIds("a"));
+  // The delayed half, in both groups.
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items "
+                  "WHERE not_before > enqueued_at"),
+            20);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.publish_keys"), 1);
+}
+
+TEST_F(TopicsTest, PublishingIsGrantedPerTopicAndMembersStayInTheirGroup) {
+  CreateSubscriber("a", 4, "lexical");
+  CreateSubscriber("b", 4, "lexical");
+  ASSERT_TRUE(admin_->CreateTopic("audit").ok());
+  ASSERT_TRUE(admin_->CreateGroup({.name = "c", .topic = "audit"}).ok());
+  testing::TestRole scoped, everywhere, member;
+  ASSERT_TRUE(admin_
+                  ->GrantRoles({.producer_role = scoped.name(),
+                                .groups = {"a"},
+                                .topics = {"ord*"}})
+                  .ok());
+  ASSERT_TRUE(admin_->GrantRoles({.producer_role = everywhere.name()}).ok());
+  ASSERT_TRUE(
+      admin_->GrantRoles({.member_role = member.name(), .groups = {"a"}}).ok());
+  const auto publish = [&](const testing::TestRole& role,
+                           const std::string& topic) -> absl::Status {
+    auto p = Producer::Create(
+        {.dsn = role.Dsn(db_.name()), .topic = topic, .retry_for = {}});
+    if (!p.ok()) return p.status();
+    return (*p)->Enqueue({{.key = "k", .payload = "x"}}).status();
+  };
+  EXPECT_TRUE(publish(scoped, kTopic).ok());
+  const absl::Status refused = publish(scoped, "audit");
+  EXPECT_TRUE(absl::IsPermissionDenied(refused)) << refused;
+  EXPECT_THAT(refused.message(),
+              HasSubstr(absl::StrCat(
+                  "may not publish to topic audit; an owner "
+                  "of the sqlgroup schema can allow it with "
+                  "`sqlgroup grant --producer_role ",
+                  scoped.name(), " --group a --topic ord* --topic audit`")));
+  EXPECT_TRUE(publish(everywhere, "audit").ok());
+  // A member of a reads a's copies only: b's are not its rows.
+  pqxx::connection as_member(member.Dsn(db_.name()));
+  pqxx::nontransaction tx(as_member);
+  EXPECT_EQ(tx.exec1("SELECT count(*) FROM sqlgroup.items")[0].as<int64_t>(),
+            1);
+  EXPECT_EQ(tx.exec("DELETE FROM sqlgroup.items WHERE group_name = 'b'")
+                .affected_rows(),
+            0u);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items WHERE group_name = 'b'"),
+            1);
 }
 
 TEST_F(TopicsTest, BadInputIsRefusedInASentenceAndChangesNothing) {

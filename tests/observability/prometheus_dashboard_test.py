@@ -71,8 +71,10 @@ class Fleet:
             raise RuntimeError("sqlgroup postgres did not start: %r" % line)
         self.dsn = line[len("dsn: "):].strip()
         self.cli("migrate")
+        # The group reads a topic, for the topic panels.
+        self.cli("topic", "create", "obs-stream")
         self.cli("group", "create", "obs", "--parts", "8", "--ttl", "2s",
-                 "--heartbeat", "400ms")
+                 "--heartbeat", "400ms", "--topic", "obs-stream")
 
     def cli(self, *args):
         r = subprocess.run([ARGS.cli, *args, "--dsn", self.dsn],
@@ -160,9 +162,9 @@ class DashboardTest(unittest.TestCase):
         with open(os.path.join(ARGS.source, "docs", "METRICS.md")) as f:
             cls.metrics_doc = f.read()
         f = cls.fleet
-        f.spawn("producer", [ARGS.cli, "produce", "--dsn", f.dsn, "--group",
-                             "obs", "--count", "1000000", "--rate", "300",
-                             "--keys", "10"])
+        f.spawn("producer", [ARGS.cli, "produce", "--dsn", f.dsn, "--topic",
+                             "obs-stream", "--count", "1000000", "--rate",
+                             "300", "--keys", "10"])
         cls.urls = {n: f.start_member(n) for n in ("m1", "m2", "m3")}
         f.start_prometheus([u.split("/")[2] for u in cls.urls.values()])
         # Every part owned by one of the three, as Prometheus sees it.
