@@ -80,12 +80,14 @@ Producer::Producer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Producer::~Producer() {
   // The last batch's key is no longer needed by anyone: this producer
-  // will not retry it. Best effort; expired keys go anyway (a topic's:
-  // the next batch forgets the one before).
-  if (impl_->conn && impl_->batch > 1 && impl_->pending.empty() &&
-      impl_->options.topic.empty()) {
-    (void)store::ForgetEnqueueKey(*impl_->conn, impl_->options.group,
-                                  impl_->Key(impl_->batch - 1));
+  // will not retry it. Best effort; expired keys go anyway.
+  if (impl_->conn && impl_->batch > 1 && impl_->pending.empty()) {
+    const std::string last = impl_->Key(impl_->batch - 1);
+    (void)(impl_->options.topic.empty()
+               ? store::ForgetEnqueueKey(*impl_->conn, impl_->options.group,
+                                         last)
+               : store::ForgetPublishKey(*impl_->conn, impl_->options.topic,
+                                         last));
   }
 }
 

@@ -13,6 +13,10 @@
 namespace sqlgroup::store {
 namespace {
 
+// $1 topic, $2 idempotency key.
+constexpr char kForgetPublishKey[] =
+    "SELECT sqlgroup.forget_publish_key($1, $2)";
+
 // The sentences of sqlgroup.publish_many, with the codes their SQLSTATEs
 // stand for; other errors as Guard maps them.
 absl::Status PublishError(const pqxx::sql_error& e) {
@@ -63,8 +67,7 @@ absl::StatusOr<std::vector<std::string>> PublishIn(
   std::vector<std::string> ids;
   try {
     if (!options.forget_key.empty()) {
-      tx.exec_params("SELECT sqlgroup.forget_publish_key($1, $2)", topic,
-                     options.forget_key);
+      tx.exec_params(kForgetPublishKey, topic, options.forget_key);
     }
     if (items.empty()) return ids;
     for (const pqxx::row& row :
@@ -91,6 +94,16 @@ absl::StatusOr<std::vector<std::string>> PublishBatch(
   });
   if (!s.ok()) return s;
   return ids;
+}
+
+absl::Status ForgetPublishKey(DbConnection& db, const std::string& topic,
+                              const std::string& key) {
+  return Guard("forget the last batch's key", [&] {
+    pqxx::work tx(PqxxOf(db));
+    LocalLimits(tx);
+    tx.exec_params(kForgetPublishKey, topic, key);
+    tx.commit();
+  });
 }
 
 }  // namespace sqlgroup::store

@@ -34,6 +34,11 @@ absl::StatusOr<std::vector<std::string>> PublishBatch(
     DbConnection& db, const std::string& topic,
     const std::vector<NewItem>& items, const EnqueueOptions& options);
 
+// Deletes the record of the publish with idempotency `key` to `topic`
+// (sqlgroup.forget_publish_key): nobody will retry it.
+absl::Status ForgetPublishKey(DbConnection& db, const std::string& topic,
+                              const std::string& key);
+
 }  // namespace sqlgroup::store
 
 #endif  // SQLGROUP_STORE_PUBLISH_STORE_H_
