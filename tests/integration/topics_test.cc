@@ -366,15 +366,18 @@ TEST_F(TopicsTest, PublishingIsGrantedPerTopicAndMembersStayInTheirGroup) {
   CreateSubscriber("b", 4, "lexical");
   ASSERT_TRUE(admin_->CreateTopic("audit").ok());
   ASSERT_TRUE(admin_->CreateGroup({.name = "c", .topic = "audit"}).ok());
-  testing::TestRole scoped, everywhere, member;
+  testing::TestRole scoped, everywhere, member, op;
   ASSERT_TRUE(admin_
                   ->GrantRoles({.producer_role = scoped.name(),
                                 .groups = {"a"},
                                 .topics = {"ord*"}})
                   .ok());
   ASSERT_TRUE(admin_->GrantRoles({.producer_role = everywhere.name()}).ok());
-  ASSERT_TRUE(
-      admin_->GrantRoles({.member_role = member.name(), .groups = {"a"}}).ok());
+  ASSERT_TRUE(admin_
+                  ->GrantRoles({.member_role = member.name(),
+                                .operator_role = op.name(),
+                                .groups = {"a"}})
+                  .ok());
   const auto publish = [&](const testing::TestRole& role,
                            const std::string& topic) -> absl::Status {
     auto p = Producer::Create(
@@ -402,6 +405,14 @@ TEST_F(TopicsTest, PublishingIsGrantedPerTopicAndMembersStayInTheirGroup) {
             0u);
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.items WHERE group_name = 'b'"),
             1);
+  // An operator of a lists the topics, with the groups it may see.
+  auto as_operator = Admin::Connect({.dsn = op.Dsn(db_.name())});
+  ASSERT_TRUE(as_operator.ok()) << as_operator.status();
+  auto topic = (*as_operator)->DescribeTopic(kTopic);
+  ASSERT_TRUE(topic.ok()) << topic.status();
+  ASSERT_EQ(topic->groups.size(), 1u);
+  EXPECT_EQ(topic->groups[0].group, "a");
+  EXPECT_EQ(topic->groups[0].waiting, 1);
 }
 
 TEST_F(TopicsTest, BadInputIsRefusedInASentenceAndChangesNothing) {
