@@ -241,6 +241,10 @@ struct TopicInfo {
   absl::Time created_at;                // database clock
   std::string created_by;               // the role that created it
   std::vector<TopicSubscriber> groups;  // by name
+  // Items published to it so far (publishes that rolled back included);
+  // Admin::DescribeTopic only, -1 otherwise or when the role may not read
+  // it.
+  int64_t published = -1;
 };
 
 // A change of a group's part count (Admin::AlterParts).

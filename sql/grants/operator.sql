@@ -33,6 +33,8 @@ GRANT EXECUTE ON FUNCTION
   sqlgroup.pause(text, text),
   sqlgroup.resume(text, text)
   TO :"role";
--- Topics (schema 20): their names, for `topic list` and `topic describe`
--- (which show only the groups the role may read, and their items).
+-- Topics (schema 20): their names and counts, for `topic list` and `topic
+-- describe` (which show only the groups the role may read, and their
+-- items).
 GRANT SELECT ON sqlgroup.topics TO :"role";
+GRANT EXECUTE ON FUNCTION sqlgroup.topic_published(text) TO :"role";

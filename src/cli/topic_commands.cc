@@ -38,9 +38,12 @@ std::string TopicJson(const TopicInfo& t, bool counted) {
                 : "",
         "}"));
   }
+  const std::string published =
+      t.published < 0 ? "null" : absl::StrCat(t.published);
   return absl::StrCat("{\"topic\":", JsonString(t.name), ",\"created_at\":",
                       JsonString(absl::FormatTime(t.created_at)),
                       ",\"created_by\":", JsonString(t.created_by),
+                      counted ? absl::StrCat(",\"published\":", published) : "",
                       ",\"groups\":[", absl::StrJoin(groups, ","), "]}");
 }
 
@@ -93,9 +96,10 @@ absl::Status RunTopicDescribe(const Args& args) {
     Print(absl::StrCat(TopicJson(t, /*counted=*/true), "\n"));
     return absl::OkStatus();
   }
-  std::string out =
-      absl::StrCat("TOPIC ", t.name, "  created ", TimeText(t.created_at),
-                   " by ", t.created_by, "  groups=", t.groups.size(), "\n");
+  std::string out = absl::StrCat(
+      "TOPIC ", t.name, "  created ", TimeText(t.created_at), " by ",
+      t.created_by, "  groups=", t.groups.size(),
+      t.published < 0 ? "" : absl::StrCat("  published=", t.published), "\n");
   if (t.groups.empty()) {
     absl::StrAppend(&out,
                     "no group reads it: a publish is refused until one "

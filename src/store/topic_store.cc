@@ -30,6 +30,15 @@ constexpr char kSubscribers[] =
     "FROM sqlgroup.groups g WHERE g.topic IS NOT NULL "
     "AND ($1::text IS NULL OR g.topic = $1) ORDER BY g.topic, g.name";
 
+// Whether the role may read a topic's count: asked apart, since PostgreSQL
+// checks EXECUTE on every function a statement names.
+constexpr char kMayCount[] =
+    "SELECT has_function_privilege('sqlgroup.topic_published(text)', "
+    "'EXECUTE')";
+
+// $1 topic.
+constexpr char kPublished[] = "SELECT sqlgroup.topic_published($1)";
+
 // $1 group. Its waiting items, and the oldest one's age in microseconds
 // (0 when none wait).
 const std::string& WaitingSql() {
@@ -140,6 +149,12 @@ absl::StatusOr<std::vector<TopicInfo>> ListTopics(
         s.oldest_age = absl::Microseconds(w[1].as<int64_t>());
       }
       topics[it->second].groups.push_back(std::move(s));
+    }
+    if (count_waiting && !topics.empty() && tx.exec1(kMayCount)[0].as<bool>()) {
+      for (TopicInfo& t : topics) {
+        t.published =
+            tx.exec_params1(kPublished, t.name)[0].as<int64_t>(int64_t{-1});
+      }
     }
     tx.commit();
   }));

@@ -413,6 +413,7 @@ TEST_F(TopicsTest, PublishingIsGrantedPerTopicAndMembersStayInTheirGroup) {
   ASSERT_EQ(topic->groups.size(), 1u);
   EXPECT_EQ(topic->groups[0].group, "a");
   EXPECT_EQ(topic->groups[0].waiting, 1);
+  EXPECT_EQ(topic->published, 1);
 }
 
 TEST_F(TopicsTest, BadInputIsRefusedInASentenceAndChangesNothing) {
