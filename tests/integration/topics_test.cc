@@ -202,9 +202,20 @@ TEST_F(TopicsTest, AGroupGetsExactlyWhatIsPublishedAfterItSubscribed) {
     if (!admin.ok()) return absl::StatusOr<bool>(admin.status());
     return (*admin)->SetGroupTopic("late", std::string(kTopic));
   });
-  EXPECT_EQ(subscribed.wait_for(std::chrono::milliseconds(500)),
-            std::future_status::timeout)
+  // Waiting for the topic's lock, which the publish in flight holds.
+  const auto waiting_for_topic = [&](int n) {
+    return WaitFor(
+        [&] {
+          return Count(
+                     "SELECT count(*) FROM pg_locks WHERE locktype = "
+                     "'advisory' AND NOT granted") == n;
+        },
+        absl::Seconds(20));
+  };
+  EXPECT_TRUE(waiting_for_topic(1))
       << "the subscription did not wait for the publish in flight";
+  EXPECT_EQ(subscribed.wait_for(std::chrono::milliseconds(0)),
+            std::future_status::timeout);
   // A publish that starts while the subscription waits queues behind it,
   // and so reaches the late group too.
   auto queued = std::async(std::launch::async, [&] {
@@ -214,8 +225,7 @@ TEST_F(TopicsTest, AGroupGetsExactlyWhatIsPublishedAfterItSubscribed) {
     tx.commit();
     return ids;
   });
-  EXPECT_EQ(queued.wait_for(std::chrono::milliseconds(300)),
-            std::future_status::timeout)
+  EXPECT_TRUE(waiting_for_topic(2))
       << "a publish overtook the waiting subscription";
   in_flight.commit();
   auto changed = subscribed.get();
