@@ -207,8 +207,10 @@ TEST_F(TopicsTest, AGroupGetsExactlyWhatIsPublishedAfterItSubscribed) {
     return WaitFor(
         [&] {
           return Count(
-                     "SELECT count(*) FROM pg_locks WHERE locktype = "
-                     "'advisory' AND NOT granted") == n;
+                     "SELECT count(*) FROM pg_locks l JOIN pg_database d "
+                     "ON d.oid = l.database WHERE d.datname = "
+                     "current_database() AND l.locktype = 'advisory' "
+                     "AND NOT l.granted") == n;
         },
         absl::Seconds(20));
   };
