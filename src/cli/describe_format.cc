@@ -10,10 +10,6 @@
 namespace sqlgroup::cli {
 namespace {
 
-std::string Seconds(absl::Duration d) {
-  return absl::StrFormat("%.3f", absl::ToDoubleSeconds(d));
-}
-
 // "abcd1234" of a session id, or "-" when none.
 std::string Short(const std::string& session) {
   return session.empty() ? "-" : session.substr(0, 8);
@@ -58,6 +54,10 @@ std::string PartsChangeJson(const std::optional<PartsChange>& c) {
 }
 
 }  // namespace
+
+std::string Seconds(absl::Duration d) {
+  return absl::StrFormat("%.3f", absl::ToDoubleSeconds(d));
+}
 
 std::string JsonString(const std::string& s) {
   std::string out = "\"";

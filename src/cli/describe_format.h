@@ -16,6 +16,9 @@ std::string DescriptionJson(const GroupDescription& d);
 std::string GroupListText(const std::vector<GroupConfig>& groups);
 std::string GroupListJson(const std::vector<GroupConfig>& groups);
 
+// A duration as seconds with three decimals, for JSON: "1.500".
+std::string Seconds(absl::Duration d);
+
 // A JSON string literal, quotes included.
 std::string JsonString(const std::string& s);
 

@@ -16,10 +16,6 @@
 namespace sqlgroup::cli {
 namespace {
 
-std::string Seconds(absl::Duration d) {
-  return absl::StrFormat("%.3f", absl::ToDoubleSeconds(d));
-}
-
 std::string GroupNames(const TopicInfo& t) {
   std::vector<std::string> names;
   for (const TopicSubscriber& s : t.groups) names.push_back(s.group);
