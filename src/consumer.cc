@@ -271,8 +271,11 @@ class Consumer::Impl {
     // (medians of two runs of bench/drain_bench.py, bench/RESULTS.md).
     if (options_.workers >= SharedCommit::kSharedCommitWorkers) {
       worker.settle.shared_commit = std::make_shared<SharedCommit>();
-      worker.connection.shared_acks = true;
     }
+    // Each worker gathers the acks of single items it handles back to back
+    // (GatheredAcks), through the same statement.
+    worker.connection.shared_acks =
+        worker.settle.shared_commit != nullptr || !worker.settle.kind.batched;
     // No claim while the handler's circuit is open or a probe is out.
     scheduler_.SetGate([breaker = worker.settle.breaker](absl::Time now) {
       return breaker->NoCallBefore(now);

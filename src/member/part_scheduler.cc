@@ -507,13 +507,22 @@ size_t PartScheduler::Offer(int part, int64_t epoch, uint64_t finished,
 
 void PartScheduler::FinishItem(int part, int64_t epoch, const Item& item,
                                bool again) {
+  FinishItems(part, epoch, {item}, again);
+}
+
+void PartScheduler::FinishItems(int part, int64_t epoch,
+                                const std::vector<Item>& items, bool again) {
   absl::MutexLock lock(&mu_);
-  Entry* entry = Returned(part, epoch);
-  if (entry == nullptr) return;
+  Entry* entry = nullptr;
+  // Each item was a task of its own: one worker less on the part each.
+  for (size_t i = 0; i < items.size(); ++i) entry = Returned(part, epoch);
+  if (entry == nullptr || items.empty()) return;
   Entry& e = *entry;
-  const uint64_t key = BlockOf(item);
-  e.keys.erase(key);
-  e.finished_at[key] = ++e.finished;
+  for (const Item& item : items) {
+    const uint64_t key = BlockOf(item);
+    e.keys.erase(key);
+    e.finished_at[key] = ++e.finished;
+  }
   if (!again) {
     // The part rests, whichever worker comes next: the same item would
     // break the same way at once. A probe after the rest finds it again.

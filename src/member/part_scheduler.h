@@ -175,6 +175,10 @@ class PartScheduler {
   // not be settled for a reason that would repeat at once (a broken
   // connection); the part then waits for a probe.
   void FinishItem(int part, int64_t epoch, const Item& item, bool again);
+  // FinishItem of several items of one take at once (acks that committed
+  // together, GatheredAcks): with `again` false the part rests once.
+  void FinishItems(int part, int64_t epoch, const std::vector<Item>& items,
+                   bool again);
   // After a probe task: `due` parts have work; `heard` is the task's.
   void FinishProbe(const std::vector<int>& due,
                    absl::Time heard = absl::InfinitePast());

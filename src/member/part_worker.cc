@@ -1,7 +1,9 @@
 #include "member/part_worker.h"
 
+#include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -99,6 +101,7 @@ void PartWorker::Run() {
     // before it takes another, instead of taking tasks it cannot run.
     if (connection_.starved()) {
       connection_.WaitForSlot(kStarvedWait);
+      CommitGathered();  // on the slot, if it came
       last_work_ = absl::Now();
     }
     // A connection of its own is closed after a while without work (claims
@@ -111,11 +114,19 @@ void PartWorker::Run() {
     // (open_after_), tasks that wait already go first (the items a claim
     // just offered), still on the control connection; the worker opens its
     // own connection once none waits.
+    // With acks gathered, the worker only looks for an item at hand: none
+    // (another task, an item it may not gather past, or the gathering is
+    // due), and they commit first.
+    const bool gathering = settler_.gathered() > 0;
     const absl::Time idle_at = last_work_ + config_.idle_connection_timeout;
     PartTask task = scheduler_.Next(
-        connection_.opens_after() ? absl::Now()
+        connection_.opens_after() || gathering ? absl::Now()
         : connection_.holds() ? std::min(idle_at, absl::Now() + kContendedCheck)
                               : absl::InfiniteFuture());
+    if (gathering && !GatherPast(task)) {
+      CommitGathered();
+      if (task.kind == PartTask::Kind::kIdle) continue;
+    }
     switch (task.kind) {
       case PartTask::Kind::kStop:
         connection_.CloseOwn();
@@ -152,10 +163,48 @@ void PartWorker::Run() {
       if (connection_.own() &&
           last_work_ - connection_.own_since() >= kShareAfter &&
           config_.connection.budget->contended()) {
+        CommitGathered();
         connection_.CloseOwn();
       }
     }
   }
+}
+
+bool PartWorker::GatherPast(const PartTask& task) const {
+  if (task.kind != PartTask::Kind::kItem || task.item.key.has_value() ||
+      !KeyOrder() || settler_.GatheredDue(absl::Now())) {
+    return false;
+  }
+  // A part on its way to another member waits for no other item's call.
+  for (const auto& [id, gathered] : gathered_tasks_) {
+    if (scheduler_.ShouldYield(gathered.part, gathered.epoch)) return false;
+  }
+  return true;
+}
+
+void PartWorker::CommitGathered() {
+  if (settler_.gathered() == 0) return;
+  // On the connection at hand, its statements ready for the schema now;
+  // after it broke, on a new one (or the control connection borrowed).
+  // With none to be had, they are dropped and their items read again.
+  connection_.Acquire(/*own_wanted=*/true);
+  // By take and outcome: a part whose acks broke rests once for it, not
+  // once per item.
+  std::map<std::tuple<int, int64_t, bool>, std::vector<Item>> finished;
+  for (const Settler::Gathered& g : settler_.CommitGathered()) {
+    auto it = gathered_tasks_.find(g.id);
+    if (it == gathered_tasks_.end()) continue;
+    const bool again = g.outcome != Settler::Outcome::kBroken;
+    finished[{it->second.part, it->second.epoch, again}].push_back(
+        std::move(it->second.item));
+    gathered_tasks_.erase(it);
+  }
+  // Those settled first: a part's rest comes last.
+  for (auto it = finished.rbegin(); it != finished.rend(); ++it) {
+    const auto& [part, epoch, again] = it->first;
+    scheduler_.FinishItems(part, epoch, it->second, again);
+  }
+  connection_.GiveBack();
 }
 
 void PartWorker::RunProbe(const PartTask& task) {
@@ -290,6 +339,9 @@ void PartWorker::MeasureGroup() {
 }
 
 void PartWorker::RunClaim(PartTask& task) {
+  // Run (GatherPast) commits them before any claim already: a claim must
+  // not read an item whose ack waits.
+  CommitGathered();
   ClaimEnd end = Sweep(task);
   if (end.offered) return;  // Offer ended the task
   scheduler_.FinishClaim(task.ref.part, task.ref.epoch, end.found, end.cursor,
@@ -427,8 +479,8 @@ PartWorker::ClaimEnd PartWorker::Sweep(PartTask& task) {
         more.ask.pass_over = &task.busy_keys;
       }
     }
-    const Settler::Progress p =
-        settler_.ProcessItems(ref, batch, claimed_at, chain ? &more : nullptr);
+    const Settler::Progress p = settler_.ProcessItems(
+        ref, batch, claimed_at, chain ? &more : nullptr, Gathers());
     // Items left unsettled (a yield, a broken connection) are still in the
     // table, due: the next claim starts at the first of them.
     next = p.settled == batch.size() ? after : PositionOf(batch[p.settled]);
@@ -547,8 +599,17 @@ void PartWorker::RunItem(const PartTask& task) {
       // As for a claim that broke, the part waits instead of spinning; the
       // scheduler keeps its backoff, since the next try may be another
       // worker's.
+      // An unkeyed item may leave its ack with the gathered ones: the task
+      // then ends once that ack committed.
       const Settler::Outcome o =
-          settler_.HandleBatch(ref, {item}, go_on ? &more : nullptr);
+          settler_.HandleBatch(ref, {item}, go_on ? &more : nullptr,
+                               !go_on && !item.key && KeyOrder() && Gathers());
+      if (o == Settler::Outcome::kGathered) {
+        Item finish = task.item;
+        finish.payload.clear();
+        gathered_tasks_[item.id] = {ref.part, ref.epoch, std::move(finish)};
+        return;
+      }
       if (o == Settler::Outcome::kBroken) again = false;
       // Released for a retry (the key waits for it) or lost with the take.
       if (!go_on ||

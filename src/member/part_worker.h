@@ -7,6 +7,7 @@
 #define SQLGROUP_MEMBER_PART_WORKER_H_
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,6 +86,23 @@ class PartWorker {
   // (PartTask::group_facts): removes the group's dead
   // letters past its retention and reports its dead letters and pauses.
   void MeasureGroup();
+  // Whether a single item's ack may wait with the gathered ones
+  // (GatheredAcks): on a connection of the worker's own (a borrowed one is
+  // the control thread's to have back), for a handler that may write
+  // nothing (not a SQL function, whose call is the ack's statement).
+  bool Gathers() const {
+    return connection_.own() && !Batched() &&
+           !config_.settle.kind.in_function();
+  }
+  // Whether the worker may take `task` with acks gathered: an unkeyed
+  // item under per-key order (the Offer path, whose keys stay busy until
+  // the commit), while the gathering is not due and no part of the
+  // gathered acks must yield.
+  bool GatherPast(const PartTask& task) const;
+  // Commits the gathered acks (Settler::CommitGathered), on the
+  // connection at hand or one acquired for them, and tells the scheduler
+  // each of their items is done.
+  void CommitGathered();
   // The handler takes batches (a BatchHandler, or a SQL function on
   // arrays).
   bool Batched() const { return config_.settle.kind.batched; }
@@ -107,6 +125,14 @@ class PartWorker {
   std::shared_ptr<spdlog::logger> log_;
   WorkerConnection connection_;
   Settler settler_;
+  // The kItem tasks whose last item's ack is gathered, by that item's id:
+  // finished (PartScheduler::FinishItem) once the ack committed.
+  struct GatheredTask {
+    int part = 0;
+    int64_t epoch = 0;
+    Item item;  // the task's, without its payload
+  };
+  std::map<std::string, GatheredTask> gathered_tasks_;
 
   absl::Time last_work_ = absl::InfinitePast();  // the last claim or item
   int broken_in_a_row_ = 0;      // claims that ended on kBroken, in a row

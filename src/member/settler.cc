@@ -1,5 +1,6 @@
 #include "member/settler.h"
 
+#include <optional>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -156,8 +157,8 @@ absl::StatusOr<size_t> Settler::DueRunEnd(const store::ClaimRef& ref,
 
 Settler::Progress Settler::ProcessItems(const store::ClaimRef& ref,
                                         const std::vector<Item>& items,
-                                        absl::Time claimed_at,
-                                        NextClaim* next) {
+                                        absl::Time claimed_at, NextClaim* next,
+                                        bool gather) {
   // Items from `due_end` on are not handed out: no longer due when the
   // claim was last read, at `read_at`.
   size_t due_end = items.size();
@@ -179,23 +180,42 @@ Settler::Progress Settler::ProcessItems(const store::ClaimRef& ref,
     if (Settled(o)) return {items.size(), false, o == Outcome::kAcked};
     return {0, o == Outcome::kBroken};
   }
+  // The acks gathered are those of the items from `gathered_from` on (the
+  // ones since settled). They commit before the sweep moves past them:
+  // should that fail, it reads again from the first of them.
+  size_t gathered_from = 0;
+  const auto commit = [&]() -> std::optional<Progress> {
+    for (const Gathered& g : CommitGathered()) {
+      if (g.outcome == Outcome::kBroken) return Progress{gathered_from, true};
+    }
+    return std::nullopt;
+  };
+  const auto stop = [&](size_t i, bool broken) -> Progress {
+    if (std::optional<Progress> failed = commit()) return *failed;
+    return {i, broken};
+  };
   for (size_t i = 0; i < items.size(); ++i) {
-    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return {i, false};
+    if (scheduler_.ShouldYield(ref.part, ref.epoch)) return stop(i, false);
     // Borrowed: the control thread's turn, after at least one item.
-    if (i > 0 && connection_.YieldControl()) return {i, false};
-    if (!read_again(i)) return {i, true};
-    if (i >= due_end) return {i, false};  // the sweep claims again from it
-    const Outcome o = HandleBatch(ref, {items[i]});
-    if (o == Outcome::kBroken) return {i, true};
-    if (o == Outcome::kRetryLater) return {i, false};
-    if (o == Outcome::kLost) return {i + 1, false};  // the take is likely gone
+    if (i > 0 && connection_.YieldControl()) return stop(i, false);
+    if (gathered_.Due(absl::Now())) {
+      if (std::optional<Progress> failed = commit()) return *failed;
+    }
+    if (gathered_.empty()) gathered_from = i;
+    if (!read_again(i)) return stop(i, true);
+    if (i >= due_end) return stop(i, false);  // claimed again from it
+    const Outcome o = HandleBatch(ref, {items[i]}, nullptr, gather);
+    if (o == Outcome::kGathered) continue;
+    if (o == Outcome::kBroken) return stop(i, true);
+    if (o == Outcome::kRetryLater) return stop(i, false);
+    if (o == Outcome::kLost) return stop(i + 1, false);  // the take is gone?
   }
-  return {items.size(), false};
+  return stop(items.size(), false);
 }
 
 Settler::Outcome Settler::HandleBatch(const store::ClaimRef& ref,
                                       const std::vector<Item>& items,
-                                      NextClaim* next) {
+                                      NextClaim* next, bool gather) {
   std::vector<std::string> ids;
   ids.reserve(items.size());
   for (const Item& item : items) ids.push_back(item.id);
@@ -213,7 +233,8 @@ Settler::Outcome Settler::HandleBatch(const store::ClaimRef& ref,
   }
   const Attempt a = config_.kind.in_function()
                         ? CallInAck(ref, items, ids, next)
-                        : RunAndAck(ref, items, ids, next);
+                        : RunAndAck(ref, items, ids, next,
+                                    gather && single && next == nullptr);
   if (a.ended || (a.acking && !a.verdict.ok()) ||
       (!single && !a.verdict.ok())) {
     // No verdict on the handler: another call may probe.
@@ -233,6 +254,7 @@ Settler::Outcome Settler::HandleBatch(const store::ClaimRef& ref,
   }
   if (a.verdict.ok()) {
     config_.conflicts->Forget(ids);
+    if (a.gathered) return Outcome::kGathered;
     if (a.deleted == static_cast<int64_t>(ids.size())) {
       metrics_.Acked(a.deleted, absl::Now() - a.ack_start);
       return Outcome::kAcked;
@@ -307,11 +329,13 @@ void Settler::RecordOutcome(const store::ClaimRef& ref,
 Settler::Attempt Settler::RunAndAck(const store::ClaimRef& ref,
                                     const std::vector<Item>& items,
                                     const std::vector<std::string>& ids,
-                                    NextClaim* next) {
+                                    NextClaim* next, bool gather) {
   const store::CarriedClaim carry =
       next ? next->Carried(config_.claim_batch) : store::CarriedClaim{};
   // A claim carried needs a statement of its own.
-  const bool share = config_.shared_commit != nullptr && next == nullptr;
+  const bool share =
+      (config_.shared_commit != nullptr || gather) && next == nullptr;
+  const absl::Time call_start = absl::Now();
   store::HandledAndAcked r = acks_.HandleAndAck(
       ref, ids,
       [&](AckTransaction& ack) {
@@ -327,7 +351,12 @@ Settler::Attempt Settler::RunAndAck(const store::ClaimRef& ref,
   a.ack_start = r.ack_start;
   if (r.carried) next->Take(std::move(*r.carried), absl::Now() - a.ack_start);
   if (!r.error.ok()) Failed(a, r.error, ref, items);
-  if (r.deferred) AckShared(a, ref, ids, items);
+  if (r.deferred && gather) {
+    gathered_.Add(ref, items.front(), r.ack_start - call_start, r.ack_start);
+    a.gathered = true;
+  } else if (r.deferred) {
+    AckShared(a, ref, ids, items);
+  }
   return a;
 }
 
@@ -340,41 +369,134 @@ void Settler::AckShared(Attempt& a, const store::ClaimRef& ref,
     takes.push_back({id, ref.session, ref.part, ref.epoch});
   }
   a.ack_start = absl::Now();
-  // Led by this worker, the statement runs on its own connection.
-  const SharedCommit::Result shared = config_.shared_commit->Ack(
-      takes, [this, &ref](const std::vector<store::TakeItem>& all) {
-        return acks_.DeleteOfTakes(ref.group, all);
-      });
-  if (shared.status.ok()) {
-    a.deleted = shared.deleted;
-    return;
-  }
-  if (shared.led ||
-      !(absl::IsUnavailable(shared.status) || absl::IsUnknown(shared.status))) {
-    Failed(a, shared.status, ref, items);
-    return;
-  }
-  // Another worker's connection broke under the shared statement, so
-  // whether it deleted these items is unknown; this worker's connection is
-  // fine: the fenced delete again, alone. Deleting them all, it is their
-  // ack (the shared one did not commit them); deleting fewer, some were
-  // acknowledged there, and the items still waiting are read again.
-  auto again = acks_.DeleteOfTakes(ref.group, takes);
-  if (!again.ok()) {
-    Failed(a, again.status(), ref, items);
+  absl::Status elsewhere;
+  const absl::StatusOr<std::vector<bool>> each =
+      DeleteShared(takes, &elsewhere);
+  if (!each.ok()) {
+    Failed(a, each.status(), ref, items);
     return;
   }
   int64_t deleted = 0;
-  for (bool d : *again) deleted += d;
-  if (deleted == static_cast<int64_t>(ids.size())) {
+  for (bool d : *each) deleted += d;
+  // Deleting them all again alone, it is their ack (the broken shared
+  // statement did not commit them); deleting fewer, some were acknowledged
+  // there, and the items still waiting are read again.
+  if (elsewhere.ok() || deleted == static_cast<int64_t>(ids.size())) {
     a.deleted = deleted;
     return;
   }
   log_->warn(
       "part={} epoch={} a shared ack of {} item(s) broke on another worker's "
       "connection ({}); reading them again",
-      ref.part, ref.epoch, ids.size(), std::string(shared.status.message()));
+      ref.part, ref.epoch, ids.size(), std::string(elsewhere.message()));
   a.ended = Outcome::kBroken;
+}
+
+absl::StatusOr<std::vector<bool>> Settler::DeleteShared(
+    const std::vector<store::TakeItem>& takes, absl::Status* elsewhere) {
+  // Led by this worker, the statement runs on its own connection.
+  const SharedCommit::Result shared = config_.shared_commit->Ack(
+      takes, [this](const std::vector<store::TakeItem>& all) {
+        return acks_.DeleteOfTakes(config_.group, all);
+      });
+  if (shared.status.ok()) return shared.each;
+  if (shared.led ||
+      !(absl::IsUnavailable(shared.status) || absl::IsUnknown(shared.status))) {
+    return shared.status;
+  }
+  // Another worker's connection broke under the shared statement, so
+  // whether it deleted these items is unknown; this worker's connection is
+  // fine: the fenced delete again, alone.
+  *elsewhere = shared.status;
+  return acks_.DeleteOfTakes(config_.group, takes);
+}
+
+std::vector<Settler::Gathered> Settler::CommitGathered() {
+  std::vector<GatheredAcks::Ack> acks = gathered_.Take();
+  std::vector<Gathered> out;
+  out.reserve(acks.size());
+  const auto all = [&](Outcome o) {
+    for (GatheredAcks::Ack& ack : acks) {
+      out.push_back({std::move(ack.ref), std::move(ack.item.id), o});
+    }
+    return std::move(out);
+  };
+  if (acks.empty()) return out;
+  if (!connection_.Connected()) {
+    // Dropped with the connection: the items are read again.
+    log_->warn(
+        "worker={} the acks of {} handled item(s) went with the connection: "
+        "they will be handled again",
+        index_, acks.size());
+    return all(Outcome::kBroken);
+  }
+  std::vector<store::TakeItem> takes;
+  takes.reserve(acks.size());
+  for (const GatheredAcks::Ack& ack : acks) {
+    takes.push_back(
+        {ack.item.id, ack.ref.session, ack.ref.part, ack.ref.epoch});
+  }
+  const absl::Time start = absl::Now();
+  absl::Status elsewhere;
+  const absl::StatusOr<std::vector<bool>> each =
+      config_.shared_commit ? DeleteShared(takes, &elsewhere)
+                            : acks_.DeleteOfTakes(config_.group, takes);
+  if (!each.ok()) {
+    const absl::Status& error = each.status();
+    if (absl::IsUnavailable(error)) {
+      connection_.Disconnect(error);
+      return all(Outcome::kBroken);
+    }
+    if (absl::IsUnknown(error)) {
+      log_->error("worker={} acknowledging {} item(s): {}", index_, acks.size(),
+                  std::string(error.message()));
+      connection_.Disconnect(absl::UnknownError("commit in doubt"));
+      return all(Outcome::kBroken);
+    }
+    if (absl::IsAborted(error)) {
+      // A conflict wrote nothing: each item goes back as after a conflict
+      // of its own ack (a backoff, no attempt counted, unless it keeps
+      // conflicting).
+      for (GatheredAcks::Ack& ack : acks) {
+        const Outcome o =
+            Conflict(ack.ref, {ack.item}, std::string(error.message()));
+        out.push_back({std::move(ack.ref), std::move(ack.item.id), o});
+      }
+      return out;
+    }
+    // Nothing was written (a conflict, a missing grant): they are read
+    // again after a rest of their parts, and handed out again, as after an
+    // ack of their own that failed.
+    log_->error(
+        "worker={} acknowledging {} handled item(s) failed, so they will be "
+        "handled again: {}",
+        index_, acks.size(), std::string(error.message()));
+    return all(Outcome::kBroken);
+  }
+  int64_t acked = 0;
+  for (size_t i = 0; i < acks.size(); ++i) {
+    const bool deleted = i < each->size() && (*each)[i];
+    acked += deleted;
+    // Not deleted again alone after the shared statement broke elsewhere:
+    // it may have committed there; read again if still waiting.
+    const Outcome o = deleted          ? Outcome::kAcked
+                      : elsewhere.ok() ? Outcome::kLost
+                                       : Outcome::kBroken;
+    out.push_back({std::move(acks[i].ref), std::move(acks[i].item.id), o});
+  }
+  if (acked > 0) metrics_.Acked(acked, absl::Now() - start);
+  const int64_t lost = static_cast<int64_t>(acks.size()) - acked;
+  if (lost > 0 && elsewhere.ok()) {
+    metrics_.LostClaims(lost);
+    log_->warn("worker={} lost claim on {} item(s): not acknowledged", index_,
+               lost);
+  } else if (lost > 0) {
+    log_->warn(
+        "worker={} a shared ack of {} item(s) broke on another worker's "
+        "connection ({}); reading them again",
+        index_, lost, std::string(elsewhere.message()));
+  }
+  return out;
 }
 
 Settler::Attempt Settler::CallInAck(const store::ClaimRef& ref,

@@ -23,6 +23,7 @@
 #include "member/circuit_breaker.h"
 #include "member/conflict_tally.h"
 #include "member/failure_log.h"
+#include "member/gathered_acks.h"
 #include "member/handler_kind.h"
 #include "member/part_scheduler.h"
 #include "member/shared_commit.h"
@@ -77,14 +78,16 @@ class Settler {
   // stopped before handling (the part must yield). In the last two the
   // items are read again, if still there, from the sweep cursor.
   // kReleased: put back with a backoff (a failure or a conflict), so its
-  // key waits for it.
+  // key waits for it. kGathered: handled, its ack gathered (GatheredAcks):
+  // settled once CommitGathered says so.
   enum class Outcome {
     kAcked,
     kFailed,
     kReleased,
     kLost,
     kBroken,
-    kRetryLater
+    kRetryLater,
+    kGathered
   };
   static bool Settled(Outcome o) {
     return o == Outcome::kAcked || o == Outcome::kFailed ||
@@ -137,10 +140,12 @@ class Settler {
   // Items of one claim, read at `claimed_at`; stops early when the part
   // must yield, and at an item no longer due when the claim is read again
   // (DueRunEnd, once it is older than kClaimFreshFor). With `next`, a
-  // batch handler's ack may carry the next claim.
+  // batch handler's ack may carry the next claim. With `gather`, the acks
+  // of single items whose handler wrote nothing are gathered, and
+  // committed before it returns.
   Progress ProcessItems(const store::ClaimRef& ref,
                         const std::vector<Item>& items, absl::Time claimed_at,
-                        NextClaim* next = nullptr);
+                        NextClaim* next = nullptr, bool gather = false);
   // Where the run of `items` from `from` on that may still go to a
   // handler ends: at the first the database no longer finds waiting, due
   // and unpaused (store::StillDue). Not OK only when the connection broke
@@ -149,10 +154,30 @@ class Settler {
   absl::StatusOr<size_t> DueRunEnd(const store::ClaimRef& ref,
                                    const std::vector<Item>& items, size_t from);
   // `items` as one call of the handler (one item, or a batch handler's
-  // batch), and their ack.
+  // batch), and their ack. With `gather`, a single item whose handler wrote
+  // nothing leaves its ack with the gathered ones (kGathered), unless a
+  // claim goes with it (`next`).
   Outcome HandleBatch(const store::ClaimRef& ref,
-                      const std::vector<Item>& items,
-                      NextClaim* next = nullptr);
+                      const std::vector<Item>& items, NextClaim* next = nullptr,
+                      bool gather = false);
+  // The acks gathered and not yet committed, and whether they are to
+  // commit before another handler call (GatheredAcks::Due).
+  size_t gathered() const { return gathered_.size(); }
+  bool GatheredDue(absl::Time now) const { return gathered_.Due(now); }
+  // What the commit of the gathered acks made of each: kAcked; kLost (the
+  // take is gone, or another take acknowledged it); kReleased or kFailed
+  // (a conflict: each went back as after a conflict of its own ack,
+  // Conflict); kBroken (the connection broke or was gone, or the statement
+  // failed: the outcome is unknown, or nothing was written; read again if
+  // still there).
+  struct Gathered {
+    store::ClaimRef ref;
+    std::string id;
+    Outcome outcome;
+  };
+  // Commits the gathered acks as one fenced statement (through the
+  // member's SharedCommit when it has one), on the connection at hand.
+  std::vector<Gathered> CommitGathered();
   // The first pass of a take after its part's previous owner died at
   // `died_at`: the `items` claimed that were due then count an attempt
   // (Item::attempt follows), and those that reach max_attempts are
@@ -180,13 +205,15 @@ class Settler {
     // broken schema), not the items'.
     bool acking = false;
     absl::Time ack_start;
+    bool gathered = false;  // the ack waits in gathered_
   };
   bool KeyOrder() const {
     return config_.key_order && config_.key_order->load();
   }
   // The handler (or batch handler) in its AckTransaction, then the ack.
   Attempt RunAndAck(const store::ClaimRef& ref, const std::vector<Item>& items,
-                    const std::vector<std::string>& ids, NextClaim* next);
+                    const std::vector<std::string>& ids, NextClaim* next,
+                    bool gather);
   // The sql_function, called by the ack's statement (store/function_ack.h).
   Attempt CallInAck(const store::ClaimRef& ref, const std::vector<Item>& items,
                     const std::vector<std::string>& ids, NextClaim* next);
@@ -201,6 +228,13 @@ class Settler {
   void AckShared(Attempt& a, const store::ClaimRef& ref,
                  const std::vector<std::string>& ids,
                  const std::vector<Item>& items);
+  // The fenced delete of `takes` in the member's next shared commit,
+  // whether it deleted each (by place); when another worker's connection
+  // broke under it, again alone on this one, with that error in
+  // `*elsewhere` (then an item it did not delete may have been deleted by
+  // the shared statement).
+  absl::StatusOr<std::vector<bool>> DeleteShared(
+      const std::vector<store::TakeItem>& takes, absl::Status* elsewhere);
   // The SQL function's verdict: a cancel says which limit it ran into.
   absl::Status FunctionVerdict(const absl::Status& verdict) const;
   // A batch that failed or kept conflicting, again item by item, so that
@@ -239,6 +273,7 @@ class Settler {
   PartScheduler& scheduler_;
   MemberMetrics& metrics_;
   std::shared_ptr<spdlog::logger> log_;
+  GatheredAcks gathered_;
 };
 
 }  // namespace sqlgroup

@@ -44,9 +44,9 @@ void SharedCommit::Lead(const Pending* leader, const Run& run) {
     p->result.status = deleted.status();
     p->result.led = p == leader;
     for (size_t i = 0; i < p->items.size(); ++i, ++at) {
-      if (deleted.ok() && at < deleted->size() && (*deleted)[at]) {
-        ++p->result.deleted;
-      }
+      const bool one = deleted.ok() && at < deleted->size() && (*deleted)[at];
+      p->result.deleted += one;
+      if (deleted.ok()) p->result.each.push_back(one);
     }
     p->done = true;
   }

@@ -53,6 +53,8 @@ class SharedCommit {
     // held; OK: `deleted` says how many of this ack's items it deleted.
     absl::Status status;
     int64_t deleted = 0;
+    // OK: whether it deleted each of this ack's items, by place.
+    std::vector<bool> each;
     // This worker ran the statement, on its own connection: an error of
     // the connection is its own. Otherwise another worker's connection
     // broke, and this one's is fine.

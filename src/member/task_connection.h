@@ -20,6 +20,9 @@ class TaskConnection {
   // Whether to cut a batch short: the control thread waits for the
   // connection this worker borrowed.
   virtual bool YieldControl() const = 0;
+  // Whether there is a connection to run a statement on: false after it
+  // broke and was dropped, until the next task acquires one.
+  virtual bool Connected() const = 0;
   // The statement timeout a SQL function runs under on it now (half the
   // group's TTL).
   virtual absl::Duration FunctionTimeout() const = 0;

@@ -37,8 +37,9 @@ struct WorkerConnectionConfig {
   std::string group;
   absl::Duration connect_timeout;
   bool transaction_pooler = false;
-  // The member's acks share commits (SharedCommit): the shared statement
-  // is warmed up too.
+  // The member's acks share commits (SharedCommit), or its workers gather
+  // theirs (GatheredAcks): the statement of several takes' acks is warmed
+  // up too.
   bool shared_acks = false;
   // The group's TTL as last read: a worker connection's
   // idle-in-transaction limit is half of it. Required.
@@ -85,6 +86,7 @@ class WorkerConnection : public TaskConnection {
   // Whether to cut a batch short: the control thread waits for the
   // connection this worker borrowed.
   bool YieldControl() const override;
+  bool Connected() const override { return conn_ != nullptr; }
   absl::Duration FunctionTimeout() const override {
     return Options().statement_timeout;
   }

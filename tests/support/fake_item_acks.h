@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "member/task_connection.h"
 #include "store/item_acks.h"
 
@@ -53,6 +54,7 @@ class FakeItemAcks : public store::ItemAcks {
     if (defer_alone && r.verdict.ok() && r.error.ok() && r.alone) {
       r.deferred = true;  // the settler acks through DeleteOfTakes
       r.deleted = -1;
+      r.ack_start = absl::Now();
     }
     return r;
   }
@@ -162,12 +164,15 @@ class FakeTaskConnection : public TaskConnection {
  public:
   void Disconnect(const absl::Status& why) override {
     disconnects.push_back(why);
+    connected = false;
   }
   bool YieldControl() const override { return yield; }
+  bool Connected() const override { return connected; }
   absl::Duration FunctionTimeout() const override { return absl::Seconds(5); }
 
   std::vector<absl::Status> disconnects;
   bool yield = false;
+  bool connected = true;  // until Disconnect
 };
 
 }  // namespace sqlgroup::testing

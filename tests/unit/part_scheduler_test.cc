@@ -647,5 +647,34 @@ TEST(PartScheduler, APartWhoseItemAckBrokeRestsWhicheverWorkerComesNext) {
   EXPECT_EQ(probe.probe_parts, (std::vector<int>{0}));
 }
 
+// Acks gathered by one worker (GatheredAcks) finish together: their keys
+// stay busy until then, and a commit that broke rests the part once, not
+// once per item (eight items' rests in a row would be the 5 s maximum).
+TEST(PartScheduler, ItemsFinishedTogetherFreeTheirKeysAndRestThePartOnce) {
+  PartScheduler s(absl::Milliseconds(20), absl::ZeroDuration());
+  const PartTask claim = ClaimOut(s);
+  std::vector<Item> offered;
+  for (int key = 1; key <= 8; ++key) offered.push_back(ItemOf(key * 10));
+  ASSERT_EQ(s.Offer(0, 1, claim.finished, offered, claim.range.first), 8u);
+  std::vector<Item> handled;
+  for (int i = 0; i < 8; ++i) {
+    const PartTask item = s.Next();
+    ASSERT_EQ(item.kind, PartTask::Kind::kItem);
+    handled.push_back(item.item);
+  }
+  EXPECT_TRUE(s.Busy(0));
+  // A claim that read meanwhile may not offer them again.
+  const PartTask again = s.Next();
+  ASSERT_EQ(again.kind, PartTask::Kind::kClaim);
+  s.FinishClaim(0, 1, /*found=*/false, again.range.first);
+  s.FinishItems(0, 1, handled, /*again=*/false);
+  EXPECT_FALSE(s.Busy(0));
+  const absl::Time broke = absl::Now();
+  const PartTask probe = s.Next();
+  EXPECT_EQ(probe.kind, PartTask::Kind::kProbe);
+  EXPECT_GE(absl::Now() - broke, absl::Milliseconds(75));
+  EXPECT_LT(absl::Now() - broke, absl::Milliseconds(1000));
+}
+
 }  // namespace
 }  // namespace sqlgroup

@@ -531,5 +531,193 @@ TEST_F(SettlerTest, AFollowerWhoseLeaderBrokeAcksAloneOnItsOwnConnection) {
   EXPECT_EQ(metrics_.Snapshot().acked, 2);
 }
 
+// Gathered acks (issue 43): single items whose handler wrote nothing, acked
+// together once the worker commits them.
+
+std::vector<Settler::Outcome> Outcomes(
+    const std::vector<Settler::Gathered>& gathered) {
+  std::vector<Settler::Outcome> outcomes;
+  for (const Settler::Gathered& g : gathered) outcomes.push_back(g.outcome);
+  return outcomes;
+}
+
+TEST_F(SettlerTest, GatheredAcksCommitAsOneStatement) {
+  Settler settler = Make();
+  for (int n = 1; n <= 3; ++n) {
+    EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(n)}, nullptr,
+                                  /*gather=*/true),
+              Settler::Outcome::kGathered);
+  }
+  // Nothing written yet: the items are not acknowledged.
+  EXPECT_TRUE(SharedAcks(acks_).empty());
+  EXPECT_EQ(metrics_.Snapshot().acked, 0);
+  EXPECT_EQ(settler.gathered(), 3u);
+  const std::vector<Settler::Gathered> done = settler.CommitGathered();
+  EXPECT_EQ(SharedAcks(acks_), std::vector<size_t>{3});
+  ASSERT_EQ(done.size(), 3u);
+  EXPECT_EQ(done[1].id, ItemNumbered(2).id);
+  EXPECT_EQ(done[1].ref.epoch, ref_.epoch);
+  EXPECT_EQ(Outcomes(done),
+            std::vector<Settler::Outcome>(3, Settler::Outcome::kAcked));
+  EXPECT_EQ(metrics_.Snapshot().acked, 3);
+  EXPECT_EQ(settler.gathered(), 0u);
+  EXPECT_TRUE(settler.CommitGathered().empty());  // nothing left
+}
+
+TEST_F(SettlerTest, AHandlerThatWroteInItsTransactionIsNotGathered) {
+  Settler settler = Make();
+  acks_.script = [](const std::vector<std::string>& ids, auto) {
+    store::HandledAndAcked r = FakeItemAcks::Acked(ids.size());
+    r.alone = false;  // committed with what the handler wrote
+    return r;
+  };
+  EXPECT_EQ(
+      settler.HandleBatch(ref_, {ItemNumbered(1)}, nullptr, /*gather=*/true),
+      Settler::Outcome::kAcked);
+  EXPECT_EQ(settler.gathered(), 0u);
+  EXPECT_EQ(metrics_.Snapshot().acked, 1);
+}
+
+TEST_F(SettlerTest, AFailedItemIsNotGathered) {
+  Settler settler = Make();
+  acks_.script = [](auto&, auto) {
+    return FakeItemAcks::Verdict(absl::InternalError("boom"));
+  };
+  EXPECT_EQ(
+      settler.HandleBatch(ref_, {ItemNumbered(1)}, nullptr, /*gather=*/true),
+      Settler::Outcome::kReleased);
+  EXPECT_EQ(settler.gathered(), 0u);
+  EXPECT_EQ(acks_.released.size(), 1u);
+}
+
+TEST_F(SettlerTest, AGatheredItemTheCommitFindsGoneIsALostClaim) {
+  Settler settler = Make();
+  acks_.lost = {ItemNumbered(2).id};
+  for (int n = 1; n <= 2; ++n) {
+    settler.HandleBatch(ref_, {ItemNumbered(n)}, nullptr, /*gather=*/true);
+  }
+  EXPECT_EQ(Outcomes(settler.CommitGathered()),
+            (std::vector<Settler::Outcome>{Settler::Outcome::kAcked,
+                                           Settler::Outcome::kLost}));
+  EXPECT_EQ(metrics_.Snapshot().acked, 1);
+  EXPECT_EQ(metrics_.Snapshot().lost_claims, 1);
+}
+
+TEST_F(SettlerTest, GatheredAcksGoWithABrokenConnection) {
+  Settler settler = Make();
+  settler.HandleBatch(ref_, {ItemNumbered(1)}, nullptr, /*gather=*/true);
+  connection_.connected = false;
+  // No statement: the items are read again.
+  EXPECT_EQ(Outcomes(settler.CommitGathered()),
+            std::vector<Settler::Outcome>{Settler::Outcome::kBroken});
+  EXPECT_TRUE(SharedAcks(acks_).empty());
+  EXPECT_EQ(metrics_.Snapshot().acked, 0);
+}
+
+TEST_F(SettlerTest, ACommitOfGatheredAcksThatBreaksDropsTheConnection) {
+  Settler settler = Make();
+  settler.HandleBatch(ref_, {ItemNumbered(1)}, nullptr, /*gather=*/true);
+  acks_.fail_shared = absl::UnavailableError("connection lost during ack");
+  EXPECT_EQ(Outcomes(settler.CommitGathered()),
+            std::vector<Settler::Outcome>{Settler::Outcome::kBroken});
+  EXPECT_EQ(connection_.disconnects.size(), 1u);
+  // A conflict wrote nothing: each item goes back with a backoff, as after
+  // a conflict of its own ack, counting no attempt.
+  connection_.connected = true;
+  settler.HandleBatch(ref_, {ItemNumbered(3)}, nullptr, /*gather=*/true);
+  acks_.fail_shared = absl::AbortedError("deadlock detected");
+  EXPECT_EQ(Outcomes(settler.CommitGathered()),
+            std::vector<Settler::Outcome>{Settler::Outcome::kReleased});
+  ASSERT_EQ(acks_.released.size(), 1u);
+  EXPECT_FALSE(acks_.released[0].count_attempt);
+  // A refused statement wrote nothing: read again, the connection kept.
+  connection_.connected = true;
+  settler.HandleBatch(ref_, {ItemNumbered(2)}, nullptr, /*gather=*/true);
+  acks_.fail_shared = absl::PermissionDeniedError("permission denied");
+  EXPECT_EQ(Outcomes(settler.CommitGathered()),
+            std::vector<Settler::Outcome>{Settler::Outcome::kBroken});
+  EXPECT_EQ(connection_.disconnects.size(), 1u);
+}
+
+TEST_F(SettlerTest, ProcessItemsGathersItsItemsAcksAndCommitsThemBeforeEnding) {
+  Settler settler = Make();
+  std::vector<Item> batch;
+  for (int n = 1; n <= 5; ++n) batch.push_back(ItemNumbered(n));
+  const Settler::Progress p =
+      settler.ProcessItems(ref_, batch, absl::Now(), nullptr, /*gather=*/true);
+  EXPECT_EQ(p.settled, 5u);
+  EXPECT_FALSE(p.broken);
+  EXPECT_EQ(SharedAcks(acks_), std::vector<size_t>{5});
+  EXPECT_EQ(metrics_.Snapshot().acked, 5);
+  EXPECT_EQ(settler.gathered(), 0u);
+}
+
+TEST_F(SettlerTest,
+       ProcessItemsReadsAgainFromTheFirstGatheredWhenItsCommitBreaks) {
+  Settler settler = Make();
+  // The third fails: released on its own; the others' acks are gathered
+  // around it, and their commit breaks.
+  acks_.script = [](const std::vector<std::string>& ids, auto) {
+    return ids.front() == ItemNumbered(3).id
+               ? FakeItemAcks::Verdict(absl::InternalError("boom"))
+               : FakeItemAcks::Acked(ids.size());
+  };
+  acks_.fail_shared = absl::UnavailableError("connection lost during ack");
+  std::vector<Item> batch;
+  for (int n = 1; n <= 5; ++n) batch.push_back(ItemNumbered(n));
+  const Settler::Progress p =
+      settler.ProcessItems(ref_, batch, absl::Now(), nullptr, /*gather=*/true);
+  EXPECT_EQ(p.settled, 0u);
+  EXPECT_TRUE(p.broken);
+  EXPECT_EQ(SharedAcks(acks_), std::vector<size_t>{4});
+  EXPECT_EQ(acks_.released.size(), 1u);
+}
+
+TEST_F(SettlerTest, ASlowHandlersAckIsDueAtOnce) {
+  Settler settler = Make();
+  acks_.script = [](const std::vector<std::string>& ids, auto) {
+    absl::SleepFor(GatheredAcks::kGatherFor);
+    return FakeItemAcks::Acked(ids.size());
+  };
+  std::vector<Item> batch = {ItemNumbered(1), ItemNumbered(2)};
+  settler.ProcessItems(ref_, batch, absl::Now(), nullptr, /*gather=*/true);
+  // Each committed before the next handler call.
+  EXPECT_EQ(SharedAcks(acks_), (std::vector<size_t>{1, 1}));
+}
+
+TEST_F(SettlerTest, GatheredAcksGoThroughTheMembersSharedCommit) {
+  Settler settler = Make(/*batched=*/false, {}, /*shared=*/true);
+  for (int n = 1; n <= 2; ++n) {
+    EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(n)}, nullptr,
+                                  /*gather=*/true),
+              Settler::Outcome::kGathered);
+  }
+  EXPECT_EQ(Outcomes(settler.CommitGathered()),
+            std::vector<Settler::Outcome>(2, Settler::Outcome::kAcked));
+  EXPECT_EQ(SharedAcks(acks_), std::vector<size_t>{2});
+}
+
+TEST(GatheredAcks, DueWhenFullOldOrAfterASlowCall) {
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  GatheredAcks g;
+  EXPECT_FALSE(g.Due(t0));  // nothing gathered
+  g.Add({"g", "s", 0, 1}, ItemNumbered(1), absl::Milliseconds(1), t0);
+  EXPECT_FALSE(g.Due(t0 + GatheredAcks::kGatherFor / 2));
+  EXPECT_TRUE(g.Due(t0 + GatheredAcks::kGatherFor));  // the first waited
+  EXPECT_EQ(g.first_at(), t0);
+  EXPECT_EQ(g.Take().size(), 1u);
+  EXPECT_FALSE(g.Due(t0 + absl::Hours(1)));
+  for (size_t i = 0; i + 1 < GatheredAcks::kMaxItems; ++i) {
+    g.Add({"g", "s", 0, 1}, ItemNumbered(static_cast<int>(i)),
+          absl::ZeroDuration(), t0);
+  }
+  EXPECT_FALSE(g.Due(t0));
+  g.Add({"g", "s", 0, 1}, ItemNumbered(99), absl::ZeroDuration(), t0);
+  EXPECT_TRUE(g.Due(t0));  // full
+  g.Take();
+  g.Add({"g", "s", 0, 1}, ItemNumbered(98), GatheredAcks::kGatherFor, t0);
+  EXPECT_TRUE(g.Due(t0));  // a call that slow gains nothing by waiting
+}
+
 }  // namespace
 }  // namespace sqlgroup

@@ -1,0 +1,80 @@
+// The acks a worker gathers across the items it handles back to back
+// (issue 43): an item whose handler wrote nothing in its acknowledging
+// transaction need not pay a commit of its own. Its ack waits here while
+// the worker goes straight on to its next item, and the gathered acks
+// commit together as one fenced statement (store::ItemAcks::DeleteOfTakes)
+// as soon as the worker has no item at hand, or the gathering is Due.
+//
+// The item keeps its key (and its place in the sweep) until that commit:
+// the scheduler hears of it only then, so the key's next item is handed
+// out only after its predecessor's ack committed, exactly as with an ack
+// of its own. A crash loses the gathered acks: those items come back as
+// redeliveries, which the part's next owner counts as attempts.
+//
+// Bounded: at most kMaxItems acks, and none waits longer than kGatherFor
+// plus the one handler call that began before then (the worker gathers
+// across single calls of unkeyed items only, and commits before any other
+// task). A handler call that itself took kGatherFor or longer ends the
+// gathering at once: a slow handler's items commit one by one, as before
+// (there is little to gain).
+//
+// Thread safety: one worker thread.
+#ifndef SQLGROUP_MEMBER_GATHERED_ACKS_H_
+#define SQLGROUP_MEMBER_GATHERED_ACKS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "sqlgroup/item.h"
+#include "store/model.h"
+
+namespace sqlgroup {
+
+class GatheredAcks {
+ public:
+  static constexpr size_t kMaxItems = 64;
+  static constexpr absl::Duration kGatherFor = absl::Milliseconds(5);
+
+  struct Ack {
+    store::ClaimRef ref;
+    Item item;  // without its payload
+  };
+
+  // The ack of `item` under `ref`, whose handler call took `call`, waits
+  // from `now` on.
+  void Add(store::ClaimRef ref, Item item, absl::Duration call,
+           absl::Time now) {
+    if (acks_.empty()) first_at_ = now;
+    item.payload.clear();
+    acks_.push_back({std::move(ref), std::move(item)});
+    slow_ = slow_ || call >= kGatherFor;
+  }
+  // Whether the gathered acks are to commit before another handler call:
+  // kMaxItems of them, the first waited kGatherFor, or a slow call.
+  bool Due(absl::Time now) const {
+    return !acks_.empty() && (acks_.size() >= kMaxItems || slow_ ||
+                              now - first_at_ >= kGatherFor);
+  }
+  bool empty() const { return acks_.empty(); }
+  size_t size() const { return acks_.size(); }
+  // When the first of them began waiting.
+  absl::Time first_at() const { return first_at_; }
+  // Hands them all over, oldest first, and starts afresh.
+  std::vector<Ack> Take() {
+    std::vector<Ack> taken;
+    taken.swap(acks_);
+    slow_ = false;
+    first_at_ = absl::InfinitePast();
+    return taken;
+  }
+
+ private:
+  std::vector<Ack> acks_;
+  absl::Time first_at_ = absl::InfinitePast();
+  bool slow_ = false;
+};
+
+}  // namespace sqlgroup
+
+#endif  // SQLGROUP_MEMBER_GATHERED_ACKS_H_
