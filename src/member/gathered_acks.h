@@ -31,6 +31,20 @@
 
 namespace sqlgroup {
 
+// `item` without its payload: what a gathered ack, and the task it ends,
+// keep of it (its place, key and attempt) without a copy of its bytes.
+inline Item WithoutPayload(const Item& item) {
+  Item slim;
+  slim.id = item.id;
+  slim.key = item.key;
+  slim.attempt = item.attempt;
+  slim.part = item.part;
+  slim.session = item.session;
+  slim.epoch = item.epoch;
+  slim.enqueued_at = item.enqueued_at;
+  return slim;
+}
+
 class GatheredAcks {
  public:
   static constexpr size_t kMaxItems = 64;
@@ -43,11 +57,10 @@ class GatheredAcks {
 
   // The ack of `item` under `ref`, whose handler call took `call`, waits
   // from `now` on.
-  void Add(store::ClaimRef ref, Item item, absl::Duration call,
+  void Add(store::ClaimRef ref, const Item& item, absl::Duration call,
            absl::Time now) {
     if (acks_.empty()) first_at_ = now;
-    item.payload.clear();
-    acks_.push_back({std::move(ref), std::move(item)});
+    acks_.push_back({std::move(ref), WithoutPayload(item)});
     slow_ = slow_ || call >= kGatherFor;
   }
   // Whether the gathered acks are to commit before another handler call:

@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "key_placement.h"
 #include "member/backoff.h"
+#include "member/gathered_acks.h"
 #include "schema_skew.h"
 #include "spdlog/spdlog.h"
 #include "store/connection.h"
@@ -605,9 +606,8 @@ void PartWorker::RunItem(const PartTask& task) {
           settler_.HandleBatch(ref, {item}, go_on ? &more : nullptr,
                                !go_on && !item.key && KeyOrder() && Gathers());
       if (o == Settler::Outcome::kGathered) {
-        Item finish = task.item;
-        finish.payload.clear();
-        gathered_tasks_[item.id] = {ref.part, ref.epoch, std::move(finish)};
+        gathered_tasks_[item.id] = {ref.part, ref.epoch,
+                                    WithoutPayload(task.item)};
         return;
       }
       if (o == Settler::Outcome::kBroken) again = false;

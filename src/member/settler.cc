@@ -464,7 +464,7 @@ std::vector<Settler::Gathered> Settler::CommitGathered() {
       }
       return out;
     }
-    // Nothing was written (a conflict, a missing grant): they are read
+    // Nothing was written (a missing grant, a broken schema): they are read
     // again after a rest of their parts, and handed out again, as after an
     // ack of their own that failed.
     log_->error(
