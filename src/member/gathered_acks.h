@@ -12,11 +12,12 @@
 // redeliveries, which the part's next owner counts as attempts.
 //
 // Bounded: at most kMaxItems acks, and none waits longer than kGatherFor
-// plus the one handler call that began before then (the worker gathers
-// across single calls of unkeyed items only, and commits before any other
-// task). A handler call that itself took kGatherFor or longer ends the
-// gathering at once: a slow handler's items commit one by one, as before
-// (there is little to gain).
+// plus the one handler call that began before then: under per-key order a
+// worker gathers across items of no key only (a keyed item's task goes on
+// with its key's next item), under ordering 'none' across the items of one
+// claim, and it commits before any other task. A handler call that
+// itself took kGatherFor or longer ends the gathering at once: a slow
+// handler's items commit one by one, as before (there is little to gain).
 //
 // Thread safety: one worker thread.
 #ifndef SQLGROUP_MEMBER_GATHERED_ACKS_H_
