@@ -737,6 +737,57 @@ TEST_F(ConsumerTest, AcksOfAHandlerThatWritesNothingAreGatheredIntoFewCommits) {
   }
 }
 
+// Gathered acks whose worker connections keep being cut (a backend
+// terminated, possibly while its commit runs): the acks lost with a
+// connection are handled again, and the drain neither hangs nor loses an
+// item, nor dead-letters one for it.
+TEST_F(ConsumerTest, GatheredAcksSurviveWorkerConnectionsCutDuringTheDrain) {
+  CreateGroup("g", 4);
+  Produce("g", 3000);
+  absl::Mutex mu;
+  std::map<std::string, int> seen;
+  ConsumerOptions options =
+      Options("g", [&](const Item& item, AckTransaction&) {
+        // Fast enough to gather (under GatheredAcks::kGatherFor), slow
+        // enough for the drain to meet many cuts.
+        absl::SleepFor(absl::Milliseconds(1));
+        absl::MutexLock lock(&mu);
+        ++seen[item.id];
+        return absl::OkStatus();
+      });
+  options.workers = 2;
+  std::atomic<bool> cutting{true};
+  std::atomic<int> cut{0};
+  auto a = Start(std::move(options));
+  std::thread cutter([&] {
+    pqxx::connection conn(db_.dsn());
+    while (cutting) {
+      cut += static_cast<int>(
+          pqxx::nontransaction(conn)
+              .exec1("SELECT count(pg_terminate_backend(pid)) FROM "
+                     "pg_stat_activity WHERE application_name LIKE "
+                     "'sqlgroup-worker-%'")[0]
+              .as<int64_t>());
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
+  // The cuts go on until half the items are gone, then the drain ends.
+  EXPECT_TRUE(WaitFor(
+      [&] { return Count("SELECT count(*) FROM sqlgroup.items") <= 1500; },
+      absl::Seconds(60)));
+  cutting = false;
+  cutter.join();
+  EXPECT_TRUE(Drained(absl::Seconds(60)));
+  EXPECT_GT(cut.load(), 0);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
+  absl::MutexLock lock(&mu);
+  EXPECT_EQ(seen.size(), 3000u);  // every item handled, some of them again
+  int again = 0;
+  for (const auto& [id, n] : seen) again += n > 1;
+  std::printf("%d connection(s) cut; %d item(s) handled again\n", cut.load(),
+              again);
+}
+
 // A control connection cut while the server stays up is back at the first
 // try, and the log says so: every "dropped" has its "restored".
 TEST_F(ConsumerTest, ACutControlConnectionSaysWhenItIsBack) {
