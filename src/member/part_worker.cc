@@ -177,8 +177,13 @@ bool PartWorker::GatherPast(const PartTask& task) const {
     return false;
   }
   // A part on its way to another member waits for no other item's call.
+  // By id, the items of one part are neighbours: each take is asked once.
+  std::pair<int, int64_t> asked{-1, 0};
   for (const auto& [id, gathered] : gathered_tasks_) {
-    if (scheduler_.ShouldYield(gathered.part, gathered.epoch)) return false;
+    const std::pair<int, int64_t> take{gathered.part, gathered.epoch};
+    if (take == asked) continue;
+    if (scheduler_.ShouldYield(take.first, take.second)) return false;
+    asked = take;
   }
   return true;
 }
