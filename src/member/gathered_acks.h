@@ -72,8 +72,6 @@ class GatheredAcks {
   }
   bool empty() const { return acks_.empty(); }
   size_t size() const { return acks_.size(); }
-  // When the first of them began waiting.
-  absl::Time first_at() const { return first_at_; }
   // Hands them all over, oldest first, and starts afresh.
   std::vector<Ack> Take() {
     std::vector<Ack> taken;

@@ -417,7 +417,7 @@ std::vector<Settler::Gathered> Settler::CommitGathered() {
   out.reserve(acks.size());
   const auto all = [&](Outcome o) {
     for (GatheredAcks::Ack& ack : acks) {
-      out.push_back({std::move(ack.ref), std::move(ack.item.id), o});
+      out.push_back({std::move(ack.item.id), o});
     }
     return std::move(out);
   };
@@ -460,7 +460,7 @@ std::vector<Settler::Gathered> Settler::CommitGathered() {
       for (GatheredAcks::Ack& ack : acks) {
         const Outcome o =
             Conflict(ack.ref, {ack.item}, std::string(error.message()));
-        out.push_back({std::move(ack.ref), std::move(ack.item.id), o});
+        out.push_back({std::move(ack.item.id), o});
       }
       return out;
     }
@@ -482,7 +482,7 @@ std::vector<Settler::Gathered> Settler::CommitGathered() {
     const Outcome o = deleted          ? Outcome::kAcked
                       : elsewhere.ok() ? Outcome::kLost
                                        : Outcome::kBroken;
-    out.push_back({std::move(acks[i].ref), std::move(acks[i].item.id), o});
+    out.push_back({std::move(acks[i].item.id), o});
   }
   if (acked > 0) metrics_.Acked(acked, absl::Now() - start);
   const int64_t lost = static_cast<int64_t>(acks.size()) - acked;

@@ -171,7 +171,6 @@ class Settler {
   // failed: the outcome is unknown, or nothing was written; read again if
   // still there).
   struct Gathered {
-    store::ClaimRef ref;
     std::string id;
     Outcome outcome;
   };
