@@ -72,6 +72,19 @@ read them are skipped (checker.RESULT_CHECKS):
   tests/chaos/chaos.py --cli build/sqlgroup --handler slow --profile long \
       --seed 1 --minutes 3
 
+With --handler fast the members run the same handler on items of no work
+(payload "0"), about 300 a second, nine in ten unkeyed: the handler writes
+nothing in the ack and returns at once, so each worker gathers its acks
+and commits many in one statement (issue 43). The faults are those that
+cut gathered acks before their commit (kill9, sigstop, stall, terminate,
+pg_restart) and the membership changes that move parts under them
+(rolling, resize, join, leave). The producer enqueues through psql as
+the superuser, and the enqueuing statement writes each id into a tally
+table; acked_unhandled counts tallied items acknowledged (not waiting,
+not dead-lettered) without a delivery in the handlers' logs that
+returned, and the database checks that need no results rows run as for
+the slow profile.
+
 Prints a table and one JSON line per result; exits 1 when an invariant is
 broken or the group does not recover.
 """
@@ -110,6 +123,15 @@ STATIC_KINDS = ["kill9_return", "zombie"]  # with --static_timeout only
 # exec handlers run (invariant 10); no database fault, whose downtime would
 # expire every session at once and excuse nothing the suite could name.
 SLOW_KINDS = ["kill9", "sigstop", "join", "leave", "rolling", "resize"]
+# With --handler fast: the faults that cut a member's gathered acks
+# before their commit (its process killed or stopped, its connections
+# terminated, stalled or cut by a restart of the server) and the
+# membership changes that move parts under them.
+FAST_KINDS = ["kill9", "sigstop", "pg_restart", "terminate", "stall",
+              "rolling", "resize", "join", "leave"]
+# The fast profile's tally: every item enqueued, written by the statement
+# that enqueued it.
+FAST_TALLY = "chaos_enqueued"
 SLOW_HANDLER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                             "..", "support", "slow_handler.py")
 # Above the slowest payload (SlowProducer's 10 s); --drain_timeout is left
@@ -157,6 +179,12 @@ class ChaosRun:
         self.slow = args.handler == "slow"
         if self.slow:
             self.kinds = list(SLOW_KINDS)
+        self.fast = args.handler == "fast"
+        if self.fast:
+            self.kinds = list(FAST_KINDS)
+        # Members run tests/support/slow_handler.py, which logs each
+        # delivery: the checks read those logs instead of results rows.
+        self.logged = self.slow or self.fast
         self.joined = 0  # members added by join faults (names them)
         self.left = []  # members that left for good (leave faults)
         # Handler log (one per member process) -> [(from, to)]: when that
@@ -236,6 +264,14 @@ class ChaosRun:
             self.producer = SlowProducer(
                 os.path.join(BIN, "psql"), self.node_dsn(),
                 random.Random(self.seed + 1))  # not the schedule's
+        elif self.fast:
+            # About 300 items/s of no work, one in ten under a key: the
+            # unkeyed ones' acks gather (issue 43).
+            self.query(f"CREATE TABLE {FAST_TALLY} (id uuid PRIMARY KEY)")
+            self.producer = SlowProducer(
+                os.path.join(BIN, "psql"), self.node_dsn(),
+                random.Random(self.seed + 1), batch=30, period=0.1, lo=0.0,
+                hi=0.0, keyed=0.1, tally=FAST_TALLY)
         else:
             self.producer = Producer(
                 self.args.cli, [n.port for n in self.nodes],
@@ -250,7 +286,7 @@ class ChaosRun:
         each process the member starts. The slow profile's members run 4
         workers: their handler writes nothing in the ack, so their acks
         share commits (SharedCommit) under every fault."""
-        handler = (f"exec:python3 {SLOW_HANDLER} {{log}}" if self.slow
+        handler = (f"exec:python3 {SLOW_HANDLER} {{log}}" if self.logged
                    else "record")
         workers = 4 if self.slow else 2
         m = Member(self.args.cli, name, self.member_slots, self.log_dir,
@@ -422,7 +458,7 @@ class ChaosRun:
             if owned is None and self.owned_by_live(excluded) and \
                     (until is None or until()):
                 owned = time.time() - t0
-            if self.slow:
+            if self.logged:
                 if owned is not None and \
                         self.latest_handler_start() > t0 + owned:
                     resumed = time.time() - t0
@@ -758,13 +794,13 @@ class ChaosRun:
         # Checked while the members still own their parts, so the open
         # entries of the ownership log have takes to match.
         found = checker.check(self.query, skip=checker.RESULT_CHECKS
-                              if self.slow else ())
+                              if self.logged else ())
         found["overlapping_samples"] = self.overlapping_samples
         if self.args.topic:
             calm = checker.check(self.query, group="calm")
         codes = {m.name: m.stop() for m in self.members + self.calm}
-        if self.slow:
-            return self.slow_summary(found, codes)
+        if self.logged:
+            return self.logged_summary(found, codes)
         if self.args.static_timeout:
             # Stopped static members keep their places and parts: scaling
             # down is `group leave`, which closes their takes.
@@ -810,9 +846,11 @@ class ChaosRun:
         print(json.dumps({"chaos_run": summary}), flush=True)
         return summary
 
-    def slow_summary(self, found, codes):
-        """The slow profile's result: the database checks that need no
-        results rows, and invariant 10 from the handlers' logs."""
+    def logged_summary(self, found, codes):
+        """The slow and fast profiles' result: the database checks that
+        need no results rows, and invariant 10 from the handlers' logs;
+        for the fast profile also acked_unhandled, from the producer's
+        tally and those logs."""
         found.update(checker.check_after_leave(self.query))
         found["unclean_exits"] = sum(c != 0 for c in codes.values())
         logs = [p for m in self.members + self.left for p in m.handler_logs]
@@ -823,9 +861,12 @@ class ChaosRun:
             log(f"seed {self.seed}: item {item} ran in two live members at "
                 f"once: {a} and {b}")
         found["handler_overlaps"] = bad
+        if self.fast:
+            found["acked_unhandled"] = checker.acked_unhandled(
+                self.query, runs, FAST_TALLY)
         deliveries = [d for ds in runs.values() for d in ds]
         summary = {
-            "seed": self.seed, "handler": "slow",
+            "seed": self.seed, "handler": self.args.handler,
             "enqueued": self.producer.enqueued,
             "enqueue_failures": self.producer.failures,
             "dead": int(self.query(
@@ -922,11 +963,16 @@ def main():
                     default="none",
                     help="members through a PgBouncer in transaction mode "
                     "(and a pooler_restart fault instead of failover)")
-    ap.add_argument("--handler", choices=["record", "slow"], default="record",
+    ap.add_argument("--handler", choices=["record", "slow", "fast"],
+                    default="record",
                     help="slow: members run tests/support/slow_handler.py "
                     "(exec, 0.5-10 s per item) through joins, leaves, "
                     "rolling restarts, kill -9, SIGSTOP and resizes, and "
-                    "handler_overlaps checks invariant 10 from its logs")
+                    "handler_overlaps checks invariant 10 from its logs; "
+                    "fast: the same handler on items of no work, mostly "
+                    "unkeyed, whose acks gather, through those faults and "
+                    "the database's, and acked_unhandled checks that no "
+                    "item was acknowledged before its handler returned")
     ap.add_argument("--schedule", default=None,
                     help="comma-separated faults to inject first, in this "
                     "order, instead of each kind once in a seeded order "
@@ -938,13 +984,13 @@ def main():
     ap.add_argument("--keep", action="store_true", help="keep logs and data")
     args = ap.parse_args()
     unknown = set((args.schedule or "").split(",")) - {""} - set(
-        KINDS + STATIC_KINDS + SLOW_KINDS + ["pooler_restart"])
+        KINDS + STATIC_KINDS + SLOW_KINDS + FAST_KINDS + ["pooler_restart"])
     if unknown:
         ap.error(f"--schedule: unknown fault(s) {sorted(unknown)}")
-    if args.handler == "slow" and (args.static_timeout or
-                                   args.pooler != "none"):
-        ap.error("--handler slow runs dynamic members straight to the "
-                 "database: no --static_timeout, no --pooler")
+    if args.handler != "record" and (args.static_timeout or
+                                     args.pooler != "none"):
+        ap.error(f"--handler {args.handler} runs dynamic members straight "
+                 "to the database: no --static_timeout, no --pooler")
     seeds = ([int(s) for s in args.seeds.split(",")] if args.seeds else
              [args.seed if args.seed is not None else 1])
     faults, runs, failed = [], [], []

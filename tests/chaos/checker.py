@@ -124,6 +124,7 @@ NAMES = [c[0] for c in CHECKS + AFTER_LEAVE] + ["wrong_part",
                                                 "producer_failures",
                                                 "producer_mismatch",
                                                 "handler_overlaps",
+                                                "acked_unhandled",
                                                 "delivered_while_paused"]
 
 
@@ -252,6 +253,24 @@ def handler_overlaps(runs, unresponsive):
     return bad, ok, examples
 
 
+def acked_unhandled(query, runs, tally):
+    """The fast profile's check of acks that gather (issue 43): items the
+    producer enqueued (`tally`, written by the enqueuing statement) that
+    were acknowledged -- neither waiting nor dead-lettered after the drain
+    -- yet have no delivery whose handler returned in the handlers' logs
+    (`runs`, read_deliveries). slow_handler.py logs "end" before it says
+    ok, so an ack that committed after its handler returned always has
+    one: an item without is an ack committed for a call that failed, was
+    cut off, or never ran."""
+    acked = query(
+        f"SELECT t.id::text FROM {tally} t WHERE NOT EXISTS (SELECT 1 FROM "
+        "sqlgroup.items i WHERE i.group_name = 'chaos' AND i.id = t.id) "
+        "AND NOT EXISTS (SELECT 1 FROM sqlgroup.dead_items d WHERE "
+        "d.group_name = 'chaos' AND d.id = t.id)")
+    return sum(not any(not d["cut"] for d in runs.get(row[0], []))
+               for row in acked)
+
+
 def check_after_leave(query, group="chaos"):
     return {name: int(query(for_group(sql, group))[0][0])
             for name, sql, _ in AFTER_LEAVE}
@@ -271,6 +290,10 @@ def meaning(name):
         return ("pairs of deliveries of one item by two handler processes "
                 "that overlapped in time while both members were live to "
                 "the database (invariant 10, from the handlers' logs)")
+    if name == "acked_unhandled":
+        return ("items acknowledged with no handler call that returned in "
+                "the handlers' logs (an ack gathered for a call that failed "
+                "or was cut off)")
     if name == "delivered_while_paused":
         return ("acknowledged deliveries of a paused group or key that "
                 "began more than a second after the pause (`group pause`)")

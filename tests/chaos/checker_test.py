@@ -190,6 +190,46 @@ def check_handler_logs():
     return failures
 
 
+# The fast profile's acked_unhandled: of four items the producer tallied,
+# one acknowledged after its handler returned (HANDLED), one acknowledged
+# with only a call cut off (CUT: counted), one still waiting and one
+# dead-lettered (neither acknowledged, whatever their logs say).
+HANDLED = "22222222-0000-4000-8000-000000000000"
+CUT = "33333333-0000-4000-8000-000000000000"
+GONE_DEAD = "44444444-0000-4000-8000-000000000000"
+
+
+def check_acked_unhandled(port, query):
+    """acked_unhandled on a planted tally and handler log; returns the
+    failed cases."""
+    waiting = psql(port, "SELECT sqlgroup.enqueue('chaos', NULL, '')")[0][0]
+    psql(port, "DROP TABLE IF EXISTS tally; CREATE TABLE tally (id uuid); "
+         f"INSERT INTO tally VALUES ('{HANDLED}'), ('{CUT}'), "
+         f"('{GONE_DEAD}'), ('{waiting}'); "
+         "INSERT INTO sqlgroup.dead_items (group_name, id, key, payload, "
+         f"enqueued_at, attempts, died_at) VALUES ('chaos', '{GONE_DEAD}', "
+         "NULL, '', now(), 5, now())")
+    failures = []
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "a.handler.log")
+        for name, lines, want in [
+                ("acked_unhandled: an ack of a call cut off",
+                 _run(HANDLED, 100, 1, 9, 9.5) + _run(CUT, 100, 1, 10, None,
+                                                      last=10), 1),
+                ("clean: the cut call ran again and returned",
+                 _run(HANDLED, 100, 1, 9, 9.5) + _run(CUT, 100, 1, 10, None,
+                                                      last=10)
+                 + _run(CUT, 200, 2, 12, 12.5), 0)]:
+            with open(path, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            got = checker.acked_unhandled(
+                query, checker.read_deliveries([path]), "tally")
+            print(f"{'ok' if got == want else 'WRONG'}: {name}: {got}")
+            if got != want:
+                failures.append(name)
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -231,6 +271,7 @@ def main():
             print(f"{'ok' if got == want else 'WRONG'}: unclosed_takes: {got}")
             if got != want:
                 failures.append("unclosed_takes")
+        failures += check_acked_unhandled(node.port, query)
     finally:
         node.remove()
         shutil.rmtree(root, ignore_errors=True)

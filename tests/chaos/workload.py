@@ -202,16 +202,21 @@ class SlowProducer:
     """The slow profile's producer: every `period` seconds a batch of
     `batch` items whose payloads are seconds for tests/support/
     slow_handler.py to sleep on every attempt (uniform in [lo, hi], 0.1 s
-    steps), half of them under keys k0..k7, half unkeyed. Enqueued with
-    sqlgroup.enqueue_many through psql as the superuser, on the multi-host
-    `dsn` (it follows a failover by itself). A batch whose call failed is
-    counted in `failures` and not retried: what went in is what the
-    handlers' logs show, and invariant 10 needs no tally."""
+    steps), a share `keyed` of them under keys k0..k7, the rest unkeyed.
+    Enqueued with sqlgroup.enqueue_many through psql as the superuser, on
+    the multi-host `dsn` (it follows a failover by itself). A batch whose
+    call failed is counted in `failures` and not retried: what went in is
+    what the handlers' logs show, and invariant 10 needs no tally. With
+    `tally`, a table of one uuid column: the statement that enqueues a
+    batch also writes its ids there, so the table holds exactly the items
+    that went in, whatever became of the call (the fast profile's
+    acked_unhandled reads it)."""
 
     def __init__(self, psql_bin, dsn, rng, batch=2, period=2.0, lo=0.5,
-                 hi=10.0):
+                 hi=10.0, keyed=0.5, tally=None):
         self.psql_bin, self.dsn, self.rng = psql_bin, dsn, rng
         self.batch, self.period, self.lo, self.hi = batch, period, lo, hi
+        self.keyed, self.tally = keyed, tally
         self.enqueued = 0
         self.failures = 0
         self._stop = threading.Event()
@@ -222,8 +227,8 @@ class SlowProducer:
         out = []
         for _ in range(self.batch):
             seconds = round(self.rng.uniform(self.lo, self.hi), 1)
-            key = (f"k{self.rng.randrange(8)}" if self.rng.random() < 0.5
-                   else None)
+            key = (f"k{self.rng.randrange(8)}"
+                   if self.rng.random() < self.keyed else None)
             out.append((key, f"{seconds:g}"))
         return out
 
@@ -240,8 +245,11 @@ class SlowProducer:
             keys = ",".join("NULL" if k is None else f"'{k}'"
                             for k, _ in batch)
             pays = ",".join(f"'{p}'" for _, p in batch)
-            sql = (f"SELECT count(*) FROM sqlgroup.enqueue_many('chaos', "
-                   f"ARRAY[{keys}]::text[], ARRAY[{pays}]::bytea[])")
+            enqueue = (f"sqlgroup.enqueue_many('chaos', ARRAY[{keys}]::text[], "
+                       f"ARRAY[{pays}]::bytea[])")
+            sql = (f"WITH e AS (INSERT INTO {self.tally} SELECT id FROM "
+                   f"{enqueue} AS id RETURNING 1) SELECT count(*) FROM e"
+                   if self.tally else f"SELECT count(*) FROM {enqueue}")
             try:
                 r = subprocess.run(
                     [self.psql_bin, self.dsn, "-X", "-q", "-A", "-t", "-c",
