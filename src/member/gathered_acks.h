@@ -11,10 +11,14 @@
 // of its own. A crash loses the gathered acks: those items come back as
 // redeliveries, which the part's next owner counts as attempts.
 //
-// Bounded: at most kMaxItems acks, and none waits longer than kGatherFor
-// plus the one handler call that began before then: under per-key order a
-// worker gathers across items of no key only (a keyed item's task goes on
-// with its key's next item), under ordering 'none' across the items of one
+// A SQL function's calls gather the same way (store/grouped_calls.h): each
+// call runs at once, in a transaction left open for the calls that
+// follow, and the gathered ones commit with one COMMIT.
+//
+// Bounded: at most kMaxItems acks (kMaxCalls calls), and none waits longer than
+// kGatherFor plus the one handler call that began before then: under per-key
+// order a worker gathers across items of no key only (a keyed item's task goes
+// on with its key's next item), under ordering 'none' across the items of one
 // claim, and it commits before any other task. A handler call that
 // itself took kGatherFor or longer ends the gathering at once: a slow
 // handler's items commit one by one, as before (there is little to gain).
@@ -49,7 +53,13 @@ inline Item WithoutPayload(const Item& item) {
 class GatheredAcks {
  public:
   static constexpr size_t kMaxItems = 64;
+  // A grouped call is a subtransaction: PostgreSQL keeps 64 of a
+  // transaction's in shared memory, past which every snapshot in the
+  // database must look them up on disk (suboverflow).
+  static constexpr size_t kMaxCalls = 32;
   static constexpr absl::Duration kGatherFor = absl::Milliseconds(5);
+
+  explicit GatheredAcks(size_t max_items = kMaxItems) : max_(max_items) {}
 
   struct Ack {
     store::ClaimRef ref;
@@ -65,10 +75,10 @@ class GatheredAcks {
     slow_ = slow_ || call >= kGatherFor;
   }
   // Whether the gathered acks are to commit before another handler call:
-  // kMaxItems of them, the first waited kGatherFor, or a slow call.
+  // the most of them, the first waited kGatherFor, or a slow call.
   bool Due(absl::Time now) const {
-    return !acks_.empty() && (acks_.size() >= kMaxItems || slow_ ||
-                              now - first_at_ >= kGatherFor);
+    return !acks_.empty() &&
+           (acks_.size() >= max_ || slow_ || now - first_at_ >= kGatherFor);
   }
   bool empty() const { return acks_.empty(); }
   size_t size() const { return acks_.size(); }
@@ -82,6 +92,7 @@ class GatheredAcks {
   }
 
  private:
+  const size_t max_;
   std::vector<Ack> acks_;
   absl::Time first_at_ = absl::InfinitePast();
   bool slow_ = false;

@@ -87,13 +87,11 @@ class PartWorker {
   // letters past its retention and reports its dead letters and pauses.
   void MeasureGroup();
   // Whether a single item's ack may wait with the gathered ones
-  // (GatheredAcks): on a connection of the worker's own (a borrowed one is
-  // the control thread's to have back), for a handler that may write
-  // nothing (not a SQL function, whose call is the ack's statement).
-  bool Gathers() const {
-    return connection_.own() && !Batched() &&
-           !config_.settle.kind.in_function();
-  }
+  // (GatheredAcks), or a SQL function's call join a transaction of grouped
+  // calls (store/grouped_calls.h; where the connection allows it): on a
+  // connection of the worker's own (a borrowed one is the control
+  // thread's to have back), for a handler of single items.
+  bool Gathers() const { return connection_.own() && !Batched(); }
   // Whether the worker may take `task` with acks gathered: an unkeyed
   // item under per-key order (the Offer path, whose keys stay busy until
   // the commit), while the gathering is not due and no part of the

@@ -36,7 +36,16 @@ Settler::Settler(int index, SettlerConfig config, store::ItemAcks& acks,
       connection_(connection),
       scheduler_(scheduler),
       metrics_(metrics),
-      log_(std::move(logger)) {}
+      log_(std::move(logger)),
+      gathered_(config_.kind.in_function() ? GatheredAcks::kMaxCalls
+                                           : GatheredAcks::kMaxItems) {}
+
+store::ItemAcks& Settler::Acks() {
+  if (acks_.CallsOpen() || (config_.kind.in_function() && !gathered_.empty())) {
+    for (Gathered& g : CommitGatheredNow()) resolved_.push_back(std::move(g));
+  }
+  return acks_;
+}
 
 bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
                                        absl::Time died_at, DeadCounted* mark,
@@ -60,7 +69,7 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
     absl::MutexLock lock(&mark->mu);
     if (!mark->through || *mark->through < last) mark->through = last;
   };
-  auto counted = acks_.CountDeliveriesOfTheDead(ref, ids, died_at);
+  auto counted = Acks().CountDeliveriesOfTheDead(ref, ids, died_at);
   if (!counted.ok()) {
     if (absl::IsUnavailable(counted.status())) {
       connection_.Disconnect(counted.status());
@@ -106,7 +115,7 @@ bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
         "delivered ", it->second,
         " time(s) without an outcome: the member running it stopped each "
         "time (crashed, was killed or lost its session)");
-    auto dead = acks_.DeadLetter(ref, item.id, why, /*count_attempt=*/false);
+    auto dead = Acks().DeadLetter(ref, item.id, why, /*count_attempt=*/false);
     if (!dead.ok() && absl::IsUnavailable(dead.status())) {
       connection_.Disconnect(dead.status());
       return false;
@@ -128,7 +137,7 @@ absl::StatusOr<std::set<std::string>> Settler::StillDueIds(
     const store::ClaimRef& ref, const std::vector<Item>& items, size_t from) {
   std::vector<std::string> ids;
   for (size_t i = from; i < items.size(); ++i) ids.push_back(items[i].id);
-  auto due = acks_.StillDue(ref, ids);
+  auto due = Acks().StillDue(ref, ids);
   if (due.ok()) return due;
   if (absl::IsUnavailable(due.status())) {
     connection_.Disconnect(due.status());
@@ -201,7 +210,7 @@ Settler::Progress Settler::ProcessItems(const store::ClaimRef& ref,
     if (gathered_.Due(absl::Now())) {
       if (std::optional<Progress> failed = commit()) return *failed;
     }
-    if (gathered_.empty()) gathered_from = i;
+    if (gathered() == 0) gathered_from = i;
     if (!read_again(i)) return stop(i, true);
     if (i >= due_end) return stop(i, false);  // claimed again from it
     const Outcome o = HandleBatch(ref, {items[i]}, nullptr, gather);
@@ -231,10 +240,12 @@ Settler::Outcome Settler::HandleBatch(const store::ClaimRef& ref,
   if (admission == CircuitBreaker::Admission::kDenied) {
     return Outcome::kRetryLater;  // not handled: still due, for later
   }
-  const Attempt a = config_.kind.in_function()
-                        ? CallInAck(ref, items, ids, next)
-                        : RunAndAck(ref, items, ids, next,
-                                    gather && single && next == nullptr);
+  const bool gather_one = gather && single && next == nullptr;
+  const Attempt a =
+      config_.kind.in_function()
+          ? CallInAck(ref, items, ids, next,
+                      gather_one && absl::Now() >= grouping_refused_until_)
+          : RunAndAck(ref, items, ids, next, gather_one);
   if (a.ended || (a.acking && !a.verdict.ok()) ||
       (!single && !a.verdict.ok())) {
     // No verdict on the handler: another call may probe.
@@ -316,7 +327,7 @@ void Settler::RecordOutcome(const store::ClaimRef& ref,
     }
   }
   if (change->first || change->to == CircuitBreaker::State::kClosed) {
-    const absl::Status s = acks_.ReportCircuit(
+    const absl::Status s = Acks().ReportCircuit(
         ref.session, change->to != CircuitBreaker::State::kClosed,
         change->error);
     if (!s.ok()) {
@@ -336,7 +347,7 @@ Settler::Attempt Settler::RunAndAck(const store::ClaimRef& ref,
   const bool share =
       (config_.shared_commit != nullptr || gather) && next == nullptr;
   const absl::Time call_start = absl::Now();
-  store::HandledAndAcked r = acks_.HandleAndAck(
+  store::HandledAndAcked r = Acks().HandleAndAck(
       ref, ids,
       [&](AckTransaction& ack) {
         return config_.batch_handler ? config_.batch_handler(items, ack)
@@ -412,6 +423,13 @@ absl::StatusOr<std::vector<bool>> Settler::DeleteShared(
 }
 
 std::vector<Settler::Gathered> Settler::CommitGathered() {
+  std::vector<Gathered> out;
+  out.swap(resolved_);
+  for (Gathered& g : CommitGatheredNow()) out.push_back(std::move(g));
+  return out;
+}
+
+std::vector<Settler::Gathered> Settler::CommitGatheredNow() {
   std::vector<GatheredAcks::Ack> acks = gathered_.Take();
   std::vector<Gathered> out;
   out.reserve(acks.size());
@@ -421,9 +439,17 @@ std::vector<Settler::Gathered> Settler::CommitGathered() {
     }
     return std::move(out);
   };
-  if (acks.empty()) return out;
+  if (acks.empty()) {
+    // A transaction of grouped calls none of which deleted its item.
+    if (acks_.CallsOpen() && connection_.Connected()) {
+      (void)acks_.CommitCalls();
+    }
+    acks_.ForgetCalls();
+    return out;
+  }
   if (!connection_.Connected()) {
     // Dropped with the connection: the items are read again.
+    acks_.ForgetCalls();
     log_->warn(
         "worker={} the acks of {} handled item(s) went with the connection: "
         "they will be handled again",
@@ -438,11 +464,33 @@ std::vector<Settler::Gathered> Settler::CommitGathered() {
   }
   const absl::Time start = absl::Now();
   absl::Status elsewhere;
-  const absl::StatusOr<std::vector<bool>> each =
-      config_.shared_commit ? DeleteShared(takes, &elsewhere)
-                            : acks_.DeleteOfTakes(config_.group, takes);
+  absl::StatusOr<std::vector<bool>> each;
+  if (config_.kind.in_function()) {
+    // Grouped calls: each deleted its item (those that did not were
+    // settled as lost then); they all commit, or none. A transaction no
+    // longer open went with its connection.
+    const absl::Status committed =
+        acks_.CallsOpen() ? acks_.CommitCalls()
+                          : absl::CancelledError("grouped calls lost");
+    if (committed.ok()) {
+      each = std::vector<bool>(acks.size(), true);
+    } else {
+      each = committed;
+    }
+  } else {
+    each = config_.shared_commit ? DeleteShared(takes, &elsewhere)
+                                 : acks_.DeleteOfTakes(config_.group, takes);
+  }
   if (!each.ok()) {
     const absl::Status& error = each.status();
+    if (absl::IsCancelled(error)) {
+      // Grouped calls on a connection dropped since: lost with it.
+      log_->warn(
+          "worker={} the calls of {} item(s) went with the connection: they "
+          "will be handled again",
+          index_, acks.size());
+      return all(Outcome::kBroken);
+    }
     if (absl::IsUnavailable(error)) {
       connection_.Disconnect(error);
       return all(Outcome::kBroken);
@@ -464,9 +512,14 @@ std::vector<Settler::Gathered> Settler::CommitGathered() {
       }
       return out;
     }
-    // Nothing was written (a missing grant, a broken schema): they are read
-    // again after a rest of their parts, and handed out again, as after an
-    // ack of their own that failed.
+    // Nothing was written (a missing grant, a broken schema, a deferred
+    // constraint of grouped calls): they are read again after a rest of
+    // their parts, and handed out again, as after an ack of their own that
+    // failed. Calls commit alone for a while, so that a call at fault
+    // gets its own verdict.
+    if (config_.kind.in_function()) {
+      grouping_refused_until_ = absl::Now() + absl::Minutes(1);
+    }
     log_->error(
         "worker={} acknowledging {} handled item(s) failed, so they will be "
         "handled again: {}",
@@ -502,18 +555,40 @@ std::vector<Settler::Gathered> Settler::CommitGathered() {
 Settler::Attempt Settler::CallInAck(const store::ClaimRef& ref,
                                     const std::vector<Item>& items,
                                     const std::vector<std::string>& ids,
-                                    NextClaim* next) {
+                                    NextClaim* next, bool gather) {
   // One autocommit statement: the fenced delete calls the function on the
   // items it deletes. Whatever it deleted is acknowledged, and handled.
   Attempt a;
   a.alone = true;
   a.ack_start = absl::Now();
+  if (gather && acks_.CanGroupCalls()) {
+    absl::StatusOr<bool> called = acks_.CallGrouped(ref, ids.front());
+    if (absl::IsCancelled(called.status())) {
+      // The transaction of the calls before went with a connection since
+      // dropped: they are settled as lost, and this call begins anew.
+      for (Gathered& g : CommitGatheredNow()) resolved_.push_back(g);
+      called = acks_.CallGrouped(ref, ids.front());
+    }
+    if (!called.ok()) {
+      Failed(a, called.status(), ref, items);
+    } else if (!*called) {
+      a.deleted = 0;  // the take is gone: the function was not called
+      // A transaction with nothing to keep ends now, before the worker's
+      // next statement of another kind would run in it.
+      if (gathered_.empty()) (void)acks_.CommitCalls();
+    } else {
+      const absl::Time now = absl::Now();
+      gathered_.Add(ref, items.front(), now - a.ack_start, now);
+      a.gathered = true;
+    }
+    return a;
+  }
   const bool of_key = next && next->ask.of_key;
   const store::CarriedClaim carry =
       of_key ? next->Carried(config_.claim_batch) : store::CarriedClaim{};
   // A function of single items gets one at a time (config_.kind.batched).
   absl::StatusOr<store::AckedAndClaimed> r =
-      acks_.AckInFunction(ref, ids, of_key ? &carry : nullptr);
+      Acks().AckInFunction(ref, ids, of_key ? &carry : nullptr);
   if (!r.ok()) {
     // Committed or not after a broken connection: the items are read again
     // if they are still there.
@@ -653,8 +728,8 @@ Settler::Outcome Settler::ReleaseAfterConflict(const store::ClaimRef& ref,
   const absl::Duration delay = Backoff(
       std::min(in_a_row, 4),
       std::min(config_.backoff_initial, kConflictBackoff), config_.backoff_max);
-  auto released = acks_.ReleaseForRetry(ref, ids, error, delay,
-                                        /*count_attempt=*/false);
+  auto released = Acks().ReleaseForRetry(ref, ids, error, delay,
+                                         /*count_attempt=*/false);
   if (!released.ok()) {
     if (absl::IsUnavailable(released.status())) {
       connection_.Disconnect(released.status());
@@ -677,10 +752,10 @@ Settler::Outcome Settler::Fail(const store::ClaimRef& ref, const Item& item,
       asked, config_.backoff_max);
   absl::StatusOr<bool> done;
   if (dead) {
-    done = acks_.DeadLetter(ref, item.id, error, /*count_attempt=*/true);
+    done = Acks().DeadLetter(ref, item.id, error, /*count_attempt=*/true);
   } else {
-    auto released = acks_.ReleaseForRetry(ref, {item.id}, error, delay,
-                                          /*count_attempt=*/true);
+    auto released = Acks().ReleaseForRetry(ref, {item.id}, error, delay,
+                                           /*count_attempt=*/true);
     if (released.ok()) {
       done = *released == 1;
     } else {

@@ -162,8 +162,12 @@ class Settler {
                       bool gather = false);
   // The acks gathered and not yet committed, and whether they are to
   // commit before another handler call (GatheredAcks::Due).
-  size_t gathered() const { return gathered_.size(); }
-  bool GatheredDue(absl::Time now) const { return gathered_.Due(now); }
+  // (With the outcomes of those the settler had to commit itself, before a
+  // statement of another kind: CommitGathered hands them over.)
+  size_t gathered() const { return gathered_.size() + resolved_.size(); }
+  bool GatheredDue(absl::Time now) const {
+    return gathered_.Due(now) || !resolved_.empty();
+  }
   // What the commit of the gathered acks made of each: kAcked; kLost (the
   // take is gone, or another take acknowledged it); kReleased or kFailed
   // (a conflict: each went back as after a conflict of its own ack,
@@ -175,7 +179,8 @@ class Settler {
     Outcome outcome;
   };
   // Commits the gathered acks as one fenced statement (through the
-  // member's SharedCommit when it has one), on the connection at hand.
+  // member's SharedCommit when it has one), on the connection at hand; a
+  // SQL function's grouped calls with their transaction's COMMIT.
   std::vector<Gathered> CommitGathered();
   // The first pass of a take after its part's previous owner died at
   // `died_at`: the `items` claimed that were due then count an attempt
@@ -213,9 +218,19 @@ class Settler {
   Attempt RunAndAck(const store::ClaimRef& ref, const std::vector<Item>& items,
                     const std::vector<std::string>& ids, NextClaim* next,
                     bool gather);
-  // The sql_function, called by the ack's statement (store/function_ack.h).
+  // The sql_function, called by the ack's statement (store/function_ack.h);
+  // with `gather`, grouped with the calls that follow into one transaction
+  // (store/grouped_calls.h) where the connection allows it.
   Attempt CallInAck(const store::ClaimRef& ref, const std::vector<Item>& items,
-                    const std::vector<std::string>& ids, NextClaim* next);
+                    const std::vector<std::string>& ids, NextClaim* next,
+                    bool gather);
+  // The gathered acks committed (CommitGathered's work, without the
+  // outcomes resolved before).
+  std::vector<Gathered> CommitGatheredNow();
+  // The store, for any statement but a grouped call: grouped calls commit
+  // first (their outcomes wait in resolved_), or the statement would run
+  // in their transaction.
+  store::ItemAcks& Acks();
   // The store's `error` (store/item_acks.h) of either of the two above: a
   // broken connection or a commit in doubt end `a` (kBroken), a conflict
   // ends it as Conflict says; another error is the handler's verdict when
@@ -273,6 +288,12 @@ class Settler {
   MemberMetrics& metrics_;
   std::shared_ptr<spdlog::logger> log_;
   GatheredAcks gathered_;
+  // Outcomes of gathered acks committed by Acks(), for CommitGathered.
+  std::vector<Gathered> resolved_;
+  // A COMMIT of grouped calls was refused (a deferred constraint, say):
+  // until then each call commits alone, so the item at fault gets its
+  // verdict.
+  absl::Time grouping_refused_until_ = absl::InfinitePast();
 };
 
 }  // namespace sqlgroup

@@ -125,6 +125,15 @@ int64_t AckInFunction(pqxx::connection& conn, const ClaimRef& ref,
                                   .size());
 }
 
+std::string ExecuteAckInFunction(pqxx::connection& conn, const ClaimRef& ref,
+                                 const std::string& id) {
+  // Prepared lazily (libpqxx): by name on the server only once run.
+  conn.prepare_now(kAckInFunction);
+  return absl::StrCat("EXECUTE ", kAckInFunction, "(", conn.quote(ref.group),
+                      ", ", conn.quote(id), ", ", conn.quote(ref.session), ", ",
+                      ref.part, ", ", ref.epoch, ")");
+}
+
 int64_t AckInFunctionOnArrays(pqxx::connection& conn, const ClaimRef& ref,
                               const std::vector<std::string>& ids) {
   pqxx::nontransaction tx(conn);

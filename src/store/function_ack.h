@@ -54,6 +54,13 @@ void PrepareFunctionAcks(pqxx::connection& conn, const SqlFunction& function,
 int64_t AckInFunction(pqxx::connection& conn, const ClaimRef& ref,
                       const std::string& id);
 
+// AckInFunction's statement, to be run in a query of several (SQL
+// EXECUTE of its prepared statement, prepared on `conn` now if it was
+// not yet): the same delete and call, returning a row if it deleted the
+// item. Not behind a pooler in transaction mode. store/grouped_calls.h.
+std::string ExecuteAckInFunction(pqxx::connection& conn, const ClaimRef& ref,
+                                 const std::string& id);
+
 // The same for a function on arrays (SqlFunction::arrays) and the items
 // `ids`: one call on the arrays of those it deletes, none when it deletes
 // none.

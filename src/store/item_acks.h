@@ -138,6 +138,28 @@ class ItemAcks {
       const ClaimRef& ref, const std::vector<std::string>& ids,
       const CarriedClaim* carry) = 0;
 
+  // The SQL function of single items, its calls grouped into one
+  // transaction until CommitCalls (store/grouped_calls.h): each call the
+  // fenced delete of the item `id` calling the function, as AckInFunction's,
+  // under a savepoint. CallGrouped returns whether it deleted the item;
+  // its errors are AckInFunction's (the function's own undo only its
+  // call), UNAVAILABLE losing every call of the transaction, CANCELLED
+  // (the call not made) when the transaction went with a connection
+  // dropped since. CommitCalls: OK once they committed (OK too when none
+  // is open); UNAVAILABLE or CANCELLED lost before, UNKNOWN in doubt,
+  // another code refused (nothing kept). Any
+  // other statement on the connection must wait for CommitCalls: it would
+  // run in the transaction. CanGroupCalls: whether the connection allows
+  // it (direct, not through a pooler in transaction mode); CallsOpen:
+  // whether a transaction is open; ForgetCalls: it went with a connection
+  // that was dropped.
+  virtual bool CanGroupCalls() = 0;
+  virtual absl::StatusOr<bool> CallGrouped(const ClaimRef& ref,
+                                           const std::string& id) = 0;
+  virtual absl::Status CommitCalls() = 0;
+  virtual bool CallsOpen() const = 0;
+  virtual void ForgetCalls() = 0;
+
   // As ReleaseForRetry, DeadLetter and CountDeliveriesOfTheDead in
   // store/item_store.h, and ReportCircuit in store/member_store.h.
   virtual absl::StatusOr<int64_t> ReleaseForRetry(

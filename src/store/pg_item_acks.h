@@ -10,6 +10,7 @@
 #include <pqxx/connection>
 
 #include "sqlgroup/item.h"
+#include "store/grouped_calls.h"
 #include "store/item_acks.h"
 
 namespace sqlgroup::store {
@@ -27,7 +28,9 @@ class PgItemAcks : public ItemAcks {
   // one (its statements prepared by PrepareFunctionAcks).
   PgItemAcks(std::function<pqxx::connection*()> connection,
              SqlFunction function)
-      : connection_(std::move(connection)), function_(std::move(function)) {}
+      : connection_(std::move(connection)),
+        function_(std::move(function)),
+        calls_(function_.name) {}
 
   HandledAndAcked HandleAndAck(const ClaimRef& ref,
                                const std::vector<std::string>& ids,
@@ -39,6 +42,17 @@ class PgItemAcks : public ItemAcks {
   absl::StatusOr<AckedAndClaimed> AckInFunction(
       const ClaimRef& ref, const std::vector<std::string>& ids,
       const CarriedClaim* carry) override;
+  bool CanGroupCalls() override {
+    return !function_.name.empty() && !function_.arrays &&
+           GroupedCalls::Possible(db());
+  }
+  absl::StatusOr<bool> CallGrouped(const ClaimRef& ref,
+                                   const std::string& id) override {
+    return calls_.Call(db(), ref, id);
+  }
+  absl::Status CommitCalls() override { return calls_.Commit(db()); }
+  bool CallsOpen() const override { return calls_.open(); }
+  void ForgetCalls() override { calls_.Forget(); }
   absl::StatusOr<int64_t> ReleaseForRetry(const ClaimRef& ref,
                                           const std::vector<std::string>& ids,
                                           const std::string& error,
@@ -65,6 +79,7 @@ class PgItemAcks : public ItemAcks {
 
   const std::function<pqxx::connection*()> connection_;
   const SqlFunction function_;
+  GroupedCalls calls_;
 };
 
 }  // namespace sqlgroup::store

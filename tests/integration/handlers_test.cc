@@ -33,9 +33,12 @@ CREATE SCHEMA app;
 CREATE TABLE app.seen (id uuid, key text, attempt_seq int,
                        backend int DEFAULT pg_backend_pid(),
                        -- called by the ack's own statement (SqlFunction),
-                       -- not by a statement of its own
+                       -- not by a statement of its own (alone, or grouped:
+                       -- EXECUTE of it after a SAVEPOINT)
                        in_ack bool DEFAULT
-                         (current_query() LIKE '%DELETE FROM sqlgroup.items%'));
+                         (current_query() LIKE '%DELETE FROM sqlgroup.items%'
+                          OR current_query() LIKE
+                            '%SAVEPOINT sqlgroup_call; EXECUTE sqlgroup_ack_in_function(%'));
 CREATE TABLE app.batches (size int);
 CREATE TABLE app.log (id uuid, key text);
 CREATE TABLE app.acked (key text, attempt int,
@@ -59,6 +62,19 @@ BEGIN
   ON CONFLICT (key) DO UPDATE SET n = t.n + 1, last_seq = EXCLUDED.last_seq,
     order_violations = t.order_violations +
       CASE WHEN EXCLUDED.last_seq = t.last_seq + 1 THEN 0 ELSE 1 END;
+END $$;
+-- For items of no key: notes each in app.seen; WORD as for app.pay.
+CREATE FUNCTION app.note(k text, p bytea, i uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  word text := split_part(convert_from(p, 'UTF8'), ' ', 2);
+BEGIN
+  INSERT INTO app.seen VALUES (i, k, 1);  -- rolled back on failure
+  IF word = 'dead' THEN
+    RAISE EXCEPTION 'item % cannot be handled', i USING ERRCODE = 'SGDLQ';
+  ELSIF word = 'fail' THEN
+    RAISE EXCEPTION 'item % failed', i;
+  END IF;
 END $$;
 CREATE FUNCTION app.pay_slowly(k text, p bytea, i uuid) RETURNS void
 LANGUAGE plpgsql AS $$
@@ -155,6 +171,27 @@ class HandlersTest : public ConsumerFixture {
       }
     }
     ASSERT_TRUE((*p)->Enqueue(items).ok());
+  }
+
+  // `n` items of no key, "1 ok" but for `words` by index.
+  void ProduceUnkeyed(const std::string& group, int n,
+                      const std::map<int, std::string>& words = {}) {
+    auto p = Producer::Create({.dsn = db_.dsn(), .group = group});
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::vector<NewItem> items;
+    for (int i = 0; i < n; ++i) {
+      auto it = words.find(i);
+      items.push_back({.payload = absl::StrCat(
+                           "1 ", it == words.end() ? "ok" : it->second)});
+    }
+    ASSERT_TRUE((*p)->Enqueue(items).ok());
+  }
+
+  int64_t Commits() {
+    pqxx::nontransaction(*conn_).exec("SELECT pg_stat_clear_snapshot()");
+    return Count(
+        "SELECT xact_commit FROM pg_stat_database WHERE datname = "
+        "current_database()");
   }
 
   // From a handler's log: each key's numbers in the order handled.
@@ -726,6 +763,68 @@ TEST_F(HandlersTest, AFunctionWhoseTableComesLaterDeadLettersNothing) {
 
 // The exactly-once promise of the SQL handler, through the CLI: the member
 // is killed with SIGKILL twice while it pays orders, and started again.
+// Items of no key: a worker groups its calls of the function into one
+// transaction, each under a savepoint (store/grouped_calls.h). A call that
+// raises undoes only its own work and is retried or dead-lettered; the
+// others commit together, each item once.
+TEST_F(HandlersTest, SqlFunctionCallsOfItemsWithoutKeysCommitTogether) {
+  CreateGroup("g", 4);
+  std::map<int, std::string> words;
+  for (int i = 0; i < 10; ++i) {
+    words[i * 199] = "fail";
+    words[i * 199 + 7] = "dead";
+  }
+  ProduceUnkeyed("g", 2000, words);
+  auto h = Build("sql:app.note");
+  ASSERT_TRUE(h.ok()) << h.status();
+  const int64_t before = Commits();
+  auto c = StartWith("g", *h);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());  // its backends' counts reach the view
+  const int64_t used = Commits() - before;
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 1980);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 1980);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen WHERE in_ack"), 1980);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items WHERE attempts = "
+                  "4 AND last_error LIKE '%failed (SQLSTATE P0001)%'"),
+            10);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items WHERE attempts = "
+                  "1 AND last_error LIKE '%cannot be handled%'"),
+            10);
+  // A commit of its own each would be 2,000, besides the claims.
+  std::printf("2,000 items in %lld transactions\n",
+              static_cast<long long>(used));
+  EXPECT_LT(used, 1200);
+}
+
+// Grouped calls through kill -9: a transaction lost with its member takes
+// its calls' work with it, and their items are handled again, once.
+TEST_F(HandlersTest, GroupedSqlCallsAreExactlyOnceThroughKill9) {
+  CreateGroup("g", 8, absl::Seconds(2));
+  ProduceUnkeyed("g", 6000);
+  const std::vector<std::string> argv = {
+      CliPath(),        "consume",   "--group",     "g",     "--handler",
+      "sql:app.note",   "--workers", "2",           "--dsn", member_dsn_,
+      "--metrics_addr", "",          "--log_level", "warn"};
+  for (int round = 0; round < 3; ++round) {
+    const int64_t before = Count("SELECT count(*) FROM app.seen");
+    ChildProcess member(argv, log_ + ".member");
+    ASSERT_TRUE(WaitFor(
+        [&] { return Count("SELECT count(*) FROM app.seen") > before + 500; },
+        absl::Seconds(60)))
+        << member.Log();
+    member.Signal(SIGKILL);
+    member.Wait(absl::Seconds(10));
+  }
+  ChildProcess last(argv, log_ + ".member");
+  ASSERT_TRUE(Drained(absl::Seconds(120))) << last.Log();
+  last.Signal(SIGTERM);
+  EXPECT_EQ(last.Wait(absl::Seconds(30)), 0) << last.Log();
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 6000);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 6000);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 0);
+}
+
 TEST_F(HandlersTest, SqlHandlerIsExactlyOnceThroughKill9) {
   CreateGroup("g", 8, absl::Seconds(2));
   ProduceKeyed("g", 20, 150);

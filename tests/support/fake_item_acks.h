@@ -82,6 +82,42 @@ class FakeItemAcks : public store::ItemAcks {
     r.acked = static_cast<int64_t>(ids.size());
     return r;
   }
+  // Grouped calls: recorded as the ids of each call (`grouped`) and each
+  // commit's count (`group_commits`); `function_error` fails a call,
+  // `fail_commit` every commit, `function_fails` the calls on those ids,
+  // `calls_lost` the next call (once).
+  bool CanGroupCalls() override { return can_group; }
+  absl::StatusOr<bool> CallGrouped(const store::ClaimRef&,
+                                   const std::string& id) override {
+    if (!function_error.ok()) return function_error;
+    if (function_fails.count(id)) {
+      calls_open = true;  // the call undone; the transaction goes on
+      return absl::FailedPreconditionError("sql_function raised");
+    }
+    if (!calls_lost.ok()) {
+      const absl::Status lost_now = calls_lost;
+      calls_lost = absl::OkStatus();
+      calls_open = false;
+      in_group = 0;
+      return lost_now;
+    }
+    calls_open = true;
+    grouped.push_back(id);
+    ++in_group;
+    return lost.count(id) == 0;
+  }
+  absl::Status CommitCalls() override {
+    if (!calls_open) return absl::OkStatus();
+    calls_open = false;
+    group_commits.push_back(in_group);
+    in_group = 0;
+    return fail_commit;
+  }
+  bool CallsOpen() const override { return calls_open; }
+  void ForgetCalls() override {
+    calls_open = false;
+    in_group = 0;
+  }
   absl::StatusOr<int64_t> ReleaseForRetry(const store::ClaimRef&,
                                           const std::vector<std::string>& ids,
                                           const std::string& error,
@@ -137,7 +173,15 @@ class FakeItemAcks : public store::ItemAcks {
   absl::Status function_error;  // every AckInFunction fails with it
   absl::Status fail_writes;     // every release and dead-letter fails
   absl::Status fail_shared;     // every DeleteOfTakes fails with it
-  std::set<std::string> lost;   // ids DeleteOfTakes finds gone
+  bool can_group = true;
+  bool calls_open = false;
+  size_t in_group = 0;
+  absl::Status fail_commit;
+  absl::Status calls_lost;
+  std::set<std::string> function_fails;
+  std::vector<std::string> grouped;   // each grouped call's id
+  std::vector<size_t> group_commits;  // each CommitCalls' calls
+  std::set<std::string> lost;         // ids DeleteOfTakes finds gone
   // Every DeleteOfTakes of more than one item fails with it.
   absl::Status fail_shared_of_many;
   std::function<void()> before_shared;  // runs first in DeleteOfTakes

@@ -699,6 +699,92 @@ TEST_F(SettlerTest, GatheredAcksGoThroughTheMembersSharedCommit) {
   EXPECT_EQ(SharedAcks(acks_), std::vector<size_t>{2});
 }
 
+TEST_F(SettlerTest, ASqlFunctionsCallsAreGroupedIntoOneCommit) {
+  Settler settler = Make(/*batched=*/false, SqlFunction{.name = "app.handle"});
+  const Settler::Progress p = settler.ProcessItems(
+      ref_, ItemsNumbered(1, 5), absl::Now(), nullptr, /*gather=*/true);
+  EXPECT_EQ(p.settled, 5u);
+  EXPECT_FALSE(p.broken);
+  EXPECT_EQ(acks_.grouped.size(), 5u);
+  EXPECT_EQ(acks_.group_commits, std::vector<size_t>{5});
+  EXPECT_TRUE(acks_.handled.empty());  // no call alone
+  EXPECT_EQ(metrics_.Snapshot().acked, 5);
+  EXPECT_FALSE(acks_.calls_open);
+}
+
+TEST_F(SettlerTest, AFailedGroupedCallIsReleasedAfterTheOthersCommitted) {
+  Settler settler = Make(/*batched=*/false, SqlFunction{.name = "app.handle"});
+  acks_.function_fails = {ItemNumbered(3).id};
+  const Settler::Progress p = settler.ProcessItems(
+      ref_, ItemsNumbered(1, 5), absl::Now(), nullptr, /*gather=*/true);
+  EXPECT_EQ(p.settled, 5u);
+  // The two before it committed before its release was written (which
+  // would otherwise have run in their transaction); the two after, later.
+  EXPECT_EQ(acks_.group_commits, (std::vector<size_t>{2, 2}));
+  ASSERT_EQ(acks_.released.size(), 1u);
+  EXPECT_EQ(acks_.released[0].id, ItemNumbered(3).id);
+  EXPECT_TRUE(acks_.released[0].count_attempt);
+  EXPECT_EQ(metrics_.Snapshot().acked, 4);
+}
+
+TEST_F(SettlerTest, GroupedCallsWhoseCommitIsRefusedAreReadAgainThenAlone) {
+  Settler settler = Make(/*batched=*/false, SqlFunction{.name = "app.handle"});
+  acks_.fail_commit = absl::InternalError("deferred constraint violated");
+  const Settler::Progress p = settler.ProcessItems(
+      ref_, ItemsNumbered(1, 3), absl::Now(), nullptr, /*gather=*/true);
+  EXPECT_EQ(p.settled, 0u);  // read again from the first
+  EXPECT_TRUE(p.broken);
+  EXPECT_EQ(metrics_.Snapshot().acked, 0);
+  // Read again, each call commits alone, so the one at fault gets its own
+  // verdict.
+  acks_.fail_commit = absl::OkStatus();
+  settler.ProcessItems(ref_, ItemsNumbered(1, 3), absl::Now(), nullptr,
+                       /*gather=*/true);
+  EXPECT_EQ(acks_.grouped.size(), 3u);  // only the first time
+  EXPECT_EQ(acks_.handled.size(), 3u);
+}
+
+TEST_F(SettlerTest, GroupedCallsLostWithTheirConnectionAreReadAgain) {
+  Settler settler = Make(/*batched=*/false, SqlFunction{.name = "app.handle"});
+  for (int n = 1; n <= 2; ++n) {
+    EXPECT_EQ(settler.HandleBatch(ref_, {ItemNumbered(n)}, nullptr,
+                                  /*gather=*/true),
+              Settler::Outcome::kGathered);
+  }
+  // The transaction went with a connection dropped since: the next call
+  // settles its calls as lost, and begins anew.
+  acks_.calls_lost = absl::CancelledError("went with its connection");
+  EXPECT_EQ(
+      settler.HandleBatch(ref_, {ItemNumbered(3)}, nullptr, /*gather=*/true),
+      Settler::Outcome::kGathered);
+  EXPECT_EQ(Outcomes(settler.CommitGathered()),
+            (std::vector<Settler::Outcome>{Settler::Outcome::kBroken,
+                                           Settler::Outcome::kBroken,
+                                           Settler::Outcome::kAcked}));
+  EXPECT_TRUE(connection_.disconnects.empty());  // the new one is fine
+  // A call whose connection broke: that call's transaction is gone.
+  EXPECT_EQ(
+      settler.HandleBatch(ref_, {ItemNumbered(4)}, nullptr, /*gather=*/true),
+      Settler::Outcome::kGathered);
+  acks_.calls_lost = absl::UnavailableError("connection lost during ack");
+  EXPECT_EQ(
+      settler.HandleBatch(ref_, {ItemNumbered(5)}, nullptr, /*gather=*/true),
+      Settler::Outcome::kBroken);
+  EXPECT_EQ(connection_.disconnects.size(), 1u);
+  EXPECT_EQ(Outcomes(settler.CommitGathered()),
+            std::vector<Settler::Outcome>{Settler::Outcome::kBroken});
+}
+
+TEST_F(SettlerTest, WhereCallsCannotBeGroupedEachCommitsAlone) {
+  Settler settler = Make(/*batched=*/false, SqlFunction{.name = "app.handle"});
+  acks_.can_group = false;  // behind a pooler in transaction mode
+  EXPECT_EQ(
+      settler.HandleBatch(ref_, {ItemNumbered(1)}, nullptr, /*gather=*/true),
+      Settler::Outcome::kAcked);
+  EXPECT_TRUE(acks_.grouped.empty());
+  EXPECT_EQ(acks_.handled.size(), 1u);
+}
+
 TEST(GatheredAcks, DueWhenFullOldOrAfterASlowCall) {
   const absl::Time t0 = absl::FromUnixSeconds(1000);
   GatheredAcks g;
