@@ -8,6 +8,8 @@ private durable PostgreSQL, against the library's in-process handlers:
           transaction (the library's handler of the same work as sql)
   sql     sql:bench.record: a SQL function writing the same row, called
           by the statement that acknowledges the item (one round trip)
+  sql_grouped  the same with --sql_calls_per_commit 32: each worker groups
+          up to 32 calls into one transaction, each under a savepoint
   sql_tx  sql:SELECT bench.record($1, $2, $3): the same call as a statement
           of its own in the acknowledging transaction (BEGIN, the
           statement, the ack, COMMIT: sql:FUNCTION's path before session 19)
@@ -37,7 +39,7 @@ from private_pg import private_postgres
 
 ARGS = None
 HERE = os.path.dirname(os.path.abspath(__file__))
-KINDS = ["noop", "record", "sql", "sql_tx", "exec", "http"]
+KINDS = ["noop", "record", "sql", "sql_grouped", "sql_tx", "exec", "http"]
 ECHO_OK = "import sys\nfor line in sys.stdin:\n    print('ok', flush=True)\n"
 
 BENCH_SQL = """
@@ -83,6 +85,7 @@ def main():
             port = receiver.stdout.readline().split()[1]
             handlers = {
                 "noop": "noop", "record": "record", "sql": "sql:bench.record",
+                "sql_grouped": "sql:bench.record",
                 "sql_tx": "sql:SELECT bench.record($1, $2, $3)",
                 "exec": "exec:python3 -c \"%s\"" % ECHO_OK,
                 "http": "http://127.0.0.1:%s/" % port}
@@ -101,7 +104,9 @@ def main():
                          "--handler", handlers[kind], "--workers",
                          str(ARGS.workers), "--max_connections",
                          str(1 + ARGS.workers), "--metrics_addr", "",
-                         "--log_level", "warn"],
+                         "--log_level", "warn"] +
+                        (["--sql_calls_per_commit", "32"]
+                         if kind == "sql_grouped" else []),
                         stdout=log, stderr=log, stdin=subprocess.DEVNULL)
                     # From the moment its parts are owned (it claims at once)
                     # until the last item is gone: start-up is not the

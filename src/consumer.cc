@@ -62,6 +62,17 @@ absl::Status ConsumerOptions::Validate() const {
       1) {
     return bad("set exactly one of handler, batch_handler and sql_function");
   }
+  if (sql_calls_per_commit < 1 || sql_calls_per_commit > 32) {
+    return bad(absl::StrCat("sql_calls_per_commit must be 1..32, got ",
+                            sql_calls_per_commit));
+  }
+  if (sql_calls_per_commit > 1 &&
+      (sql_function.name.empty() || sql_function.arrays)) {
+    return bad(
+        "sql_calls_per_commit applies to a sql_function of single items "
+        "(called by the statement that acknowledges each item), not to a "
+        "handler, a batch handler or a function on arrays");
+  }
   if (sql_function.name.empty() && sql_function.arrays) {
     return bad("sql_function.arrays is set without sql_function.name");
   }
@@ -256,6 +267,7 @@ class Consumer::Impl {
                                       options_.sql_function.arrays),
                           .sql_function = options_.sql_function};
     worker.settle.claim_batch = options_.claim_batch;
+    worker.settle.sql_calls_per_commit = options_.sql_calls_per_commit;
     worker.settle.max_attempts = options_.max_attempts;
     worker.settle.backoff_initial = options_.backoff_initial;
     worker.settle.backoff_max = options_.backoff_max;

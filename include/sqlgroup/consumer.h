@@ -90,6 +90,18 @@ struct ConsumerOptions {
   Handler handler;
   BatchHandler batch_handler;
   SqlFunction sql_function;
+  // With a sql_function of single items: up to this many calls share one
+  // transaction and one commit, each under a savepoint of its own, for
+  // items of no key (and every item under ordering 'none'): a worker
+  // commits its calls together once it has no item at hand or 5 ms have
+  // passed. Still exactly once (a call's writes commit with its item's ack
+  // or not at all) and a call that raises undoes only its own work; but
+  // the calls of one transaction share its locks, SET LOCAL settings and
+  // now(), so functions that lock rows in different orders can deadlock.
+  // 1..32 (each call is a subtransaction; PostgreSQL keeps 64 a transaction
+  // in shared memory). Default 1: a commit per call. Ignored behind a
+  // pooler in transaction mode.
+  int sql_calls_per_commit = 1;
   // Optional; not owned; must outlive the consumer.
   RebalanceListener* listener = nullptr;
   // Optional; null logs nothing.

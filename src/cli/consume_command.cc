@@ -55,9 +55,10 @@ absl::Status InFlagTerms(const absl::Status& s) {
   if (s.ok()) return s;
   std::string text(s.message());
   for (const char* field :
-       {"static_timeout", "instance", "workers", "claim_batch", "max_attempts",
-        "backoff_initial", "backoff_max", "group", "drain_timeout",
-        "idle_connection_timeout", "handler_timeout"}) {
+       {"static_timeout", "instance", "workers", "claim_batch",
+        "sql_calls_per_commit", "max_attempts", "backoff_initial",
+        "backoff_max", "group", "drain_timeout", "idle_connection_timeout",
+        "handler_timeout"}) {
     absl::StrReplaceAll(
         {{absl::StrCat("ConsumerOptions.", field), absl::StrCat("--", field)}},
         &text);
@@ -111,6 +112,7 @@ absl::Status RunConsume(const Args&) {
     options.group = absl::GetFlag(FLAGS_group);
     options.workers = absl::GetFlag(FLAGS_workers);
     options.claim_batch = absl::GetFlag(FLAGS_claim_batch);
+    options.sql_calls_per_commit = absl::GetFlag(FLAGS_sql_calls_per_commit);
     options.max_attempts = absl::GetFlag(FLAGS_max_attempts);
     options.backoff_initial = absl::GetFlag(FLAGS_backoff_initial);
     options.backoff_max = absl::GetFlag(FLAGS_backoff_max);
@@ -139,6 +141,17 @@ absl::Status RunConsume(const Args&) {
       options.handler = std::move(handlers.handler);
       options.batch_handler = std::move(handlers.batch_handler);
       options.sql_function = std::move(handlers.sql_function);
+      if (options.sql_calls_per_commit > 1 &&
+          (options.sql_function.name.empty() || options.sql_function.arrays)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--sql_calls_per_commit groups the calls of a function that the "
+            "statement acknowledging each item makes (--handler "
+            "sql:FUNCTION); --handler=",
+            spec.given,
+            " is not called so (a statement, --batch, --fail_rate, a "
+            "function that returns a set, or another kind of handler). Leave "
+            "--sql_calls_per_commit at 1"));
+      }
       // What the handler may take: a call is cut off at its own timeout
       // anyway (a SQL statement at the group's statement cut-off).
       options.drain_timeout = absl::GetFlag(FLAGS_drain_timeout);

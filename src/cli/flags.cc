@@ -106,6 +106,13 @@ ABSL_FLAG(int32_t, members, 1,
           "consume: members (sessions) this process runs, each with its own "
           "workers; more than one heartbeat together on one connection");
 ABSL_FLAG(int32_t, claim_batch, 64, "consume: items claimed per query");
+ABSL_FLAG(int32_t, sql_calls_per_commit, 1,
+          "consume: with --handler sql:FUNCTION, up to this many calls on "
+          "items of no key share one transaction and one commit, each under "
+          "a savepoint of its own (1..32): fewer commits where commits are "
+          "slow, still exactly once, but the calls share the transaction's "
+          "locks, SET LOCAL and now(). 1: a commit per call. See "
+          "docs/HANDLERS.md");
 ABSL_FLAG(int32_t, max_attempts, sqlgroup::ConsumerOptions().max_attempts,
           "consume: failed deliveries before an item is dead-lettered (the "
           "defaults ride out an hour's outage: 2 h 37 min from the first "

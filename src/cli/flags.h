@@ -41,6 +41,7 @@ ABSL_DECLARE_FLAG(int32_t, members);
 ABSL_DECLARE_FLAG(int32_t, max_connections);
 ABSL_DECLARE_FLAG(absl::Duration, idle_connection_timeout);
 ABSL_DECLARE_FLAG(int32_t, claim_batch);
+ABSL_DECLARE_FLAG(int32_t, sql_calls_per_commit);
 ABSL_DECLARE_FLAG(int32_t, max_attempts);
 ABSL_DECLARE_FLAG(absl::Duration, backoff_initial);
 ABSL_DECLARE_FLAG(absl::Duration, backoff_max);

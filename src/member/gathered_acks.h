@@ -15,11 +15,12 @@
 // call runs at once, in a transaction left open for the calls that
 // follow, and the gathered ones commit with one COMMIT.
 //
-// Bounded: at most kMaxItems acks (kMaxCalls calls), and none waits longer than
-// kGatherFor plus the one handler call that began before then: under per-key
-// order a worker gathers across items of no key only (a keyed item's task goes
-// on with its key's next item), under ordering 'none' across the items of one
-// claim, and it commits before any other task. A handler call that
+// Bounded: at most kMaxItems acks (sql_calls_per_commit calls), and none
+// waits longer than kGatherFor plus the one handler call that began before
+// then: under per-key order a worker gathers across items of no key only (a
+// keyed item's task goes on with its key's next item), under ordering
+// 'none' across the items of one claim, and it commits before any other
+// task. A handler call that
 // itself took kGatherFor or longer ends the gathering at once: a slow
 // handler's items commit one by one, as before (there is little to gain).
 //
@@ -53,10 +54,6 @@ inline Item WithoutPayload(const Item& item) {
 class GatheredAcks {
  public:
   static constexpr size_t kMaxItems = 64;
-  // A grouped call is a subtransaction: PostgreSQL keeps 64 of a
-  // transaction's in shared memory, past which every snapshot in the
-  // database must look them up on disk (suboverflow).
-  static constexpr size_t kMaxCalls = 32;
   static constexpr absl::Duration kGatherFor = absl::Milliseconds(5);
 
   explicit GatheredAcks(size_t max_items = kMaxItems) : max_(max_items) {}

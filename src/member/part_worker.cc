@@ -193,7 +193,11 @@ void PartWorker::CommitGathered() {
   // On the connection at hand, its statements ready for the schema now;
   // after it broke, on a new one (or the control connection borrowed).
   // With none to be had, they are dropped and their items read again.
-  connection_.Acquire(/*own_wanted=*/true);
+  // (Not when grouped calls are open on it: it was acquired for them, and
+  // a statement Acquire may run would run in their transaction.)
+  if (!(settler_.CallsOpen() && connection_.Connected())) {
+    connection_.Acquire(/*own_wanted=*/true);
+  }
   // By take and outcome: a part whose acks broke rests once for it, not
   // once per item.
   std::map<std::tuple<int, int64_t, bool>, std::vector<Item>> finished;
@@ -577,7 +581,13 @@ absl::StatusOr<bool> PartWorker::StillDueAfterWaiting(const PartTask& task) {
 void PartWorker::RunItem(const PartTask& task) {
   const store::ClaimRef& ref = task.ref;
   bool again = true;
-  if (!connection_.Acquire(/*own_wanted=*/true)) {
+  // Grouped calls open on the connection keep it as acquired for the first
+  // of them: a statement Acquire may run (a re-prepare after a schema
+  // change, a new TTL's timeouts) would run in their transaction. It runs
+  // after their commit, before the worker's next task of another kind.
+  const bool acquired = (settler_.CallsOpen() && connection_.Connected()) ||
+                        connection_.Acquire(/*own_wanted=*/true);
+  if (!acquired) {
     // Read again after a probe; at once by another worker when this one
     // only had no slot of the budget.
     again = connection_.starved();

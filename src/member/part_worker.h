@@ -91,7 +91,11 @@ class PartWorker {
   // calls (store/grouped_calls.h; where the connection allows it): on a
   // connection of the worker's own (a borrowed one is the control
   // thread's to have back), for a handler of single items.
-  bool Gathers() const { return connection_.own() && !Batched(); }
+  bool Gathers() const {
+    return connection_.own() && !Batched() &&
+           (!config_.settle.kind.in_function() ||
+            config_.settle.sql_calls_per_commit > 1);
+  }
   // Whether the worker may take `task` with acks gathered: an unkeyed
   // item under per-key order (the Offer path, whose keys stay busy until
   // the commit), while the gathering is not due and no part of the

@@ -37,8 +37,9 @@ Settler::Settler(int index, SettlerConfig config, store::ItemAcks& acks,
       scheduler_(scheduler),
       metrics_(metrics),
       log_(std::move(logger)),
-      gathered_(config_.kind.in_function() ? GatheredAcks::kMaxCalls
-                                           : GatheredAcks::kMaxItems) {}
+      gathered_(config_.kind.in_function()
+                    ? static_cast<size_t>(config_.sql_calls_per_commit)
+                    : GatheredAcks::kMaxItems) {}
 
 store::ItemAcks& Settler::Acks() {
   if (acks_.CallsOpen() || (config_.kind.in_function() && !gathered_.empty())) {
@@ -422,6 +423,13 @@ absl::StatusOr<std::vector<bool>> Settler::DeleteShared(
   return acks_.DeleteOfTakes(config_.group, takes);
 }
 
+void Settler::EndEmptyCalls() {
+  const absl::Status ended = acks_.CommitCalls();
+  // A transaction that would not end (one that failed) must not stay open
+  // under the worker's next statement: it goes with the connection.
+  if (!ended.ok()) connection_.Disconnect(ended);
+}
+
 std::vector<Settler::Gathered> Settler::CommitGathered() {
   std::vector<Gathered> out;
   out.swap(resolved_);
@@ -441,9 +449,7 @@ std::vector<Settler::Gathered> Settler::CommitGatheredNow() {
   };
   if (acks.empty()) {
     // A transaction of grouped calls none of which deleted its item.
-    if (acks_.CallsOpen() && connection_.Connected()) {
-      (void)acks_.CommitCalls();
-    }
+    if (acks_.CallsOpen() && connection_.Connected()) EndEmptyCalls();
     acks_.ForgetCalls();
     return out;
   }
@@ -561,7 +567,7 @@ Settler::Attempt Settler::CallInAck(const store::ClaimRef& ref,
   Attempt a;
   a.alone = true;
   a.ack_start = absl::Now();
-  if (gather && acks_.CanGroupCalls()) {
+  if (gather && config_.sql_calls_per_commit > 1 && acks_.CanGroupCalls()) {
     absl::StatusOr<bool> called = acks_.CallGrouped(ref, ids.front());
     if (absl::IsCancelled(called.status())) {
       // The transaction of the calls before went with a connection since
@@ -575,7 +581,7 @@ Settler::Attempt Settler::CallInAck(const store::ClaimRef& ref,
       a.deleted = 0;  // the take is gone: the function was not called
       // A transaction with nothing to keep ends now, before the worker's
       // next statement of another kind would run in it.
-      if (gathered_.empty()) (void)acks_.CommitCalls();
+      if (gathered_.empty()) EndEmptyCalls();
     } else {
       const absl::Time now = absl::Now();
       gathered_.Add(ref, items.front(), now - a.ack_start, now);

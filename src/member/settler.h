@@ -51,6 +51,9 @@ struct SettlerConfig {
   BatchHandler batch_handler;
   HandlerKind kind;
   int claim_batch = 64;
+  // A SQL function's calls a worker groups into one transaction
+  // (ConsumerOptions::sql_calls_per_commit); 1: none.
+  int sql_calls_per_commit = 1;
   int max_attempts = 5;
   absl::Duration backoff_initial;
   absl::Duration backoff_max;
@@ -165,6 +168,9 @@ class Settler {
   // (With the outcomes of those the settler had to commit itself, before a
   // statement of another kind: CommitGathered hands them over.)
   size_t gathered() const { return gathered_.size() + resolved_.size(); }
+  // A transaction of grouped calls is open on the connection: no other
+  // statement may run on it before CommitGathered.
+  bool CallsOpen() const { return acks_.CallsOpen(); }
   bool GatheredDue(absl::Time now) const {
     return gathered_.Due(now) || !resolved_.empty();
   }
@@ -227,6 +233,9 @@ class Settler {
   // The gathered acks committed (CommitGathered's work, without the
   // outcomes resolved before).
   std::vector<Gathered> CommitGatheredNow();
+  // Ends a transaction of grouped calls with nothing of theirs to keep
+  // (each call's take was gone).
+  void EndEmptyCalls();
   // The store, for any statement but a grouped call: grouped calls commit
   // first (their outcomes wait in resolved_), or the statement would run
   // in their transaction.

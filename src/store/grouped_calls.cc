@@ -67,27 +67,22 @@ absl::StatusOr<bool> GroupedCalls::Call(pqxx::connection& conn,
   } catch (const pqxx::broken_connection&) {
     open_.reset();
     return AckErrorOfCurrentException(function_);
-  } catch (const pqxx::sql_error& e) {
-    const absl::Status error =
-        TransactionStateError(SqlStateOf(e))
-            ? absl::UnavailableError(absl::StrCat("grouped calls: ", e.what()))
-            : AckErrorOfCurrentException(function_);
+  } catch (const pqxx::sql_error&) {
+    const absl::Status error = AckErrorOfCurrentException(function_);
     try {
-      // Only this call undone; the transaction goes on.
-      if (!absl::IsUnavailable(error)) {
-        pqxx::nontransaction(conn).exec(
-            absl::StrCat("ROLLBACK TO SAVEPOINT ", kSavepoint));
-        return error;
-      }
+      // Only this call undone; the transaction goes on. (Whatever the
+      // SQLSTATE: a function may raise any.)
+      pqxx::nontransaction(conn).exec(
+          absl::StrCat("ROLLBACK TO SAVEPOINT ", kSavepoint));
+      return error;
     } catch (const std::exception& rollback) {
+      // The transaction is in no state to commit: the caller drops the
+      // connection, and with it the transaction and every call in it.
+      open_.reset();
       return absl::UnavailableError(
           absl::StrCat("grouped calls: could not undo a failed call (",
                        rollback.what(), ") after: ", error.message()));
     }
-    // The transaction is in no state to commit: the caller drops the
-    // connection, and with it the transaction and every call in it.
-    open_.reset();
-    return error;
   } catch (const std::exception& e) {
     // Neither the server's nor the connection's: in no known state.
     open_.reset();

@@ -80,6 +80,11 @@ HandledAndAcked PgItemAcks::HandleAndAck(const ClaimRef& ref,
                                          const CarriedClaim* carry,
                                          bool defer_alone) {
   HandledAndAcked r;
+  if (Gone()) {
+    HandledAndAcked r;
+    r.error = GoneError();
+    return r;
+  }
   try {
     AckTransaction ack(db());
     r.verdict = RunHandler(handler, ack);
@@ -119,6 +124,7 @@ HandledAndAcked PgItemAcks::HandleAndAck(const ClaimRef& ref,
 
 absl::StatusOr<std::vector<bool>> PgItemAcks::DeleteOfTakes(
     const std::string& group, const std::vector<TakeItem>& items) {
+  if (Gone()) return GoneError();
   try {
     if (items.size() == 1) {
       // Alone: the ack of one item, the cheapest statement.
@@ -137,6 +143,7 @@ absl::StatusOr<AckedAndClaimed> PgItemAcks::AckInFunction(
     const CarriedClaim* carry) {
   // One autocommit statement: the fenced delete calls the function on the
   // items it deletes. Whatever it deleted is acknowledged, and handled.
+  if (Gone()) return GoneError();
   try {
     if (carry && carry->of_key) {
       return AckInFunctionAndNextOfKey(db(), ref, ids.front());
@@ -164,6 +171,7 @@ AckedAndClaimed PgItemAcks::AckCarrying(const ClaimRef& ref,
 absl::StatusOr<int64_t> PgItemAcks::ReleaseForRetry(
     const ClaimRef& ref, const std::vector<std::string>& ids,
     const std::string& error, absl::Duration backoff, bool count_attempt) {
+  if (Gone()) return GoneError();
   return store::ReleaseForRetry(db(), ref, ids, error, backoff, count_attempt);
 }
 
@@ -171,22 +179,26 @@ absl::StatusOr<bool> PgItemAcks::DeadLetter(const ClaimRef& ref,
                                             const std::string& id,
                                             const std::string& error,
                                             bool count_attempt) {
+  if (Gone()) return GoneError();
   return store::DeadLetter(db(), ref, id, error, count_attempt);
 }
 
 absl::StatusOr<std::map<std::string, int>> PgItemAcks::CountDeliveriesOfTheDead(
     const ClaimRef& ref, const std::vector<std::string>& ids,
     absl::Time died_at) {
+  if (Gone()) return GoneError();
   return store::CountDeliveriesOfTheDead(db(), ref, ids, died_at);
 }
 
 absl::Status PgItemAcks::ReportCircuit(const std::string& session, bool open,
                                        const std::string& error) {
+  if (Gone()) return GoneError();
   return store::ReportCircuit(db(), session, open, error);
 }
 
 absl::StatusOr<std::set<std::string>> PgItemAcks::StillDue(
     const ClaimRef& ref, const std::vector<std::string>& ids) {
+  if (Gone()) return GoneError();
   return store::StillDue(db(), ref, ids);
 }
 

@@ -43,14 +43,19 @@ class PgItemAcks : public ItemAcks {
       const ClaimRef& ref, const std::vector<std::string>& ids,
       const CarriedClaim* carry) override;
   bool CanGroupCalls() override {
-    return !function_.name.empty() && !function_.arrays &&
+    return !Gone() && !function_.name.empty() && !function_.arrays &&
            GroupedCalls::Possible(db());
   }
   absl::StatusOr<bool> CallGrouped(const ClaimRef& ref,
                                    const std::string& id) override {
+    if (Gone()) return GoneError();
     return calls_.Call(db(), ref, id);
   }
-  absl::Status CommitCalls() override { return calls_.Commit(db()); }
+  absl::Status CommitCalls() override {
+    if (!Gone()) return calls_.Commit(db());
+    calls_.Forget();
+    return GoneError();
+  }
   bool CallsOpen() const override { return calls_.open(); }
   void ForgetCalls() override { calls_.Forget(); }
   absl::StatusOr<int64_t> ReleaseForRetry(const ClaimRef& ref,
@@ -71,6 +76,12 @@ class PgItemAcks : public ItemAcks {
 
  private:
   pqxx::connection& db() const { return *connection_(); }
+  // The connection was dropped (by an earlier statement of the same
+  // task that broke it): every statement fails as on a broken one.
+  bool Gone() const { return connection_() == nullptr; }
+  static absl::Status GoneError() {
+    return absl::UnavailableError("the connection was dropped");
+  }
   // The autocommitted ack of `ids` with the claim `carry` asks for, in one
   // statement.
   AckedAndClaimed AckCarrying(const ClaimRef& ref,

@@ -865,6 +865,14 @@ TEST_F(ConsumerTest, BadOptionsAndMissingGroupsAreRefusedAtCreate) {
   options.sql_function.arrays = true;
   EXPECT_THAT(Consumer::Create(options).status().message(),
               HasSubstr("sql_function.arrays is set without"));
+  options = Options("g", Recorder("g"));
+  options.sql_calls_per_commit = 2;
+  EXPECT_THAT(Consumer::Create(options).status().message(),
+              HasSubstr("sql_calls_per_commit applies to a sql_function of "
+                        "single items"));
+  options.sql_calls_per_commit = 33;
+  EXPECT_THAT(Consumer::Create(options).status().message(),
+              HasSubstr("sql_calls_per_commit must be 1..32, got 33"));
   TestDatabase empty;
   options = Options("g", Recorder("g"));
   options.dsn = empty.dsn();

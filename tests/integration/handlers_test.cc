@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -74,6 +76,16 @@ BEGIN
     RAISE EXCEPTION 'item % cannot be handled', i USING ERRCODE = 'SGDLQ';
   ELSIF word = 'fail' THEN
     RAISE EXCEPTION 'item % failed', i;
+  END IF;
+END $$;
+-- The same, but WORD twice breaks a deferred constraint: at COMMIT.
+CREATE TABLE app.once (v int UNIQUE DEFERRABLE INITIALLY DEFERRED);
+CREATE FUNCTION app.note_once(k text, p bytea, i uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO app.seen VALUES (i, k, 1);
+  IF split_part(convert_from(p, 'UTF8'), ' ', 2) = 'twice' THEN
+    INSERT INTO app.once VALUES (0), (0);
   END IF;
 END $$;
 CREATE FUNCTION app.pay_slowly(k text, p bytea, i uuid) RETURNS void
@@ -146,8 +158,10 @@ class HandlersTest : public ConsumerFixture {
   }
 
   std::unique_ptr<Consumer> StartWith(const std::string& group,
-                                      const cli::Handlers& h) {
+                                      const cli::Handlers& h,
+                                      int sql_calls_per_commit = 1) {
     ConsumerOptions o = OptionsFor(group, h);
+    o.sql_calls_per_commit = sql_calls_per_commit;
     o.max_attempts = 4;
     o.backoff_initial = absl::Milliseconds(50);
     o.backoff_max = absl::Milliseconds(200);
@@ -778,7 +792,7 @@ TEST_F(HandlersTest, SqlFunctionCallsOfItemsWithoutKeysCommitTogether) {
   auto h = Build("sql:app.note");
   ASSERT_TRUE(h.ok()) << h.status();
   const int64_t before = Commits();
-  auto c = StartWith("g", *h);
+  auto c = StartWith("g", *h, /*sql_calls_per_commit=*/32);
   ASSERT_TRUE(Drained(absl::Seconds(60)));
   ASSERT_TRUE(c->Stop().ok());  // its backends' counts reach the view
   const int64_t used = Commits() - before;
@@ -797,15 +811,92 @@ TEST_F(HandlersTest, SqlFunctionCallsOfItemsWithoutKeysCommitTogether) {
   EXPECT_LT(used, 1200);
 }
 
+// Grouped calls whose worker connections keep being cut (a backend
+// terminated in the middle of a transaction of calls, or while a failed
+// call's release is written): the calls lost with a connection are made
+// again, each item's work kept once, the member goes on, and only the
+// items whose function always fails are dead-lettered.
+TEST_F(HandlersTest, GroupedSqlCallsSurviveConnectionsCutMidTransaction) {
+  CreateGroup("g", 4);
+  std::map<int, std::string> words;
+  for (int i = 0; i < 20; ++i) words[i * 149 + 3] = "fail";
+  ProduceUnkeyed("g", 3000, words);
+  auto h = Build("sql:app.note");
+  ASSERT_TRUE(h.ok()) << h.status();
+  auto c = StartWith("g", *h, /*sql_calls_per_commit=*/32);
+  std::atomic<bool> cutting{true};
+  std::atomic<int> cut{0};
+  std::thread cutter([&] {
+    pqxx::connection conn(db_.dsn());
+    while (cutting) {
+      cut += pqxx::nontransaction(conn)
+                 .exec1(
+                     "SELECT count(pg_terminate_backend(pid)) FROM "
+                     "pg_stat_activity WHERE application_name LIKE "
+                     "'sqlgroup-worker-%'")[0]
+                 .as<int>();
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  });
+  // The cuts go on until half the items are handled, then the drain ends.
+  EXPECT_TRUE(
+      WaitFor([&] { return Count("SELECT count(*) FROM app.seen") >= 1500; },
+              absl::Seconds(60)));
+  cutting = false;
+  cutter.join();
+  ASSERT_TRUE(Drained(absl::Seconds(120)));
+  ASSERT_TRUE(c->Stop().ok());
+  std::printf("%d connections cut\n", cut.load());
+  EXPECT_GT(cut.load(), 10);
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 2980);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 2980);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items WHERE "
+                  "last_error LIKE '%failed (SQLSTATE P0001)%'"),
+            20);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 20);
+}
+
+// A call whose work breaks a deferred constraint fails only at COMMIT, and
+// takes its group's COMMIT with it: those items are read again, and the
+// worker's calls commit alone for a while, so that the one at fault fails
+// alone and is dead-lettered; each other item's work is kept once.
+TEST_F(HandlersTest, AGroupedCallRefusedAtCommitFailsAlone) {
+  CreateGroup("g", 2);
+  ProduceUnkeyed("g", 500, {{250, "twice"}});
+  auto h = Build("sql:app.note_once");
+  ASSERT_TRUE(h.ok()) << h.status();
+  auto c = StartWith("g", *h, /*sql_calls_per_commit=*/32);
+  ASSERT_TRUE(Drained(absl::Seconds(60)));
+  ASSERT_TRUE(c->Stop().ok());
+  EXPECT_EQ(Count("SELECT count(*) FROM app.seen"), 499);
+  EXPECT_EQ(Count("SELECT count(DISTINCT id) FROM app.seen"), 499);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items WHERE attempts = "
+                  "4 AND last_error LIKE '%SQLSTATE 23505%'"),
+            1);
+  EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items"), 1);
+}
+
 // Grouped calls through kill -9: a transaction lost with its member takes
 // its calls' work with it, and their items are handled again, once.
 TEST_F(HandlersTest, GroupedSqlCallsAreExactlyOnceThroughKill9) {
   CreateGroup("g", 8, absl::Seconds(2));
   ProduceUnkeyed("g", 6000);
-  const std::vector<std::string> argv = {
-      CliPath(),        "consume",   "--group",     "g",     "--handler",
-      "sql:app.note",   "--workers", "2",           "--dsn", member_dsn_,
-      "--metrics_addr", "",          "--log_level", "warn"};
+  const std::vector<std::string> argv = {CliPath(),
+                                         "consume",
+                                         "--group",
+                                         "g",
+                                         "--handler",
+                                         "sql:app.note",
+                                         "--workers",
+                                         "2",
+                                         "--dsn",
+                                         member_dsn_,
+                                         "--metrics_addr",
+                                         "",
+                                         "--log_level",
+                                         "warn",
+                                         "--sql_calls_per_commit",
+                                         "32"};
   for (int round = 0; round < 3; ++round) {
     const int64_t before = Count("SELECT count(*) FROM app.seen");
     ChildProcess member(argv, log_ + ".member");

@@ -71,12 +71,14 @@ class SettlerTest : public ::testing::Test {
     config.shared_commit = std::move(shared);
     config.key_order = key_order_;
     config.max_attempts = 3;
+    config.sql_calls_per_commit = sql_calls_per_commit_;
     config.backoff_initial = absl::Seconds(1);
     config.backoff_max = absl::Seconds(30);
     return Settler(index, config, acks, connection, scheduler_, metrics_, log_);
   }
 
   const store::ClaimRef ref_{"g", "s", 0, 1};
+  int sql_calls_per_commit_ = 32;
   std::shared_ptr<std::atomic<bool>> key_order_ =
       std::make_shared<std::atomic<bool>>(false);
   FakeItemAcks acks_;
@@ -773,6 +775,15 @@ TEST_F(SettlerTest, GroupedCallsLostWithTheirConnectionAreReadAgain) {
   EXPECT_EQ(connection_.disconnects.size(), 1u);
   EXPECT_EQ(Outcomes(settler.CommitGathered()),
             std::vector<Settler::Outcome>{Settler::Outcome::kBroken});
+}
+
+TEST_F(SettlerTest, CallsAreGroupedOnlyWhenAsked) {
+  sql_calls_per_commit_ = 1;  // the default
+  Settler settler = Make(/*batched=*/false, SqlFunction{.name = "app.handle"});
+  settler.ProcessItems(ref_, ItemsNumbered(1, 3), absl::Now(), nullptr,
+                       /*gather=*/true);
+  EXPECT_TRUE(acks_.grouped.empty());
+  EXPECT_EQ(acks_.handled.size(), 3u);
 }
 
 TEST_F(SettlerTest, WhereCallsCannotBeGroupedEachCommitsAlone) {
