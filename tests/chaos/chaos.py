@@ -85,6 +85,14 @@ not dead-lettered) without a delivery in the handlers' logs that
 returned, and the database checks that need no results rows run as for
 the slow profile.
 
+With --handler sql the same items and faults go through a SQL function,
+public.chaos_note, that notes each call in a table and fails one call in
+twenty after its write; members run it with --sql_calls_per_commit 32, so
+each worker groups its calls into one transaction under savepoints.
+Exactly once is checked from the database alone: noted_twice (an item's
+work committed twice), acked_unnoted (acknowledged without its work) and
+noted_unacked (work kept for an item still waiting or dead-lettered).
+
 Prints a table and one JSON line per result; exits 1 when an invariant is
 broken or the group does not recover.
 """
@@ -132,6 +140,23 @@ FAST_KINDS = ["kill9", "sigstop", "pg_restart", "terminate", "stall",
 # The fast profile's tally: every item enqueued, written by the statement
 # that enqueued it.
 FAST_TALLY = "chaos_enqueued"
+# With --handler sql: the SQL function the members call on each item
+# (grouped into one transaction per worker under savepoints), and the
+# table it notes each call in, which commits with the item's ack.
+SQL_NOTED = "chaos_noted"
+SQL_CALLS = f"""
+CREATE TABLE {SQL_NOTED} (id uuid NOT NULL,
+                          noted_at timestamptz DEFAULT clock_timestamp());
+CREATE FUNCTION chaos_note(k text, p bytea, i uuid) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO {SQL_NOTED} (id) VALUES (i);
+  -- One call in twenty fails after its write: undone to its savepoint
+  -- alone (the members' --fail_rate would make it a statement of its own).
+  IF random() < 0.05 THEN RAISE EXCEPTION 'injected failure'; END IF;
+END $$;
+GRANT INSERT ON {SQL_NOTED} TO chaos_member;
+"""
 SLOW_HANDLER = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                             "..", "support", "slow_handler.py")
 # Above the slowest payload (SlowProducer's 10 s); --drain_timeout is left
@@ -179,12 +204,15 @@ class ChaosRun:
         self.slow = args.handler == "slow"
         if self.slow:
             self.kinds = list(SLOW_KINDS)
-        self.fast = args.handler == "fast"
+        # Items of no work, mostly unkeyed: acks gathered (fast, an exec
+        # handler) or a SQL function's calls grouped (sql).
+        self.fast = args.handler in ("fast", "sql")
         if self.fast:
             self.kinds = list(FAST_KINDS)
+        self.sql_calls = args.handler == "sql"
         # Members run tests/support/slow_handler.py, which logs each
         # delivery: the checks read those logs instead of results rows.
-        self.logged = self.slow or self.fast
+        self.logged = self.slow or args.handler == "fast"
         self.joined = 0  # members added by join faults (names them)
         self.left = []  # members that left for good (leave faults)
         # Handler log (one per member process) -> [(from, to)]: when that
@@ -227,6 +255,8 @@ class ChaosRun:
         self.run_cli("group", "create", "chaos", "--parts",
                      str(self.args.parts), *timing, *subscribed)
         self.grant_roles()
+        if self.sql_calls:
+            self.query(SQL_CALLS)
         # The retry policy the suite's history was measured with (5
         # attempts, 200 ms doubling), not the defaults that ride out an
         # hour's outage: with --fail_rate 0.05 a key's head that failed
@@ -244,6 +274,8 @@ class ChaosRun:
                       "--listen_dsn", self.node_dsn("chaos_member")]
         if self.slow:
             extra += ["--handler_timeout", SLOW_HANDLER_TIMEOUT]
+        if self.sql_calls:
+            extra += ["--sql_calls_per_commit", "32"]
         self.member_slots, self.member_extra = slots, extra
         for i in range(self.args.members):
             self.members.append(self.new_member(f"m{i}"))
@@ -287,10 +319,12 @@ class ChaosRun:
         workers: their handler writes nothing in the ack, so their acks
         share commits (SharedCommit) under every fault."""
         handler = (f"exec:python3 {SLOW_HANDLER} {{log}}" if self.logged
+                   else "sql:public.chaos_note" if self.sql_calls
                    else "record")
         workers = 4 if self.slow else 2
         m = Member(self.args.cli, name, self.member_slots, self.log_dir,
-                   "chaos_member", handler, workers, self.args.fail_rate,
+                   "chaos_member", handler, workers,
+                   0.0 if self.sql_calls else self.args.fail_rate,
                    self.args.static_timeout, extra_args=self.member_extra)
         m.start()
         return m
@@ -441,6 +475,13 @@ class ChaosRun:
                 latest = max(latest, seen)
         return latest
 
+    def latest_note(self):
+        """When the sql profile's function last noted an item (0: never,
+        or the database cannot say now)."""
+        rows = self.query(f"SELECT coalesce(extract(epoch FROM max(noted_at)), "
+                          f"0) FROM {SQL_NOTED}", check=False, timeout=3)
+        return float(rows[0][0]) if rows else 0.0
+
     def recover(self, kind, target, t0, excluded, db_back_s=None,
                 member=None, until=None):
         """Times from t0 until every part is owned by a live session not in
@@ -458,7 +499,11 @@ class ChaosRun:
             if owned is None and self.owned_by_live(excluded) and \
                     (until is None or until()):
                 owned = time.time() - t0
-            if self.logged:
+            if self.sql_calls:
+                if owned is not None and \
+                        self.latest_note() > t0 + owned:
+                    resumed = time.time() - t0
+            elif self.logged:
                 if owned is not None and \
                         self.latest_handler_start() > t0 + owned:
                     resumed = time.time() - t0
@@ -794,12 +839,12 @@ class ChaosRun:
         # Checked while the members still own their parts, so the open
         # entries of the ownership log have takes to match.
         found = checker.check(self.query, skip=checker.RESULT_CHECKS
-                              if self.logged else ())
+                              if self.logged or self.sql_calls else ())
         found["overlapping_samples"] = self.overlapping_samples
         if self.args.topic:
             calm = checker.check(self.query, group="calm")
         codes = {m.name: m.stop() for m in self.members + self.calm}
-        if self.logged:
+        if self.logged or self.sql_calls:
             return self.logged_summary(found, codes)
         if self.args.static_timeout:
             # Stopped static members keep their places and parts: scaling
@@ -847,12 +892,16 @@ class ChaosRun:
         return summary
 
     def logged_summary(self, found, codes):
-        """The slow and fast profiles' result: the database checks that
+        """The slow, fast and sql profiles' result: the database checks that
         need no results rows, and invariant 10 from the handlers' logs;
         for the fast profile also acked_unhandled, from the producer's
-        tally and those logs."""
+        tally and those logs; for the sql profile exactly once, from the
+        tally and the function's notes (checker.sql_call_checks)."""
         found.update(checker.check_after_leave(self.query))
         found["unclean_exits"] = sum(c != 0 for c in codes.values())
+        if self.sql_calls:
+            found.update(checker.sql_call_checks(self.query, FAST_TALLY,
+                                                 SQL_NOTED))
         logs = [p for m in self.members + self.left for p in m.handler_logs]
         runs = checker.read_deliveries(logs)
         bad, excused, examples = checker.handler_overlaps(
@@ -860,8 +909,9 @@ class ChaosRun:
         for item, a, b in examples:
             log(f"seed {self.seed}: item {item} ran in two live members at "
                 f"once: {a} and {b}")
-        found["handler_overlaps"] = bad
-        if self.fast:
+        if self.logged:  # (the sql profile's handler keeps no log)
+            found["handler_overlaps"] = bad
+        if self.logged and self.fast:
             found["acked_unhandled"] = checker.acked_unhandled(
                 self.query, runs, FAST_TALLY)
         deliveries = [d for ds in runs.values() for d in ds]
@@ -870,15 +920,21 @@ class ChaosRun:
             "enqueued": self.producer.enqueued,
             "enqueue_failures": self.producer.failures,
             "dead": int(self.query(
-                "SELECT count(*) FROM sqlgroup.dead_items")[0][0]),
-            "items_delivered": len(runs),
-            "deliveries": len(deliveries),
-            "deliveries_cut": sum(d["cut"] for d in deliveries),
-            "redelivered_items": sum(len(ds) > 1 for ds in runs.values()),
-            "handler_overlaps_excused": excused,
+                "SELECT count(*) FROM sqlgroup.dead_items")[0][0])}
+        if self.sql_calls:
+            summary["noted"] = int(self.query(
+                f"SELECT count(*) FROM {SQL_NOTED}")[0][0])
+        else:
+            summary.update({
+                "items_delivered": len(runs),
+                "deliveries": len(deliveries),
+                "deliveries_cut": sum(d["cut"] for d in deliveries),
+                "redelivered_items": sum(len(ds) > 1 for ds in runs.values()),
+                "handler_overlaps_excused": excused})
+        summary.update({
             "faults": self.injected,
             "overlap_samples": self.overlap_samples,
-            "member_exit_codes": codes, **found}
+            "member_exit_codes": codes, **found})
         print(json.dumps({"chaos_run": summary}), flush=True)
         return summary
 
@@ -963,7 +1019,7 @@ def main():
                     default="none",
                     help="members through a PgBouncer in transaction mode "
                     "(and a pooler_restart fault instead of failover)")
-    ap.add_argument("--handler", choices=["record", "slow", "fast"],
+    ap.add_argument("--handler", choices=["record", "slow", "fast", "sql"],
                     default="record",
                     help="slow: members run tests/support/slow_handler.py "
                     "(exec, 0.5-10 s per item) through joins, leaves, "
@@ -972,7 +1028,11 @@ def main():
                     "fast: the same handler on items of no work, mostly "
                     "unkeyed, whose acks gather, through those faults and "
                     "the database's, and acked_unhandled checks that no "
-                    "item was acknowledged before its handler returned")
+                    "item was acknowledged before its handler returned; "
+                    "sql: the fast profile's items and faults through a "
+                    "SQL function whose calls each worker groups into one "
+                    "transaction, checked exactly once from the notes it "
+                    "writes")
     ap.add_argument("--schedule", default=None,
                     help="comma-separated faults to inject first, in this "
                     "order, instead of each kind once in a seeded order "

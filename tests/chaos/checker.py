@@ -125,6 +125,9 @@ NAMES = [c[0] for c in CHECKS + AFTER_LEAVE] + ["wrong_part",
                                                 "producer_mismatch",
                                                 "handler_overlaps",
                                                 "acked_unhandled",
+                                                "noted_twice",
+                                                "acked_unnoted",
+                                                "noted_unacked",
                                                 "delivered_while_paused"]
 
 
@@ -271,6 +274,30 @@ def acked_unhandled(query, runs, tally):
                for row in acked)
 
 
+def sql_call_checks(query, tally, noted):
+    """The sql profile's exactly once, from the database alone: the items
+    the producer enqueued (`tally`) against the notes the members' SQL
+    function wrote (`noted`, one row a call, committed with the item's
+    ack or not at all). Returns {check: violations}."""
+    acked = ("NOT EXISTS (SELECT 1 FROM sqlgroup.items i WHERE "
+             "i.group_name = 'chaos' AND i.id = {x}.id) AND NOT EXISTS "
+             "(SELECT 1 FROM sqlgroup.dead_items d WHERE d.group_name = "
+             "'chaos' AND d.id = {x}.id)")
+    return {
+        "noted_twice": int(query(
+            f"SELECT count(*) FROM (SELECT id FROM {noted} GROUP BY id "
+            "HAVING count(*) > 1) d")[0][0]),
+        "acked_unnoted": int(query(
+            f"SELECT count(*) FROM {tally} t WHERE "
+            + acked.format(x="t") +
+            f" AND NOT EXISTS (SELECT 1 FROM {noted} n WHERE n.id = t.id)"
+        )[0][0]),
+        "noted_unacked": int(query(
+            f"SELECT count(DISTINCT n.id) FROM {noted} n WHERE NOT ("
+            + acked.format(x="n") + ")")[0][0]),
+    }
+
+
 def check_after_leave(query, group="chaos"):
     return {name: int(query(for_group(sql, group))[0][0])
             for name, sql, _ in AFTER_LEAVE}
@@ -294,6 +321,15 @@ def meaning(name):
         return ("items acknowledged with no handler call that returned in "
                 "the handlers' logs (an ack gathered for a call that failed "
                 "or was cut off)")
+    if name == "noted_twice":
+        return ("items whose SQL function's work committed more than once "
+                "(the sql profile: not exactly once)")
+    if name == "acked_unnoted":
+        return ("items acknowledged without their SQL function's work "
+                "committed with them")
+    if name == "noted_unacked":
+        return ("items still waiting or dead-lettered whose SQL function's "
+                "work committed")
     if name == "delivered_while_paused":
         return ("acknowledged deliveries of a paused group or key that "
                 "began more than a second after the pause (`group pause`)")

@@ -230,6 +230,37 @@ def check_acked_unhandled(port, query):
     return failures
 
 
+def check_sql_calls(port, query):
+    """sql_call_checks on a planted tally and notes; returns the failed
+    cases. Of four items tallied: one acknowledged and noted once (clean),
+    one acknowledged and noted twice, one acknowledged and never noted,
+    one still waiting yet noted."""
+    waiting = psql(port, "SELECT sqlgroup.enqueue('chaos', NULL, '')")[0][0]
+    once, twice, never = HANDLED, CUT, GONE_DEAD.replace("4", "5")
+    psql(port, "DROP TABLE IF EXISTS tally, noted; "
+         "CREATE TABLE tally (id uuid); CREATE TABLE noted (id uuid); "
+         f"INSERT INTO tally VALUES ('{once}'), ('{twice}'), ('{never}'), "
+         f"('{waiting}'); INSERT INTO noted VALUES ('{once}'), ('{twice}'), "
+         f"('{twice}'), ('{waiting}')")
+    failures = []
+    for name, fix, want in [
+            ("noted_twice+acked_unnoted+noted_unacked", "",
+             {"noted_twice": 1, "acked_unnoted": 1, "noted_unacked": 1}),
+            ("clean: each acknowledged item noted once",
+             f"DELETE FROM noted WHERE id IN ('{twice}', '{waiting}'); "
+             f"INSERT INTO noted VALUES ('{twice}'), ('{never}'); "
+             f"DELETE FROM sqlgroup.items WHERE id = '{waiting}'; "
+             f"INSERT INTO noted VALUES ('{waiting}')",
+             {"noted_twice": 0, "acked_unnoted": 0, "noted_unacked": 0})]:
+        if fix:
+            psql(port, fix)
+        got = checker.sql_call_checks(query, "tally", "noted")
+        print(f"{'ok' if got == want else 'WRONG'}: {name}: {got}")
+        if got != want:
+            failures.append(name)
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--cli", required=True)
@@ -272,6 +303,7 @@ def main():
             if got != want:
                 failures.append("unclosed_takes")
         failures += check_acked_unhandled(node.port, query)
+        failures += check_sql_calls(node.port, query)
     finally:
         node.remove()
         shutil.rmtree(root, ignore_errors=True)
