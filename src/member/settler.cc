@@ -568,6 +568,11 @@ Settler::Attempt Settler::CallInAck(const store::ClaimRef& ref,
   a.alone = true;
   a.ack_start = absl::Now();
   if (gather && config_.sql_calls_per_commit > 1 && acks_.CanGroupCalls()) {
+    if (!acks_.CallsOpen() && !gathered_.empty()) {
+      // Calls gathered, and no transaction open for them: it broke with
+      // its connection (this call would begin a new one, on the next).
+      for (Gathered& g : CommitGatheredNow()) resolved_.push_back(g);
+    }
     absl::StatusOr<bool> called = acks_.CallGrouped(ref, ids.front());
     if (absl::IsCancelled(called.status())) {
       // The transaction of the calls before went with a connection since

@@ -777,6 +777,25 @@ TEST_F(SettlerTest, GroupedCallsLostWithTheirConnectionAreReadAgain) {
             std::vector<Settler::Outcome>{Settler::Outcome::kBroken});
 }
 
+TEST_F(SettlerTest, CallsOfATransactionThatBrokeAreNotAckedByTheNext) {
+  Settler settler = Make(/*batched=*/false, SqlFunction{.name = "app.handle"});
+  EXPECT_EQ(
+      settler.HandleBatch(ref_, {ItemNumbered(1)}, nullptr, /*gather=*/true),
+      Settler::Outcome::kGathered);
+  acks_.calls_lost = absl::UnavailableError("connection lost during ack");
+  EXPECT_EQ(
+      settler.HandleBatch(ref_, {ItemNumbered(2)}, nullptr, /*gather=*/true),
+      Settler::Outcome::kBroken);
+  connection_.connected = true;  // the worker's next connection
+  EXPECT_EQ(
+      settler.HandleBatch(ref_, {ItemNumbered(3)}, nullptr, /*gather=*/true),
+      Settler::Outcome::kGathered);
+  EXPECT_EQ(Outcomes(settler.CommitGathered()),
+            (std::vector<Settler::Outcome>{Settler::Outcome::kBroken,
+                                           Settler::Outcome::kAcked}));
+  EXPECT_EQ(acks_.group_commits, std::vector<size_t>{1});
+}
+
 TEST_F(SettlerTest, CallsAreGroupedOnlyWhenAsked) {
   sql_calls_per_commit_ = 1;  // the default
   Settler settler = Make(/*batched=*/false, SqlFunction{.name = "app.handle"});
