@@ -20,9 +20,9 @@
 // then: under per-key order a worker gathers across items of no key only (a
 // keyed item's task goes on with its key's next item), under ordering
 // 'none' across the items of one claim, and it commits before any other
-// task. A handler call that
-// itself took kGatherFor or longer ends the gathering at once: a slow
-// handler's items commit one by one, as before (there is little to gain).
+// task. A handler call that itself took kGatherFor or longer ends the
+// gathering at once: a slow handler's items commit one by one, as before
+// (there is little to gain).
 //
 // Thread safety: one worker thread.
 #ifndef SQLGROUP_MEMBER_GATHERED_ACKS_H_
