@@ -299,15 +299,17 @@ TEST_F(DeadLetterPoliciesTest, OneRunningMemberReportsTheGroupsFacts) {
   };
   ASSERT_TRUE(WaitFor(
       [&] {
-        return reporters().size() == 1 &&
-               Value(*registries[reporters()[0]], "sqlgroup_paused_keys",
-                     "g") == 2.0;
+        // Read once: which members report may change between two reads.
+        const std::vector<int> now = reporters();
+        return now.size() == 1 &&
+               Value(*registries[now[0]], "sqlgroup_paused_keys", "g") == 2.0;
       },
       absl::Seconds(15)));
   // Stable: still one after more measurements.
   absl::SleepFor(absl::Milliseconds(500));
-  ASSERT_EQ(reporters().size(), 1u);
-  const int first = reporters()[0];
+  const std::vector<int> settled = reporters();
+  ASSERT_EQ(settled.size(), 1u);
+  const int first = settled[0];
   prometheus::Registry& r = *registries[first];
   EXPECT_EQ(Value(r, "sqlgroup_dead_items", "g"), 2.0);
   EXPECT_EQ(Value(r, "sqlgroup_group_paused", "g"), 1.0);
