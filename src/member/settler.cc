@@ -43,9 +43,13 @@ Settler::Settler(int index, SettlerConfig config, store::ItemAcks& acks,
 
 store::ItemAcks& Settler::Acks() {
   if (acks_.CallsOpen() || (config_.kind.in_function() && !gathered_.empty())) {
-    for (Gathered& g : CommitGatheredNow()) resolved_.push_back(std::move(g));
+    SettleGatheredAside();
   }
   return acks_;
+}
+
+void Settler::SettleGatheredAside() {
+  for (Gathered& g : CommitGatheredNow()) resolved_.push_back(std::move(g));
 }
 
 bool Settler::CountDeliveriesOfTheDead(const store::ClaimRef& ref,
@@ -571,13 +575,13 @@ Settler::Attempt Settler::CallInAck(const store::ClaimRef& ref,
     if (!acks_.CallsOpen() && !gathered_.empty()) {
       // Calls gathered, and no transaction open for them: it broke with
       // its connection (this call would begin a new one, on the next).
-      for (Gathered& g : CommitGatheredNow()) resolved_.push_back(g);
+      SettleGatheredAside();
     }
     absl::StatusOr<bool> called = acks_.CallGrouped(ref, ids.front());
     if (absl::IsCancelled(called.status())) {
       // The transaction of the calls before went with a connection since
       // dropped: they are settled as lost, and this call begins anew.
-      for (Gathered& g : CommitGatheredNow()) resolved_.push_back(g);
+      SettleGatheredAside();
       called = acks_.CallGrouped(ref, ids.front());
     }
     if (!called.ok()) {

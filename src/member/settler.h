@@ -233,6 +233,9 @@ class Settler {
   // The gathered acks committed (CommitGathered's work, without the
   // outcomes resolved before).
   std::vector<Gathered> CommitGatheredNow();
+  // CommitGatheredNow, its outcomes kept in resolved_ for CommitGathered
+  // (the worker hears of them there).
+  void SettleGatheredAside();
   // Ends a transaction of grouped calls with nothing of theirs to keep
   // (each call's take was gone).
   void EndEmptyCalls();
