@@ -66,11 +66,14 @@ BEGIN
       CASE WHEN EXCLUDED.last_seq = t.last_seq + 1 THEN 0 ELSE 1 END;
 END $$;
 -- For items of no key: notes each in app.seen; WORD as for app.pay.
+-- app.calls counts every call, those rolled back too.
+CREATE SEQUENCE app.calls;
 CREATE FUNCTION app.note(k text, p bytea, i uuid) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   word text := split_part(convert_from(p, 'UTF8'), ' ', 2);
 BEGIN
+  PERFORM nextval('app.calls');
   INSERT INTO app.seen VALUES (i, k, 1);  -- rolled back on failure
   IF word = 'dead' THEN
     RAISE EXCEPTION 'item % cannot be handled', i USING ERRCODE = 'SGDLQ';
@@ -129,6 +132,8 @@ class HandlersTest : public ConsumerFixture {
             absl::StrCat("GRANT USAGE ON SCHEMA app TO ", kMemberRole,
                          "; GRANT SELECT, INSERT, UPDATE ON ALL "
                          "TABLES IN SCHEMA app TO ",
+                         kMemberRole,
+                         "; GRANT USAGE ON ALL SEQUENCES IN SCHEMA app TO ",
                          kMemberRole));
     log_ = absl::StrCat(
         ::testing::TempDir(), "/handler-",
@@ -805,6 +810,10 @@ TEST_F(HandlersTest, SqlFunctionCallsOfItemsWithoutKeysCommitTogether) {
   EXPECT_EQ(Count("SELECT count(*) FROM sqlgroup.dead_items WHERE attempts = "
                   "1 AND last_error LIKE '%cannot be handled%'"),
             10);
+  // Every call, rolled back or not: each item once, a failing one once per
+  // attempt (4) and a dead one once. A failed call that undid its group's
+  // other calls would have them made again.
+  EXPECT_EQ(Count("SELECT last_value FROM app.calls"), 1980 + 10 * 4 + 10);
   // A commit of its own each would be 2,000, besides the claims.
   std::printf("2,000 items in %lld transactions\n",
               static_cast<long long>(used));
