@@ -70,6 +70,15 @@ std::string TakeHeldOf(const std::string& session, const std::string& part,
                       hold ? " FOR KEY SHARE OF sp)" : ")");
 }
 
+std::string TakesHeldIn(const std::string& rows) {
+  return absl::StrCat(
+      "SELECT sp.session_id, sp.part, sp.epoch FROM ", kTakes,
+      " WHERE sp.group_name = $1 AND (sp.session_id, sp.part, sp.epoch) IN "
+      "(SELECT DISTINCT session_id, part, epoch FROM ",
+      rows, ") AND ", kTakeAlive,
+      " ORDER BY sp.part, sp.epoch FOR KEY SHARE OF sp");
+}
+
 std::string WithIds(int ids) {
   const std::string a = absl::StrCat("($", ids, "::uuid[])");
   // The list itself is no index condition (IS TRUE): the statement reads

@@ -50,6 +50,13 @@ std::string TakeHeld(int session, int part, int epoch, bool hold);
 std::string TakeHeldOf(const std::string& session, const std::string& part,
                        const std::string& epoch, bool hold);
 
+// A query of the takes of group $1 among the (session_id, part, epoch)
+// rows of `rows` (a relation) that are held, as TakeHeld with `hold`: each
+// distinct take checked and locked once, in part and epoch order (the
+// order a drop of several parts locks them). For a statement that settles
+// many items of a few takes (the per-row check costs more there).
+std::string TakesHeldIn(const std::string& rows);
+
 // Rows of group $1 whose ids are in parameter `ids`, a uuid[] in key order
 // (KeyOrderedIds): `id = ANY(...)` and between its first and last, so
 // that the primary key is the index that narrows the statement most under

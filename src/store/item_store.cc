@@ -74,14 +74,33 @@ const std::string& AckOneSql() {
 // Returns the place of each row it deleted: one id under two takes (an old
 // epoch and the new) is credited to the take that deleted it only.
 constexpr char kAckOfTakes[] = "sqlgroup_ack_of_takes";
+constexpr char kAckRows[] =
+    "unnest($2::uuid[], $3::uuid[], $4::int[], $5::bigint[], $6::int[]) "
+    "AS a(id, session_id, part, epoch, place)";
 const std::string& AckOfTakesSql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
-      "DELETE FROM sqlgroup.items i "
-      "USING unnest($2::uuid[], $3::uuid[], $4::int[], $5::bigint[], "
-      "  $6::int[]) AS a(id, session_id, part, epoch, place) "
-      "WHERE i.group_name = $1 AND i.id = a.id AND ",
+      "DELETE FROM sqlgroup.items i USING ", kAckRows,
+      " WHERE i.group_name = $1 AND i.id = a.id AND ",
       TakeHeldOf("a.session_id", "a.part", "a.epoch", /*hold=*/true),
       " RETURNING a.place"));
+  return *kSql;
+}
+
+// The same for more than kFewAcks items: each distinct take checked and
+// locked once (TakesHeldIn), then the items of the takes held deleted.
+// Deleting 160 items of 16 takes it ran in 0.66x the time of the per-item
+// fence (64 of 16: 0.85x; 16 of 4: alike; 4 of one: 1.5x, the reason for
+// two statements; EXPLAIN ANALYZE medians, session 33).
+constexpr size_t kFewAcks = 16;
+constexpr char kAckOfManyTakes[] = "sqlgroup_ack_of_many_takes";
+const std::string& AckOfManyTakesSql() {
+  static const std::string* const kSql = new std::string(absl::StrCat(
+      "WITH a AS MATERIALIZED (SELECT * FROM ", kAckRows, "), held AS (",
+      TakesHeldIn("a"),
+      ") DELETE FROM sqlgroup.items i USING a JOIN held h "
+      "  ON h.session_id = a.session_id AND h.part = a.part "
+      "  AND h.epoch = a.epoch "
+      "WHERE i.group_name = $1 AND i.id = a.id RETURNING a.place"));
   return *kSql;
 }
 
@@ -250,6 +269,7 @@ void PrepareItemStatements(pqxx::connection& conn, bool pauses) {
   Prepare(conn, kAckOne, AckOneSql());
   Prepare(conn, kAckAndClaim, AckAndClaimSql(pauses));
   Prepare(conn, kAckOfTakes, AckOfTakesSql());
+  Prepare(conn, kAckOfManyTakes, AckOfManyTakesSql());
   Prepare(conn, kRelease, ReleaseSql());
   Prepare(conn, kDeadLetter, DeadLetterSql());
   Prepare(conn, kProbe, ProbeSql(pauses));
@@ -316,8 +336,9 @@ std::vector<bool> DeleteOfTakes(pqxx::connection& conn,
   }
   pqxx::nontransaction tx(conn);
   const pqxx::result r =
-      ExecPrepared(tx, kAckOfTakes, group, SqlArray(ids), SqlArray(sessions),
-                   SqlArray(parts), SqlArray(epochs), SqlArray(order));
+      ExecPrepared(tx, items.size() > kFewAcks ? kAckOfManyTakes : kAckOfTakes,
+                   group, SqlArray(ids), SqlArray(sessions), SqlArray(parts),
+                   SqlArray(epochs), SqlArray(order));
   std::vector<bool> deleted(items.size(), false);
   for (const auto& row : r) {
     const int place = row[0].as<int>();

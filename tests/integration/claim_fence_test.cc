@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "keyspace.h"
 #include "sqlgroup/admin.h"
 #include "store/errors.h"
@@ -23,6 +24,7 @@ namespace sqlgroup {
 namespace {
 
 using ::testing::ContainsRegex;
+using ::testing::Each;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
@@ -138,6 +140,33 @@ std::vector<std::string> Ids(const std::vector<Item>& items) {
   return ids;
 }
 
+// `acks` followed by 17 acks of no item under `take`: more than the 16
+// whose fence DeleteOfTakes checks per item, so the statement is the one
+// that checks each distinct take once.
+constexpr size_t kPadding = 17;
+std::vector<store::TakeItem> Many(std::vector<store::TakeItem> acks,
+                                  const store::ClaimRef& take) {
+  for (size_t i = 0; i < kPadding; ++i) {
+    acks.push_back({absl::StrFormat("eeeeeeee-0000-4000-8000-%012d", i),
+                    take.session, take.part, take.epoch});
+  }
+  return acks;
+}
+
+// The answers of DeleteOfTakes for `acks` alone, through the statement of
+// many takes: its answers for the padding (Many) must all be false.
+std::vector<bool> DeleteOfManyTakes(pqxx::connection& conn,
+                                    const std::vector<store::TakeItem>& acks,
+                                    const store::ClaimRef& padding) {
+  std::vector<bool> each =
+      store::DeleteOfTakes(conn, kGroup, Many(acks, padding));
+  EXPECT_EQ(each.size(), acks.size() + kPadding);
+  EXPECT_THAT(std::vector<bool>(each.begin() + acks.size(), each.end()),
+              Each(false));
+  each.resize(acks.size());
+  return each;
+}
+
 // Runs each of the workers' statements once on `worker` (so that each is
 // prepared on the server and planned from the statistics of now), then
 // checks that each one's generic plan reads items by the primary key: no
@@ -156,6 +185,9 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
       worker, kGroup,
       {{kOtherPart, ref.session, ref.part, ref.epoch},
        {"ffffffff-ffff-4fff-bfff-ffffffffffff", ref.session, 7, ref.epoch}});
+  store::DeleteOfTakes(
+      worker, kGroup,
+      Many({{kOtherPart, ref.session, ref.part, ref.epoch}}, ref));
   ASSERT_TRUE(store::ReleaseForRetry(worker, ref, {kOtherPart}, "",
                                      absl::ZeroDuration(), false)
                   .ok());
@@ -187,6 +219,9 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
   const std::string claim =
       absl::StrCat("'g', ", take, ", '", a, "', '", z, "', 64");
   const std::string one = absl::StrCat("'{", kFirst, "}'");
+  const std::string of_takes =
+      absl::StrCat("('g', ", one, ", '{", kSession, "}', '{0}', '{", ref.epoch,
+                   "}', '{0}')");
   const std::string parts =
       absl::StrCat("'g', '{0}', '{", a, "}', '{", z, "}'");
   const std::vector<std::string> explains = {
@@ -216,6 +251,8 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
       absl::StrCat("sqlgroup_probe_heads(", parts, ", 64)"),
       absl::StrCat("sqlgroup_blocked(", parts, ", 100)"),
       absl::StrCat("sqlgroup_still_due('g', ", one, ")"),
+      absl::StrCat("sqlgroup_ack_of_takes", of_takes),
+      absl::StrCat("sqlgroup_ack_of_many_takes", of_takes),
   };
   pqxx::work tx(worker);
   for (const std::string& e : explains) {
@@ -234,6 +271,11 @@ void ExpectEveryPlanReadsItemsByKey(pqxx::connection& worker,
     if (absl::StartsWith(e, "sqlgroup_claim_heads(")) {
       EXPECT_THAT(plan, Not(ContainsRegex("Sort Key: [^w]"))) << e << "\n"
                                                               << plan;
+    } else if (absl::StartsWith(e, "sqlgroup_ack_of_many_takes(")) {
+      // Only the distinct takes (sp, or the list's) are sorted: they are
+      // locked in part order.
+      EXPECT_THAT(plan, Not(ContainsRegex("Sort Key: [^s\"]"))) << e << "\n"
+                                                                << plan;
     } else if (absl::StartsWith(e, "sqlgroup_ack_in_function_on_arrays(")) {
       EXPECT_THAT(plan, Not(ContainsRegex("Sort Key: [^a]"))) << e << "\n"
                                                               << plan;
@@ -348,6 +390,47 @@ TEST_F(ClaimFenceTest, ASharedAckDeletesEachItemUnderItsOwnTakeOnly) {
                                     {kSecond, kSession, 0, ref_.epoch - 1}}),
               ElementsAre(true, false));
   EXPECT_EQ(Count("items"), 0);
+}
+
+// The same through the statement of many items (each distinct take
+// checked and locked once).
+TEST_F(ClaimFenceTest, ASharedAckOfManyItemsDeletesEachUnderItsOwnTakeOnly) {
+  const store::ClaimRef other = Take(1);
+  EXPECT_THAT(DeleteOfManyTakes(*conn_,
+                                {{kOtherPart, kSession, 1, other.epoch},
+                                 {kSecond, kSession, 0, ref_.epoch - 1},
+                                 {kFirst, kSession, 0, ref_.epoch}},
+                                other),
+              ElementsAre(true, false, true));
+  EXPECT_EQ(Count("items"), 1);
+  EXPECT_THAT(
+      DeleteOfManyTakes(*conn_, {{kFirst, kSession, 0, ref_.epoch}}, other),
+      ElementsAre(false));
+  EXPECT_THAT(DeleteOfManyTakes(*conn_,
+                                {{kSecond, kSession, 0, ref_.epoch},
+                                 {kSecond, kSession, 0, ref_.epoch - 1}},
+                                other),
+              ElementsAre(true, false));
+  EXPECT_EQ(Count("items"), 0);
+}
+
+TEST_F(ClaimFenceTest,
+       ASharedAckOfManyUnderAZombieOrADroppedTakeDeletesNothing) {
+  const store::ClaimRef other = Take(1);
+  Drop(0);
+  EXPECT_THAT(
+      DeleteOfManyTakes(*conn_, {{kFirst, kSession, 0, ref_.epoch}}, other),
+      ElementsAre(false));
+  pqxx::nontransaction(*conn_).exec_params(
+      "UPDATE sqlgroup.sessions SET heartbeated_at = "
+      "clock_timestamp() - interval '1 hour' WHERE id = $1",
+      kSession);
+  EXPECT_THAT(DeleteOfManyTakes(*conn_,
+                                {{kOtherPart, kSession, 1, other.epoch},
+                                 {kSecond, kSession, 0, ref_.epoch}},
+                                other),
+              ElementsAre(false, false));
+  EXPECT_EQ(Count("items"), 3);
 }
 
 TEST_F(ClaimFenceTest, ASharedAckOfAZombieOrADroppedTakeDeletesNothing) {
@@ -593,6 +676,42 @@ TEST_F(ClaimFenceTest, ADropOfThePartWaitsForAnAckInFlight) {
   Drop(0);
   EXPECT_EQ(Count("session_parts"), 0);
   EXPECT_EQ(Count("items"), 2);  // kFirst was acknowledged once
+}
+
+// The same for the shared ack of several takes, in both of its statements
+// (each item's take checked, and each distinct take checked once), held
+// in a transaction that the grouped calls of a SQL function leave open.
+TEST_F(ClaimFenceTest, ADropOfThePartWaitsForASharedAckInFlight) {
+  pqxx::connection acker(db_.dsn());
+  store::PrepareItemStatements(acker, /*pauses=*/true);
+  store::ClaimRef take = ref_;
+  for (const char* id : {kFirst, kSecond}) {
+    const bool many = id == kSecond;
+    SCOPED_TRACE(many ? "many items" : "few items");
+    std::vector<store::TakeItem> acks = {
+        {id, kSession, 0, take.epoch},
+        {"01ffffff-0000-4000-8000-000000000000", kSession, 0, take.epoch}};
+    if (many) acks = Many(acks, take);
+    pqxx::nontransaction(acker).exec("BEGIN");
+    const std::vector<bool> each = store::DeleteOfTakes(acker, kGroup, acks);
+    ASSERT_FALSE(each.empty());
+    EXPECT_TRUE(each[0]);
+    {
+      pqxx::nontransaction dropper(*conn_);
+      dropper.exec("SET lock_timeout = '200ms'");
+      try {
+        dropper.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
+        ADD_FAILURE() << "the part was dropped under an ack in flight";
+      } catch (const pqxx::sql_error& e) {
+        EXPECT_EQ(e.sqlstate(), "55P03") << e.what();  // lock_not_available
+      }
+      dropper.exec("SET lock_timeout = 0");
+    }
+    pqxx::nontransaction(acker).exec("COMMIT");
+    Drop(0);
+    take = Take(0);
+  }
+  EXPECT_EQ(Count("items"), 1);
 }
 
 // And an ack that comes while a drop is in flight waits for it, then finds
