@@ -10,11 +10,11 @@ namespace sqlgroup {
 
 // This release, as `sqlgroup --version`, the sqlgroup_build_info metric
 // and `group describe` show it (and CMake's project version).
-inline constexpr char kVersion[] = "0.20.0";
+inline constexpr char kVersion[] = "0.21.0";
 
 // The newest schema version this release knows: the number of the last
 // migration in sql/ (`sqlgroup migrate` takes a database there).
-inline constexpr int kSchemaVersion = 20;
+inline constexpr int kSchemaVersion = 21;
 
 // The oldest schema this release runs against, with the features of the
 // newer schemas off until `sqlgroup migrate` runs: a new release can be

@@ -66,7 +66,7 @@ TEST(Schema, MigrationsApplyToAnEmptyDatabase) {
                   "014_member_versions.sql", "015_members_know_versions.sql",
                   "016_enqueue_fingerprints.sql", "017_operate_items.sql",
                   "018_retention_and_cancel.sql", "019_group_grants.sql",
-                  "020_topics.sql"));
+                  "020_topics.sql", "021_enqueue_plan_kept.sql"));
   EXPECT_TRUE(admin->CheckSchema().ok());
   const std::string schema = SchemaFingerprint(db.dsn());
   for (const char* table :
