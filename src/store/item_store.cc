@@ -95,8 +95,8 @@ constexpr size_t kFewAcks = 16;
 constexpr char kAckOfManyTakes[] = "sqlgroup_ack_of_many_takes";
 const std::string& AckOfManyTakesSql() {
   static const std::string* const kSql = new std::string(absl::StrCat(
-      "WITH a AS MATERIALIZED (SELECT * FROM ", kAckRows, "), held AS (",
-      TakesHeldIn("a"),
+      "WITH a AS MATERIALIZED (SELECT * FROM ", kAckRows,
+      "), held AS MATERIALIZED (", TakesHeldIn("a"),
       ") DELETE FROM sqlgroup.items i USING a JOIN held h "
       "  ON h.session_id = a.session_id AND h.part = a.part "
       "  AND h.epoch = a.epoch "
