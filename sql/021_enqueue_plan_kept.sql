@@ -16,6 +16,10 @@
 -- against 0.81 (session 33, bench/RESULTS.md).
 --
 -- Expand only: members never call it.
+--
+-- A later CREATE OR REPLACE of block_next_time drops the setting unless it
+-- says SET plan_cache_mode = force_generic_plan again (enqueue_function_test
+-- reads the plans and fails without it).
 
 ALTER FUNCTION sqlgroup.block_next_time(text, bigint)
   SET plan_cache_mode = force_generic_plan;

@@ -68,10 +68,9 @@ const std::string& AckOneSql() {
 // (SharedCommit), each item fenced on its own take as TakeHeld fences one
 // (alive by the database clock, held FOR KEY SHARE until the statement
 // ends, so a drop or reap of the part waits for it). The fence runs per
-// item: checking each distinct take once (a CTE of the takes, locked in
-// part order) measured 0.94x as fast at 8 consumers, whose shared
-// statements hold a few items each (bench/RESULTS.md, session 26).
-// Returns the place of each row it deleted: one id under two takes (an old
+// item, for up to kFewAcks items (AckOfManyTakesSql checks each distinct
+// take once, for more: with a few items a statement, as session 26's
+// shared statements held, that measured 0.94x as fast). Returns the place of each row it deleted: one id under two takes (an old
 // epoch and the new) is credited to the take that deleted it only.
 constexpr char kAckOfTakes[] = "sqlgroup_ack_of_takes";
 constexpr char kAckRows[] =
