@@ -70,8 +70,9 @@ const std::string& AckOneSql() {
 // ends, so a drop or reap of the part waits for it). The fence runs per
 // item, for up to kFewAcks items (AckOfManyTakesSql checks each distinct
 // take once, for more: with a few items a statement, as session 26's
-// shared statements held, that measured 0.94x as fast). Returns the place of each row it deleted: one id under two takes (an old
-// epoch and the new) is credited to the take that deleted it only.
+// shared statements held, that measured 0.94x as fast). Returns the place of
+// each row it deleted: one id under two takes (an old epoch and the new) is
+// credited to the take that deleted it only.
 constexpr char kAckOfTakes[] = "sqlgroup_ack_of_takes";
 constexpr char kAckRows[] =
     "unnest($2::uuid[], $3::uuid[], $4::int[], $5::bigint[], $6::int[]) "
