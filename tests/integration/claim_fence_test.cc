@@ -129,6 +129,20 @@ class ClaimFenceTest : public ::testing::Test {
     return tx.exec1("SELECT count(*) FROM sqlgroup." + table)[0].as<int64_t>();
   }
 
+  // A drop of part 0 waits for an ack in flight on another connection:
+  // it runs out of its lock timeout, and the part stays.
+  void ExpectADropOfPartZeroToWait() {
+    pqxx::nontransaction dropper(*conn_);
+    dropper.exec("SET lock_timeout = '200ms'");
+    try {
+      dropper.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
+      ADD_FAILURE() << "the part was dropped under an ack in flight";
+    } catch (const pqxx::sql_error& e) {
+      EXPECT_EQ(e.sqlstate(), "55P03") << e.what();  // lock_not_available
+    }
+    dropper.exec("SET lock_timeout = 0");
+  }
+
   TestDatabase db_;
   std::unique_ptr<pqxx::connection> conn_;
   store::ClaimRef ref_;
@@ -688,17 +702,7 @@ TEST_F(ClaimFenceTest, ADropOfThePartWaitsForAnAckInFlight) {
   store::PrepareItemStatements(acker, /*pauses=*/true);
   pqxx::work ack(acker);
   EXPECT_EQ(store::DeleteClaimed(ack, ref_, {kFirst}), 1);
-  {
-    pqxx::nontransaction dropper(*conn_);
-    dropper.exec("SET lock_timeout = '200ms'");
-    try {
-      dropper.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
-      ADD_FAILURE() << "the part was dropped under an ack in flight";
-    } catch (const pqxx::sql_error& e) {
-      EXPECT_EQ(e.sqlstate(), "55P03") << e.what();  // lock_not_available
-    }
-    dropper.exec("SET lock_timeout = 0");
-  }
+  ExpectADropOfPartZeroToWait();
   ack.commit();
   Drop(0);
   EXPECT_EQ(Count("session_parts"), 0);
@@ -723,17 +727,7 @@ TEST_F(ClaimFenceTest, ADropOfThePartWaitsForASharedAckInFlight) {
     const std::vector<bool> each = store::DeleteOfTakes(acker, kGroup, acks);
     ASSERT_FALSE(each.empty());
     EXPECT_TRUE(each[0]);
-    {
-      pqxx::nontransaction dropper(*conn_);
-      dropper.exec("SET lock_timeout = '200ms'");
-      try {
-        dropper.exec("DELETE FROM sqlgroup.session_parts WHERE part = 0");
-        ADD_FAILURE() << "the part was dropped under an ack in flight";
-      } catch (const pqxx::sql_error& e) {
-        EXPECT_EQ(e.sqlstate(), "55P03") << e.what();  // lock_not_available
-      }
-      dropper.exec("SET lock_timeout = 0");
-    }
+    ExpectADropOfPartZeroToWait();
     pqxx::nontransaction(acker).exec("COMMIT");
     Drop(0);
     take = Take(0);
